@@ -1,0 +1,327 @@
+"""The scheduler API shared by every scheduler (CONTRACTS.md section 1).
+
+A scheduler keeps one row per watched URL in parallel NumPy arrays, sorted by URL id.
+Subclasses name their own per-URL arrays in ``_url_fields`` (each a NumPy array attribute
+``_<field>``); this base class inserts, deletes, validates, saves and restores them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from crawler.schedulers._realize import REALIZATIONS, poll_shares, sampling_pick, stride_pick
+
+IdArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+IndexArray = NDArray[np.intp]
+State = dict[str, Any]
+
+STATE_FORMAT = 1
+URL_PREFIX = "url_"
+
+
+def as_id_array(ids: ArrayLike, what: str = "ids") -> IdArray:
+    """Validate and convert URL ids: a 1-D array of distinct integers."""
+    arr = np.asarray(ids)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be a 1-D array of integers")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(
+            arr == np.round(arr)
+        ):
+            arr = arr.astype(np.int64)
+        else:
+            raise ValueError(f"{what} must be integers, got dtype {arr.dtype}")
+    out = arr.astype(np.int64, copy=False)
+    if out.size > 1 and np.unique(out).size != out.size:
+        raise ValueError(f"{what} contains repeated ids")
+    return out
+
+
+class Scheduler(ABC):
+    """Decides which URLs to poll in each slot and learns from the outcomes.
+
+    Subclasses implement ``_wanted`` (the frequencies) and ``_learn`` (the feedback rule),
+    or override ``_choose`` to pick the slot's URLs themselves.
+    """
+
+    name: ClassVar[str] = ""
+    needs_rates: ClassVar[bool] = False
+    #: per-URL arrays of the subclass, each stored as attribute ``_<field>``
+    _url_fields: ClassVar[tuple[str, ...]] = ()
+    #: plain scalar attributes of the subclass saved in state()
+    _scalar_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self, capacity: float, *, seed: int | None = None, realization: str = "stride"
+    ) -> None:
+        self.capacity = _check_capacity(capacity)
+        if realization not in REALIZATIONS:
+            raise ValueError(
+                f"unknown realization {realization!r}: choose one of {', '.join(REALIZATIONS)}"
+            )
+        self.realization = realization
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+        self._ids: IdArray = np.empty(0, dtype=np.int64)
+        self._importance: FloatArray = np.empty(0, dtype=np.float64)
+        self._rate: FloatArray = np.empty(0, dtype=np.float64)
+        self._credit: FloatArray = np.empty(0, dtype=np.float64)
+        self._budget = 0.0
+        self._slot = 0
+        self._removed_since_select: set[int] = set()
+
+    # ----- public API -------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Number of watched URLs."""
+        return int(self._ids.size)
+
+    def params(self) -> dict[str, Any]:
+        """The constructor arguments that recreate this scheduler (JSON-serializable)."""
+        return {"capacity": self.capacity, "seed": self.seed, "realization": self.realization}
+
+    def set_capacity(self, capacity: float) -> None:
+        """Change the polls per slot from the next slot on."""
+        self.capacity = _check_capacity(capacity)
+
+    def add(
+        self,
+        ids: ArrayLike,
+        importance: ArrayLike | None = None,
+        rates: ArrayLike | None = None,
+    ) -> None:
+        """Watch new URLs. ``importance`` in (0, 1] (default 1); ``rates`` are change
+        probabilities per slot, required by the oracle schedulers and ignored by the rest."""
+        new_ids = as_id_array(ids)
+        count = new_ids.size
+        weights = _check_unit_interval(importance, count, "importance", default=1.0)
+        if rates is None:
+            if self.needs_rates:
+                raise ValueError(
+                    f"scheduler {self.name!r} is an oracle: add() needs the true change "
+                    "probabilities as rates="
+                )
+            change = np.full(count, np.nan)
+        else:
+            change = _check_probabilities(rates, count)
+        if count == 0:
+            return
+        present = self._positions(new_ids, strict=False)
+        if np.any(present >= 0):
+            dup = new_ids[present >= 0][:5].tolist()
+            raise ValueError(f"ids already watched: {dup}")
+        order = np.argsort(new_ids, kind="stable")
+        new_ids, weights, change = new_ids[order], weights[order], change[order]
+        initial = self._initial_values(count, weights, change)
+        initial["importance"] = weights
+        initial["rate"] = change
+        initial["credit"] = self._rng.random(count)  # random phase: no start-up stall
+        where = np.searchsorted(self._ids, new_ids)
+        self._ids = np.insert(self._ids, where, new_ids)
+        for field in self._all_url_fields():
+            current = getattr(self, "_" + field)
+            setattr(self, "_" + field, np.insert(current, where, initial[field]))
+        self._removed_since_select.difference_update(new_ids.tolist())
+        self._after_add()
+
+    def remove(self, ids: ArrayLike) -> None:
+        """Stop watching URLs; ids not watched are ignored."""
+        gone = as_id_array(ids)
+        pos = self._positions(gone, strict=False)
+        pos = pos[pos >= 0]
+        if pos.size == 0:
+            return
+        keep = np.ones(self._ids.size, dtype=bool)
+        keep[pos] = False
+        self._before_remove(keep)
+        self._removed_since_select.update(self._ids[pos].tolist())
+        self._ids = self._ids[keep]
+        for field in self._all_url_fields():
+            setattr(self, "_" + field, getattr(self, "_" + field)[keep])
+        self._after_remove()
+
+    def select(self) -> IdArray:
+        """This slot's URLs to poll: about ``capacity`` distinct ids."""
+        self._removed_since_select.clear()
+        self._budget += self.capacity
+        k = min(math.floor(self._budget + 1e-9), self._ids.size)
+        self._budget -= k
+        self._slot += 1
+        if k <= 0:
+            return np.empty(0, dtype=np.int64)
+        chosen = self._choose(k)
+        return self._ids[chosen]
+
+    def feedback(self, ids: ArrayLike, hits: ArrayLike) -> None:
+        """Outcomes of this slot's successful polls: ``hits[j]`` is True if URL ``ids[j]``
+        changed since its previous poll. Failed polls are simply left out."""
+        polled = as_id_array(ids)
+        outcome = np.asarray(hits)
+        if outcome.shape != polled.shape:
+            raise ValueError("ids and hits must have the same length")
+        if outcome.size and outcome.dtype != np.bool_ and not np.all(np.isin(outcome, (0, 1))):
+            raise ValueError("hits must be booleans")
+        outcome = outcome.astype(bool)
+        pos = self._positions(polled, strict=False)
+        unknown = pos < 0
+        if np.any(unknown):
+            stray = [i for i in polled[unknown].tolist() if i not in self._removed_since_select]
+            if stray:
+                raise ValueError(f"feedback for ids that are not watched: {stray[:5]}")
+            pos, outcome = pos[~unknown], outcome[~unknown]
+        if pos.size:
+            self._learn(pos.astype(np.intp), outcome)
+
+    def frequencies(self) -> tuple[IdArray, FloatArray]:
+        """Every watched URL's id and wanted polls per slot x_i."""
+        return self._ids.copy(), np.asarray(self._wanted(), dtype=np.float64).copy()
+
+    def state(self) -> State:
+        """All that resumes this scheduler: NumPy arrays (per-URL ones prefixed ``url_``,
+        aligned with ``ids``) and plain scalars."""
+        st: State = {
+            "scheduler": self.name,
+            "format": STATE_FORMAT,
+            "params": json.dumps(self.params(), sort_keys=True),
+            "rng": json.dumps(self._rng.bit_generator.state),
+            "budget": self._budget,
+            "slot": self._slot,
+            "ids": self._ids.copy(),
+        }
+        for field in self._all_url_fields():
+            st[URL_PREFIX + field] = getattr(self, "_" + field).copy()
+        for field in self._scalar_fields:
+            st[field] = getattr(self, "_" + field)
+        return st
+
+    @classmethod
+    def from_state(cls, st: State) -> Scheduler:
+        """Rebuild a scheduler saved by ``state()``."""
+        if st.get("format") != STATE_FORMAT:
+            raise ValueError(f"unsupported scheduler state format {st.get('format')!r}")
+        params = json.loads(st["params"])
+        obj = cls(**params)
+        ids = as_id_array(st["ids"], "state ids")
+        if ids.size > 1 and np.any(np.diff(ids) <= 0):
+            raise ValueError("corrupt scheduler state: ids are not strictly increasing")
+        obj._ids = ids.copy()
+        for field in obj._all_url_fields():
+            key = URL_PREFIX + field
+            if key not in st:
+                raise ValueError(f"corrupt scheduler state: {key} is missing")
+            arr = np.asarray(st[key]).copy()
+            if arr.shape != ids.shape:
+                raise ValueError(f"corrupt scheduler state: {key} does not match ids")
+            setattr(obj, "_" + field, arr.astype(getattr(obj, "_" + field).dtype, copy=False))
+        for field in obj._scalar_fields:
+            setattr(obj, "_" + field, st[field])
+        obj._budget = float(st["budget"])
+        obj._slot = int(st["slot"])
+        obj._rng.bit_generator.state = json.loads(st["rng"])
+        obj._after_restore()
+        return obj
+
+    # ----- for subclasses ---------------------------------------------------------------
+
+    @abstractmethod
+    def _initial_values(
+        self, count: int, importance: FloatArray, rates: FloatArray
+    ) -> dict[str, NDArray[Any]]:
+        """Initial values of the subclass's per-URL fields for ``count`` new URLs."""
+
+    @abstractmethod
+    def _wanted(self) -> FloatArray:
+        """The wanted frequency x_i of every URL, in id order."""
+
+    @abstractmethod
+    def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
+        """Apply one slot's outcomes; ``pos`` are row positions, distinct."""
+
+    def _wanted_total(self) -> float:
+        """sum(x); subclasses that keep it incrementally override this."""
+        return float(np.sum(self._wanted()))
+
+    def _choose(self, k: int) -> IndexArray:
+        """Row positions of this slot's k polls, by the configured realization."""
+        x = self._wanted()
+        if self.realization == "sampling":
+            return sampling_pick(x, k, self._rng)
+        shares = poll_shares(x, self._wanted_total(), self.capacity)
+        return stride_pick(self._credit, shares, k)
+
+    def _after_add(self) -> None:
+        """Hook: rows were inserted."""
+
+    def _before_remove(self, keep: BoolArray) -> None:
+        """Hook: rows where ``keep`` is False are about to be deleted."""
+
+    def _after_remove(self) -> None:
+        """Hook: rows were deleted."""
+
+    def _after_restore(self) -> None:
+        """Hook: rebuild derived values after from_state()."""
+
+    # ----- helpers ----------------------------------------------------------------------
+
+    def _all_url_fields(self) -> tuple[str, ...]:
+        return ("importance", "rate", "credit", *self._url_fields)
+
+    def _positions(self, ids: IdArray, *, strict: bool = True) -> IndexArray:
+        """Row positions of ids (-1 where not watched, or ValueError when strict)."""
+        if ids.size == 0:
+            return np.empty(0, dtype=np.intp)
+        pos = np.searchsorted(self._ids, ids).astype(np.intp)
+        inside = pos < self._ids.size
+        found = np.zeros(ids.size, dtype=bool)
+        found[inside] = self._ids[pos[inside]] == ids[inside]
+        if strict and not found.all():
+            raise ValueError(f"ids not watched: {ids[~found][:5].tolist()}")
+        pos[~found] = -1
+        return pos
+
+
+def _check_capacity(capacity: float) -> float:
+    try:
+        value = float(capacity)
+    except (TypeError, ValueError):
+        raise ValueError(f"capacity must be a number, got {capacity!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"capacity must be a positive number of polls per slot, got {capacity!r}")
+    return value
+
+
+def _check_unit_interval(
+    values: ArrayLike | None, count: int, what: str, *, default: float
+) -> FloatArray:
+    if values is None:
+        return np.full(count, default)
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full(count, float(arr))
+    if arr.shape != (count,):
+        raise ValueError(f"{what} must have one value per id")
+    if not np.all(np.isfinite(arr)) or np.any((arr <= 0) | (arr > 1)):
+        raise ValueError(f"{what} must be finite numbers in (0, 1]")
+    return arr
+
+
+def _check_probabilities(values: ArrayLike, count: int) -> FloatArray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full(count, float(arr))
+    if arr.shape != (count,):
+        raise ValueError("rates must have one value per id")
+    if not np.all(np.isfinite(arr)) or np.any((arr < 0) | (arr > 1)):
+        raise ValueError("rates must be change probabilities per slot, finite and in [0, 1]")
+    return arr

@@ -1,0 +1,185 @@
+"""The Lagrange optimum of the polling problem and the expected value of an allocation.
+
+Overwrite model, known change probabilities p_i per slot: maximize
+sum_i w_i x_i (1 - q_i^(1/x_i)) subject to sum_i x_i = C and 0 <= x_i <= 1,
+with q_i = 1 - p_i and r_i = -ln q_i. With u = r_i / x_i the marginal value of
+x_i is w_i g(u), g(u) = 1 - e^-u (1 + u), which falls as x_i grows. Bisecting on
+the multiplier m gives the optimum (ALGORITHMS.md, "The Optimal policy").
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+FloatArray = NDArray[np.float64]
+
+_BISECT_STEPS = 100
+
+
+def change_rates(p: ArrayLike) -> FloatArray:
+    """r = -ln(1 - p): the Poisson rate equivalent of a per-slot change probability."""
+    pa = np.asarray(p, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return -np.log1p(-np.clip(pa, 0.0, 1.0))
+
+
+def _marginal_gain(u: FloatArray) -> FloatArray:
+    """g(u) = 1 - e^-u (1 + u), the value of one more poll at u = r / x."""
+    return -np.expm1(-u) - u * np.exp(-u)
+
+
+def _inverse_marginal_gain(level: FloatArray) -> FloatArray:
+    """Solve g(u) = level for u, elementwise, level in [0, 1)."""
+    lo = np.zeros_like(level)
+    hi = np.full_like(level, 1.0)
+    # Grow the upper bracket until g(hi) >= level everywhere (g is increasing, g(inf) = 1).
+    for _ in range(64):
+        short = _marginal_gain(hi) < level
+        if not short.any():
+            break
+        hi = np.where(short, hi * 2.0, hi)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        below = _marginal_gain(mid) < level
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return 0.5 * (lo + hi)
+
+
+def _water_fill_equal_weights(r: FloatArray, capacity: float) -> FloatArray:
+    """x_i = min(1, r_i / u) with sum x = C: exact, by sorting the rates."""
+    n = r.size
+    x = np.zeros(n)
+    positive = r > 0
+    n_pos = int(positive.sum())
+    if n_pos == 0:
+        return x
+    if capacity >= n_pos:
+        x[positive] = 1.0
+        return x
+    finite = np.isfinite(r)
+    n_inf = int((~finite).sum())
+    if n_inf >= capacity:
+        # More certain changers than capacity: share the capacity among them.
+        x[~finite] = capacity / n_inf
+        return x
+    order = np.argsort(-r[finite], kind="stable")
+    rs = r[finite][order]
+    # With the k largest capped at 1: u = sum(rest) / (C - k - n_inf),
+    # valid if rs[k-1] >= u > rs[k].
+    tail = np.concatenate([np.cumsum(rs[::-1])[::-1], [0.0]])
+    u = 0.0
+    for k in range(0, min(rs.size, int(np.floor(capacity - n_inf)) + 1)):
+        room = capacity - n_inf - k
+        if room <= 0:
+            break
+        u = tail[k] / room
+        if k < rs.size and rs[k] <= u:
+            break
+    xf = np.minimum(1.0, r[finite] / u) if u > 0 else np.ones(int(finite.sum()))
+    x[finite] = xf
+    x[~finite] = 1.0
+    return x
+
+
+def optimal_allocation(
+    p: ArrayLike, capacity: float, importance: ArrayLike | None = None
+) -> FloatArray:
+    """The frequencies x (polls per slot, in [0, 1], summing to C) that maximize expected value.
+
+    ``p`` are change probabilities per slot, ``importance`` the weights w_i in (0, 1].
+    """
+    pa = np.asarray(p, dtype=np.float64)
+    if pa.ndim != 1:
+        raise ValueError("p must be a 1-D array")
+    if not np.all(np.isfinite(pa)) or np.any((pa < 0) | (pa > 1)):
+        raise ValueError("change probabilities must be finite and in [0, 1]")
+    if not np.isfinite(capacity) or capacity <= 0:
+        raise ValueError("capacity must be a positive number")
+    r = change_rates(pa)
+    if importance is None:
+        return _water_fill_equal_weights(r, float(capacity))
+    w = np.asarray(importance, dtype=np.float64)
+    if w.shape != pa.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError("importance must be positive, finite and match p")
+    if np.allclose(w, w[0]):
+        return _water_fill_equal_weights(r, float(capacity))
+    positive = r > 0
+    if capacity >= positive.sum():
+        return positive.astype(np.float64)
+
+    def allocation(m: float) -> FloatArray:
+        level = np.minimum(m / w, 1.0)
+        u = np.full_like(r, np.inf)
+        open_ = level < 1.0
+        u[open_] = _inverse_marginal_gain(level[open_])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.where(np.isfinite(r), np.minimum(1.0, r / u), 1.0)
+        x[~open_ | ~positive] = 0.0
+        return np.nan_to_num(x, nan=0.0)
+
+    lo, hi = 0.0, float(w.max())
+    for _ in range(_BISECT_STEPS):
+        mid = 0.5 * (lo + hi)
+        if allocation(mid).sum() > capacity:
+            lo = mid
+        else:
+            hi = mid
+    x = allocation(hi)
+    short = capacity - x.sum()
+    if short > 1e-9:
+        # Spread what the bisection's tolerance left over along the marginal frontier.
+        x = x + short * (allocation(lo) - x) / max(allocation(lo).sum() - x.sum(), 1e-300)
+    return np.clip(x, 0.0, 1.0)
+
+
+def expected_hits(
+    x: ArrayLike,
+    p: ArrayLike,
+    importance: ArrayLike | None = None,
+    *,
+    model: Literal["overwrite", "disappear"] = "overwrite",
+    realization: Literal["stride", "sampling"] = "stride",
+) -> float:
+    """Expected (importance-weighted) hits per slot when URL i is polled x_i times per slot.
+
+    ``stride``: regular intervals of 1/x_i slots; ``sampling``: each slot URL i is polled
+    with probability x_i independently (geometric intervals).
+    """
+    xa = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
+    pa = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
+    w = np.ones_like(pa) if importance is None else np.asarray(importance, dtype=np.float64)
+    if model == "disappear":
+        return float(np.sum(w * xa * pa))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if realization == "stride":
+            value = xa * -np.expm1(np.log1p(-pa) / xa)
+        else:
+            value = xa * pa / (xa + pa - xa * pa)
+    return float(np.sum(w * np.nan_to_num(value, nan=0.0)))
+
+
+def limit(
+    p: ArrayLike,
+    capacity: float,
+    importance: ArrayLike | None = None,
+    *,
+    model: Literal["overwrite", "disappear"] = "overwrite",
+) -> float:
+    """The analytic limit: expected (weighted) hits per slot of the optimal policy.
+
+    Overwrite: the Lagrange optimum under regular polling. Disappear: poll the C URLs
+    with the largest w_i p_i every slot (a fractional C takes that fraction of the next).
+    """
+    pa = np.asarray(p, dtype=np.float64)
+    w = np.ones_like(pa) if importance is None else np.asarray(importance, dtype=np.float64)
+    if model == "disappear":
+        value = np.sort(w * pa)[::-1]
+        whole = int(min(np.floor(capacity), value.size))
+        frac = capacity - whole if whole < value.size else 0.0
+        return float(value[:whole].sum() + (frac * value[whole] if frac > 0 else 0.0))
+    x = optimal_allocation(pa, capacity, None if importance is None else w)
+    return expected_hits(x, pa, None if importance is None else w)
