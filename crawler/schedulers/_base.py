@@ -60,6 +60,9 @@ class Scheduler(ABC):
     _url_fields: ClassVar[tuple[str, ...]] = ()
     #: plain scalar attributes of the subclass saved in state()
     _scalar_fields: ClassVar[tuple[str, ...]] = ()
+    #: per-URL caches (a subset of ``_url_fields``) that ``_after_restore`` rebuilds from the
+    #: rest; left out of ``take_delta()`` and optional in ``from_state()``
+    _derived_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self, capacity: float, *, seed: int | None = None, realization: str = "stride"
@@ -76,6 +79,7 @@ class Scheduler(ABC):
         self._importance: FloatArray = np.empty(0, dtype=np.float64)
         self._rate: FloatArray = np.empty(0, dtype=np.float64)
         self._credit: FloatArray = np.empty(0, dtype=np.float64)
+        self._dirty: BoolArray = np.empty(0, dtype=bool)
         self._budget = 0.0
         self._slot = 0
         self._removed_since_select: set[int] = set()
@@ -127,6 +131,7 @@ class Scheduler(ABC):
         initial["importance"] = weights
         initial["rate"] = change
         initial["credit"] = self._rng.random(count)  # random phase: no start-up stall
+        initial["dirty"] = np.ones(count, dtype=bool)
         where = np.searchsorted(self._ids, new_ids)
         self._ids = np.insert(self._ids, where, new_ids)
         for field in self._all_url_fields():
@@ -181,7 +186,9 @@ class Scheduler(ABC):
                 raise ValueError(f"feedback for ids that are not watched: {stray[:5]}")
             pos, outcome = pos[~unknown], outcome[~unknown]
         if pos.size:
-            self._learn(pos.astype(np.intp), outcome)
+            pos = pos.astype(np.intp)
+            self._dirty[pos] = True
+            self._learn(pos, outcome)
 
     def frequencies(self) -> tuple[IdArray, FloatArray]:
         """Every watched URL's id and wanted polls per slot x_i."""
@@ -190,6 +197,14 @@ class Scheduler(ABC):
     def state(self) -> State:
         """All that resumes this scheduler: NumPy arrays (per-URL ones prefixed ``url_``,
         aligned with ``ids``) and plain scalars."""
+        st = self._scalar_state()
+        st["ids"] = self._ids.copy()
+        for field in self._all_url_fields():
+            if field != "dirty":
+                st[URL_PREFIX + field] = getattr(self, "_" + field).copy()
+        return st
+
+    def _scalar_state(self) -> State:
         st: State = {
             "scheduler": self.name,
             "format": STATE_FORMAT,
@@ -197,17 +212,32 @@ class Scheduler(ABC):
             "rng": json.dumps(self._rng.bit_generator.state),
             "budget": self._budget,
             "slot": self._slot,
-            "ids": self._ids.copy(),
         }
-        for field in self._all_url_fields():
-            st[URL_PREFIX + field] = getattr(self, "_" + field).copy()
         for field in self._scalar_fields:
             st[field] = getattr(self, "_" + field)
         return st
 
+    def take_delta(self) -> State:
+        """What changed since the last call, for incremental persistence: the learning rows
+        (``url_*`` arrays, no realization credit and no derived caches) of the URLs added or
+        given feedback since then, and every scalar. Merging the deltas of a run row by row
+        (a later row replaces an earlier one; rows of removed ids dropped) gives a state that
+        ``from_state`` accepts: it resumes the learning exactly, with fresh stride phases."""
+        changed = np.flatnonzero(self._dirty)
+        self._dirty[:] = False
+        st = self._scalar_state()
+        st["ids"] = self._ids[changed]
+        for field in self._persistent_url_fields():
+            st[URL_PREFIX + field] = getattr(self, "_" + field)[changed]
+        return st
+
+    def persistent_fields(self) -> tuple[str, ...]:
+        """The ``url_*`` keys that ``take_delta()`` carries."""
+        return tuple(URL_PREFIX + f for f in self._persistent_url_fields())
+
     @classmethod
     def from_state(cls, st: State) -> Scheduler:
-        """Rebuild a scheduler saved by ``state()``."""
+        """Rebuild a scheduler saved by ``state()`` (or merged from ``take_delta()``)."""
         if st.get("format") != STATE_FORMAT:
             raise ValueError(f"unsupported scheduler state format {st.get('format')!r}")
         params = json.loads(st["params"])
@@ -216,8 +246,14 @@ class Scheduler(ABC):
         if ids.size > 1 and np.any(np.diff(ids) <= 0):
             raise ValueError("corrupt scheduler state: ids are not strictly increasing")
         obj._ids = ids.copy()
+        optional = {"credit", "dirty", *obj._derived_fields}
         for field in obj._all_url_fields():
             key = URL_PREFIX + field
+            if key not in st and field in optional:
+                dtype = getattr(obj, "_" + field).dtype
+                fill = obj._rng.random(ids.size) if field == "credit" else np.zeros(ids.size)
+                setattr(obj, "_" + field, fill.astype(dtype))
+                continue
             if key not in st:
                 raise ValueError(f"corrupt scheduler state: {key} is missing")
             arr = np.asarray(st[key]).copy()
@@ -275,7 +311,15 @@ class Scheduler(ABC):
     # ----- helpers ----------------------------------------------------------------------
 
     def _all_url_fields(self) -> tuple[str, ...]:
-        return ("importance", "rate", "credit", *self._url_fields)
+        return ("importance", "rate", "credit", "dirty", *self._url_fields)
+
+    def _persistent_url_fields(self) -> tuple[str, ...]:
+        skip = {"credit", "dirty", *self._derived_fields}
+        return tuple(f for f in self._all_url_fields() if f not in skip)
+
+    def _touch(self, pos: IndexArray) -> None:
+        """Mark rows changed outside ``feedback`` (for ``take_delta``)."""
+        self._dirty[pos] = True
 
     def _positions(self, ids: IdArray, *, strict: bool = True) -> IndexArray:
         """Row positions of ids (-1 where not watched, or ValueError when strict)."""
