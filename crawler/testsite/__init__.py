@@ -1,0 +1,12 @@
+"""A local web site whose pages change at known rates: the ground truth for demos and tests.
+
+Each page k changes in each site tick with probability p_k (Zipf by default, as in the
+papers' environments). Every response carries rotating nonces (a script, a comment and a
+CSRF input) that a good change detector must ignore. The site records which version of
+each page it served to each poll, so a test can count the truly detected changes.
+"""
+
+from crawler.testsite._pages import PageRenderer
+from crawler.testsite._site import ChangingSite, SiteTruth, zipf_rates
+
+__all__ = ["ChangingSite", "PageRenderer", "SiteTruth", "zipf_rates"]

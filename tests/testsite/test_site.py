@@ -1,0 +1,47 @@
+"""The changing test site is the truth for the end-to-end tests: check it first."""
+
+from __future__ import annotations
+
+import aiohttp
+import numpy as np
+
+from crawler.testsite import ChangingSite, zipf_rates
+
+
+async def test_site_serves_versions_and_records_truth() -> None:
+    site = ChangingSite(np.array([1.0, 0.0]), manual=True, page_size=2_000, etags=True)
+    await site.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            first = await (await http.get(site.url(1))).read()
+            again = await (await http.get(site.url(1))).read()
+            assert first != again  # fresh nonces on every response
+            assert b"edition 0" in first
+            site.tick()
+            changed = await (await http.get(site.url(1))).read()
+            assert b"edition 1" in changed
+            response = await http.get(site.url(2), headers={"If-None-Match": 'W/"2-0"'})
+            assert response.status == 304
+            assert (await http.get(f"http://127.0.0.1:{site.port}/page/3")).status == 404
+            truth = await (await http.get(f"http://127.0.0.1:{site.port}/_truth")).json()
+    finally:
+        await site.stop()
+    assert truth["served"] == 4
+    assert truth["baselines"] == 2
+    assert truth["true_changes_seen"] == 1
+    assert truth["not_modified"] == 1
+
+
+def test_zipf_rates() -> None:
+    p = zipf_rates(500, 0.3, 1.5)
+    assert p[0] == 0.3
+    assert p[1] == 0.3 / 2**1.5
+    assert np.all(np.diff(p) < 0)
+
+
+def test_site_clock_changes_pages_at_their_rates() -> None:
+    site = ChangingSite(np.array([0.5, 0.05]), manual=True, seed=3)
+    for _ in range(4000):
+        site.tick()
+    assert abs(site.versions[0] / 4000 - 0.5) < 0.03
+    assert abs(site.versions[1] / 4000 - 0.05) < 0.01
