@@ -42,8 +42,10 @@ def as_id_array(ids: ArrayLike, what: str = "ids") -> IdArray:
         else:
             raise ValueError(f"{what} must be integers, got dtype {arr.dtype}")
     out = arr.astype(np.int64, copy=False)
-    if out.size > 1 and np.unique(out).size != out.size:
-        raise ValueError(f"{what} contains repeated ids")
+    if out.size > 1:
+        ordered = np.sort(out)  # cheaper than np.unique for the per-slot feedback check
+        if np.any(ordered[1:] == ordered[:-1]):
+            raise ValueError(f"{what} contains repeated ids")
     return out
 
 
@@ -325,7 +327,10 @@ class Scheduler(ABC):
         """Row positions of ids (-1 where not watched, or ValueError when strict)."""
         if ids.size == 0:
             return np.empty(0, dtype=np.intp)
-        pos = np.searchsorted(self._ids, ids).astype(np.intp)
+        # Sorted queries walk the id array in order: about twice as fast on large arrays.
+        order = np.argsort(ids, kind="stable")
+        pos = np.empty(ids.size, dtype=np.intp)
+        pos[order] = np.searchsorted(self._ids, ids[order])
         inside = pos < self._ids.size
         found = np.zeros(ids.size, dtype=bool)
         found[inside] = self._ids[pos[inside]] == ids[inside]
