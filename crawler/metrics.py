@@ -1,0 +1,371 @@
+"""Prometheus metrics of the crawl service (CONTRACTS.md section 4), in one place.
+
+One :class:`CrawlerMetrics` per service instance creates its metrics on its own
+:class:`prometheus_client.CollectorRegistry` (a fresh one unless given), so tests and
+several services in one process never collide. The loop calls:
+
+* :meth:`CrawlerMetrics.observe_poll` once per finished poll (hot path: a few
+  pre-bound counter increments and one histogram observation, about 2-4 µs);
+* :meth:`CrawlerMetrics.observe_slot` once per slot, which closes the slot: the
+  poll counts accumulated since the previous slot feed the hit-ratio window;
+* :meth:`CrawlerMetrics.set_watch` whenever the watch list or the wanted
+  frequencies change (typically once per slot);
+* :meth:`CrawlerMetrics.observe_commit` once per database slot commit.
+
+All of it runs on the service's event loop thread; nothing here blocks or does I/O.
+
+``crawler_hit_ratio`` is hits per *successful* poll (hit, miss or not_modified;
+errors excluded) over the last ``hit_ratio_window_slots`` closed slots. It is NaN
+until a successful poll has been seen, so an alert on a low ratio does not fire on
+a fresh service.
+
+``crawler_last_slot_timestamp_seconds`` starts at the construction time of the
+metrics object (the service start), so a loop that never runs a slot is caught by
+the same "stalled" alert as one that stops.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import platform
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+)
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+__all__ = [
+    "COMMIT_BUCKETS",
+    "ERROR_KINDS",
+    "OUTCOMES",
+    "POLL_BUCKETS",
+    "SLOT_BUCKETS",
+    "CrawlerMetrics",
+    "SlotCounts",
+]
+
+#: Outcomes of one poll, the label values of ``crawler_polls_total``.
+OUTCOMES: Final[tuple[str, ...]] = ("hit", "miss", "error", "not_modified")
+
+#: The fetcher's closed set of error kinds (label values of ``crawler_poll_errors_total``).
+#: An unknown kind is counted as ``other``.
+ERROR_KINDS: Final[tuple[str, ...]] = (
+    "invalid_url",
+    "unsupported_scheme",
+    "dns",
+    "connect",
+    "reset",
+    "timeout",
+    "too_large",
+    "too_many_redirects",
+    "redirect_loop",
+    "blocked_address",
+    "robots",
+    "rate_limited",
+    "http_4xx",
+    "http_5xx",
+    "other",
+)
+
+#: One HTTP poll: a fast 304 on loopback takes a few ms, a slow origin up to the timeout.
+POLL_BUCKETS: Final[tuple[float, ...]] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+)  # fmt: skip
+#: One whole slot (select, fetch all, detect, commit): from tests' 0.05 s slots to minutes.
+SLOT_BUCKETS: Final[tuple[float, ...]] = (
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+#: One database transaction committing a slot.
+COMMIT_BUCKETS: Final[tuple[float, ...]] = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class SlotCounts:
+    """The polls of one closed slot, as accumulated by :meth:`CrawlerMetrics.observe_poll`."""
+
+    polls: int
+    hits: int
+    misses: int
+    errors: int
+    not_modified: int
+    bytes: int
+
+    @property
+    def successful(self) -> int:
+        """Polls that got an answer to compare: hits, misses and not-modified."""
+        return self.hits + self.misses + self.not_modified
+
+
+class _TopHostErrors(Collector):
+    """``crawler_host_errors_total{host}`` for the ``top_k`` hosts with most errors only.
+
+    Cardinality is bounded twice: at most ``top_k`` series are exposed per scrape, and at
+    most ``max_tracked`` hosts are remembered (past that the lower half by count is
+    forgotten; a forgotten host restarts from 0, which Prometheus' ``rate``/``increase``
+    treat as a counter reset). A host's series may leave and re-enter the top K; its
+    value stays monotonic while it is remembered.
+    """
+
+    def __init__(self, top_k: int, max_tracked: int) -> None:
+        self.top_k = top_k
+        self.max_tracked = max(max_tracked, 2 * top_k)
+        self.counts: dict[str, int] = {}
+
+    def inc(self, host: str) -> None:
+        counts = self.counts
+        counts[host] = counts.get(host, 0) + 1
+        if len(counts) > self.max_tracked:
+            keep = heapq.nlargest(self.max_tracked // 2, counts.items(), key=lambda kv: kv[1])
+            self.counts = dict(keep)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "crawler_host_errors",
+            f"Failed polls per host, for the {self.top_k} hosts with most errors only.",
+            labels=["host"],
+        )
+        for host, n in heapq.nlargest(self.top_k, self.counts.items(), key=lambda kv: kv[1]):
+            family.add_metric([host], float(n))
+        yield family
+
+    def describe(self) -> Iterable[Metric]:
+        return [
+            CounterMetricFamily(
+                "crawler_host_errors", "Failed polls per host (top K).", labels=["host"]
+            )
+        ]
+
+
+class CrawlerMetrics:
+    """The crawl service's metrics, created on ``registry`` (a fresh one if not given).
+
+    ``scheduler`` and ``slot_seconds`` fill ``crawler_scheduler_info`` and
+    ``crawler_slot_length_seconds`` (the latter lets the stalled-loop alert scale with
+    the configured slot). ``host_errors_top_k = 0`` turns ``crawler_host_errors_total``
+    off. ``process_metrics`` adds the standard ``process_*`` collector.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        scheduler: str | None = None,
+        slot_seconds: float | None = None,
+        hit_ratio_window_slots: int = 100,
+        host_errors_top_k: int = 20,
+        host_errors_max_tracked: int = 10_000,
+        process_metrics: bool = True,
+        version: str | None = None,
+    ) -> None:
+        if hit_ratio_window_slots < 1:
+            raise ValueError("hit_ratio_window_slots must be >= 1")
+        self.registry: CollectorRegistry = registry if registry is not None else CollectorRegistry()
+        reg = self.registry
+
+        self.polls_total = Counter("crawler_polls", "Polls by outcome.", ["outcome"], registry=reg)
+        self.poll_duration_seconds = Histogram(
+            "crawler_poll_duration_seconds",
+            "Wall time of one poll, request to verdict.",
+            buckets=POLL_BUCKETS,
+            registry=reg,
+        )
+        self.poll_errors_total = Counter(
+            "crawler_poll_errors", "Failed polls by error kind.", ["kind"], registry=reg
+        )
+        self.fetched_bytes_total = Counter(
+            "crawler_fetched_bytes", "Response body bytes received.", registry=reg
+        )
+        self.slots_total = Counter("crawler_slots", "Slots run.", registry=reg)
+        self.slot_overrun_total = Counter(
+            "crawler_slot_overrun", "Slots that took longer than the slot length.", registry=reg
+        )
+        self.slot_duration_seconds = Histogram(
+            "crawler_slot_duration_seconds",
+            "Wall time of one slot: select, fetch, detect, commit.",
+            buckets=SLOT_BUCKETS,
+            registry=reg,
+        )
+        self.slot_lag_seconds = Gauge(
+            "crawler_slot_lag_seconds",
+            "How late the last slot started after its scheduled start.",
+            registry=reg,
+        )
+        self.last_slot_timestamp_seconds = Gauge(
+            "crawler_last_slot_timestamp_seconds",
+            "Unix time the last slot finished (the service start before the first slot).",
+            registry=reg,
+        )
+        self.slot_length_seconds = Gauge(
+            "crawler_slot_length_seconds", "Configured slot length.", registry=reg
+        )
+        self.watched_urls = Gauge("crawler_watched_urls", "URLs watched.", registry=reg)
+        self.capacity_polls_per_slot = Gauge(
+            "crawler_capacity_polls_per_slot", "Poll budget per slot.", registry=reg
+        )
+        self.knapsack_fill_ratio = Gauge(
+            "crawler_knapsack_fill_ratio",
+            "Sum of the wanted poll frequencies divided by the capacity.",
+            registry=reg,
+        )
+        self.hit_ratio = Gauge(
+            "crawler_hit_ratio",
+            f"Hits per successful poll over the last {hit_ratio_window_slots} slots.",
+            registry=reg,
+        )
+        self.db_commit_duration_seconds = Histogram(
+            "crawler_db_commit_duration_seconds",
+            "Wall time of one slot's database commit.",
+            buckets=COMMIT_BUCKETS,
+            registry=reg,
+        )
+        self.scheduler_info = Info("crawler_scheduler", "The scheduler in use.", registry=reg)
+        self.build_info = Info("crawler_build", "Version of the crawler.", registry=reg)
+
+        # Pre-bound children: no label lookup on the hot path; every series exists at 0.
+        self._poll_outcome = {o: self.polls_total.labels(outcome=o) for o in OUTCOMES}
+        self._error_kind = {k: self.poll_errors_total.labels(kind=k) for k in ERROR_KINDS}
+        self._poll_observe = self.poll_duration_seconds.observe
+        self._bytes_inc = self.fetched_bytes_total.inc
+
+        self._host_errors: _TopHostErrors | None = None
+        if host_errors_top_k > 0:
+            self._host_errors = _TopHostErrors(host_errors_top_k, host_errors_max_tracked)
+            reg.register(self._host_errors)
+        if process_metrics:
+            ProcessCollector(registry=reg)
+
+        # The open slot's counts (plain ints: cheap), folded into the window per slot.
+        self._slot = {o: 0 for o in OUTCOMES}
+        self._slot_bytes = 0
+        self._window: deque[tuple[int, int]] = deque(maxlen=hit_ratio_window_slots)
+        self._window_hits = 0
+        self._window_successful = 0
+
+        if version is None:
+            version = _package_version()
+        self.build_info.info({"version": version, "python": platform.python_version()})
+        if scheduler is not None:
+            self.set_scheduler(scheduler)
+        if slot_seconds is not None:
+            self.slot_length_seconds.set(slot_seconds)
+        self.hit_ratio.set(math.nan)
+        self.last_slot_timestamp_seconds.set(time.time())
+
+    # ------------------------------------------------------------------ hot path
+    def observe_poll(
+        self,
+        outcome: str,
+        duration_s: float,
+        bytes_: int = 0,
+        error_kind: str | None = None,
+        host: str | None = None,
+    ) -> None:
+        """Record one finished poll.
+
+        ``outcome`` is one of :data:`OUTCOMES` (``ValueError`` otherwise: a programming
+        error). ``error_kind`` (only read when ``outcome == "error"``) is one of
+        :data:`ERROR_KINDS`; ``None`` or an unknown kind counts as ``other``. ``host``,
+        when given for an error, feeds the bounded top-K ``crawler_host_errors_total``.
+        """
+        try:
+            self._poll_outcome[outcome].inc()
+        except KeyError:
+            raise ValueError(
+                f"unknown poll outcome {outcome!r}; expected one of {OUTCOMES}"
+            ) from None
+        self._slot[outcome] += 1
+        self._poll_observe(duration_s)
+        if bytes_ > 0:
+            self._bytes_inc(bytes_)
+            self._slot_bytes += bytes_
+        if outcome == "error":
+            child = self._error_kind.get(error_kind or "other")
+            (child if child is not None else self._error_kind["other"]).inc()
+            if host is not None and self._host_errors is not None:
+                self._host_errors.inc(host)
+
+    # ------------------------------------------------------------------ per slot
+    def observe_slot(
+        self, duration_s: float, lag_s: float = 0.0, overrun: bool = False
+    ) -> SlotCounts:
+        """Close the current slot: slot counters, lag, and the hit-ratio window.
+
+        The slot's polls are those recorded with :meth:`observe_poll` since the previous
+        call; they are returned. ``lag_s`` is how late the slot started; ``overrun`` says
+        the slot took longer than its length.
+        """
+        s = self._slot
+        counts = SlotCounts(
+            polls=s["hit"] + s["miss"] + s["error"] + s["not_modified"],
+            hits=s["hit"],
+            misses=s["miss"],
+            errors=s["error"],
+            not_modified=s["not_modified"],
+            bytes=self._slot_bytes,
+        )
+        self._slot = {o: 0 for o in OUTCOMES}
+        self._slot_bytes = 0
+
+        self.slots_total.inc()
+        if overrun:
+            self.slot_overrun_total.inc()
+        self.slot_duration_seconds.observe(duration_s)
+        self.slot_lag_seconds.set(max(lag_s, 0.0))
+        self.last_slot_timestamp_seconds.set(time.time())
+
+        window = self._window
+        if len(window) == window.maxlen:
+            old_hits, old_ok = window[0]
+            self._window_hits -= old_hits
+            self._window_successful -= old_ok
+        window.append((counts.hits, counts.successful))
+        self._window_hits += counts.hits
+        self._window_successful += counts.successful
+        self.hit_ratio.set(self.current_hit_ratio)
+        return counts
+
+    def set_watch(self, watched: int, capacity: float, knapsack_fill: float) -> None:
+        """The watch list's size, the poll budget per slot, and sum(wanted) / capacity."""
+        self.watched_urls.set(watched)
+        self.capacity_polls_per_slot.set(capacity)
+        self.knapsack_fill_ratio.set(knapsack_fill)
+
+    def observe_commit(self, duration_s: float) -> None:
+        """One slot's database commit took ``duration_s``."""
+        self.db_commit_duration_seconds.observe(duration_s)
+
+    def set_scheduler(self, name: str, **labels: str) -> None:
+        """``crawler_scheduler_info{scheduler=name, ...} 1`` (e.g. ``realization="stride"``)."""
+        self.scheduler_info.info({"scheduler": name, **labels})
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def current_hit_ratio(self) -> float:
+        """The windowed hit ratio (NaN before any successful poll)."""
+        if self._window_successful == 0:
+            return math.nan
+        return self._window_hits / self._window_successful
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("crawler")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"
