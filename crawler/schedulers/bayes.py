@@ -1,0 +1,404 @@
+"""BayesRate: estimate every URL's change rate online and poll by the Lagrange optimum.
+
+The project's own scheduler (ALGORITHMS.md, "The Optimal policy and the limit").
+
+**Estimator.** Under the overwrite model a poll after an interval of ``tau`` slots hits with
+probability ``1 - exp(-r tau)`` (``r = -ln(1 - p)``). Per URL we keep four discounted sums:
+``A`` (total interval length of the polls that hit), ``H`` (number of hits), ``B`` (total
+interval length of the misses) and ``M`` (number of misses). When the intervals are about
+equal (stride polling makes them nearly regular) the censored-Poisson maximum-likelihood
+estimate is ``r = ln(1 + A / B) / (A / H)``. Prior pseudo-observations (``prior_hits``
+hits and ``prior_misses`` misses, each at the URL's own mean interval, never forgotten)
+keep it finite and positive: a URL that never missed does not get an infinite rate and
+one that never hit keeps a rate of about ``prior_hits / (time watched)``, so it is polled
+again at geometrically growing intervals instead of never.
+
+**Forgetting.** Before each new observation the four sums are multiplied by ``forget``
+(per poll of that URL), so the estimate follows a changing web with a memory of about
+``1 / (1 - forget)`` polls of the URL: fast for the URLs that are polled often (those that
+matter most) and still long in slots for the slow ones.
+
+**Exploration.** A URL with no observation yet gets ``new_rate`` times the mean estimate
+of the observed URLs (optimism: at the default it is polled sooner than most), so new
+URLs are polled soon, and all URLs are polled round-robin at the start. Underestimates
+correct themselves under the overwrite model: a URL polled too rarely hits almost every
+time, which raises its estimate. ``optimism`` adds an upper-confidence bonus,
+``r (1 + optimism / sqrt(1 + H + M))``, for URLs with few observations.
+
+**Allocation.** With equal importance the Lagrange optimum is ``x_i = min(1, r_i / u)``
+with ``sum x = C``. Only the polled URLs' estimates change in a slot, so their ``x`` and
+the running ``sum(x)`` are updated in O(C); the multiplier ``u`` is re-solved over all
+URLs (water-filling fixed point, a few O(n) passes) every ``resolve_every`` slots or when
+``sum(x)`` has drifted from C by more than ``tolerance`` (relative). In between, the
+stride realization normalizes the drift away. With importance weights the solution is
+``x_i = min(1, r_i / u_i)`` with ``w_i g(u_i) = m``, ``g(u) = 1 - e^-u (1 + u)``; the
+multiplier ``m`` is re-solved by bisection on the same schedule.
+
+**Realization.** Stride (default): each slot the credits grow by ``x * k / sum(x)`` and the
+k URLs with the largest credit >= 1 are polled (only the candidates with credit >= 1 are
+ranked). ``realization="sampling"`` uses the base class's sampler.
+
+Memory per URL: the base's 32 bytes plus 28 (int32 last poll slot, six float32 arrays).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Scheduler
+
+F32Array = NDArray[np.float32]
+I32Array = NDArray[np.int32]
+
+# g(u) = 1 - e^-u (1 + u) on a log grid, for inverting it by interpolation (weighted case).
+_U_GRID: FloatArray = np.logspace(-4.0, 2.5, 4001)
+_G_GRID: FloatArray = -np.expm1(-_U_GRID) - _U_GRID * np.exp(-_U_GRID)
+_MAX_LEVEL = float(_G_GRID[-1])
+
+
+def _inverse_gain(level: FloatArray) -> FloatArray:
+    """u with g(u) = level (clamped to the grid: level near 1 gives a large finite u)."""
+    return np.asarray(np.interp(level, _G_GRID, _U_GRID), dtype=np.float64)
+
+
+def estimate_rates(
+    hit_time: NDArray[Any],
+    miss_time: NDArray[Any],
+    hit_count: NDArray[Any],
+    miss_count: NDArray[Any],
+    prior_hits: float,
+    prior_misses: float,
+) -> FloatArray:
+    """Censored-Poisson rate estimates (changes per slot) from the sufficient statistics.
+
+    The prior adds ``prior_hits`` hits and ``prior_misses`` misses at the mean interval.
+    Rows without any observation get NaN.
+    """
+    a = hit_time.astype(np.float64)
+    b = miss_time.astype(np.float64)
+    h = hit_count.astype(np.float64)
+    count = h + miss_count
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_tau = (a + b) / count
+        a_prior = a + prior_hits * mean_tau
+        b_prior = b + prior_misses * mean_tau
+        rate = np.log1p(a_prior / b_prior) * (h + prior_hits) / a_prior
+    rate[~(count > 0)] = np.nan
+    return np.asarray(rate, dtype=np.float64)
+
+
+class BayesRate(Scheduler):
+    """Online censored-Poisson rate estimates with forgetting, allocated by the Lagrange
+    optimum (see the module docstring)."""
+
+    name: ClassVar[str] = "bayes"
+    _url_fields: ClassVar[tuple[str, ...]] = (
+        "last",
+        "hit_time",
+        "miss_time",
+        "hit_count",
+        "miss_count",
+        "rhat",
+        "x",
+    )
+    #: rebuilt from the statistics by _after_restore (left out of take_delta)
+    _derived_fields: ClassVar[tuple[str, ...]] = ("rhat", "x")
+    _scalar_fields: ClassVar[tuple[str, ...]] = (
+        "u",
+        "m",
+        "total",
+        "new_value",
+        "since_solve",
+        "stale",
+    )
+
+    def __init__(
+        self,
+        capacity: float,
+        *,
+        seed: int | None = None,
+        realization: str = "stride",
+        forget: float = 0.97,
+        prior_hits: float = 0.5,
+        prior_misses: float = 0.5,
+        new_rate: float = 1.0,
+        optimism: float = 0.0,
+        resolve_every: int = 64,
+        tolerance: float = 0.02,
+    ) -> None:
+        super().__init__(capacity, seed=seed, realization=realization)
+        self.forget = _check_real(forget, "forget", low=0.0, high=1.0, open_low=True)
+        self.prior_hits = _check_real(prior_hits, "prior_hits", low=0.0, open_low=True)
+        self.prior_misses = _check_real(prior_misses, "prior_misses", low=0.0, open_low=True)
+        self.new_rate = _check_real(new_rate, "new_rate", low=0.0, open_low=True)
+        self.optimism = _check_real(optimism, "optimism", low=0.0)
+        if isinstance(resolve_every, bool) or not isinstance(resolve_every, int | np.integer):
+            raise ValueError(f"resolve_every must be a positive integer, got {resolve_every!r}")
+        if resolve_every < 1:
+            raise ValueError(f"resolve_every must be a positive integer, got {resolve_every!r}")
+        self.resolve_every = int(resolve_every)
+        self.tolerance = _check_real(tolerance, "tolerance", low=0.0, open_low=True)
+        self._last: I32Array = np.empty(0, dtype=np.int32)
+        self._hit_time: F32Array = np.empty(0, dtype=np.float32)
+        self._miss_time: F32Array = np.empty(0, dtype=np.float32)
+        self._hit_count: F32Array = np.empty(0, dtype=np.float32)
+        self._miss_count: F32Array = np.empty(0, dtype=np.float32)
+        self._rhat: F32Array = np.empty(0, dtype=np.float32)  # rate used for allocation
+        self._x: F32Array = np.empty(0, dtype=np.float32)  # wanted frequency
+        self._u = 1.0  # equal weights: x = min(1, rhat / u)
+        self._m = 0.5  # weights: x = min(1, rhat / u_i), w_i g(u_i) = m
+        self._total = 0.0  # sum(x), kept incrementally
+        self._new_value = 1.0  # rate given to URLs not observed yet
+        self._since_solve = 0
+        self._stale = True
+        self._weighted = False
+
+    def params(self) -> dict[str, Any]:
+        return {
+            **super().params(),
+            "forget": self.forget,
+            "prior_hits": self.prior_hits,
+            "prior_misses": self.prior_misses,
+            "new_rate": self.new_rate,
+            "optimism": self.optimism,
+            "resolve_every": self.resolve_every,
+            "tolerance": self.tolerance,
+        }
+
+    def rates(self) -> tuple[NDArray[np.int64], FloatArray]:
+        """Every URL's id and estimated change probability per slot (NaN: not observed)."""
+        r = estimate_rates(
+            self._hit_time,
+            self._miss_time,
+            self._hit_count,
+            self._miss_count,
+            self.prior_hits,
+            self.prior_misses,
+        )
+        return self._ids.copy(), -np.expm1(-r)
+
+    # ----- Scheduler hooks ----------------------------------------------------------------
+
+    def _initial_values(
+        self, count: int, importance: FloatArray, rates: FloatArray
+    ) -> dict[str, NDArray[Any]]:
+        zeros = np.zeros(count, dtype=np.float32)
+        return {
+            "last": np.full(count, self._slot, dtype=np.int32),
+            "hit_time": zeros,
+            "miss_time": zeros,
+            "hit_count": zeros,
+            "miss_count": zeros,
+            "rhat": np.full(count, self._new_value, dtype=np.float32),
+            "x": zeros,
+        }
+
+    def _after_add(self) -> None:
+        self._refresh_weighted()
+        self._stale = True
+
+    def _after_remove(self) -> None:
+        self._refresh_weighted()
+        self._total = float(self._x.sum(dtype=np.float64))
+        self._stale = True
+
+    def _after_restore(self) -> None:
+        self._refresh_weighted()
+        self._u = float(self._u)
+        self._m = float(self._m)
+        self._total = float(self._total)
+        self._new_value = float(self._new_value)
+        self._since_solve = int(self._since_solve)
+        self._stale = bool(self._stale)
+        # The derived rows: exactly what _learn / _resolve / _initial_values computed.
+        rate = self._estimate(self._hit_time, self._miss_time, self._hit_count, self._miss_count)
+        rate[np.isnan(rate)] = np.float32(self._new_value)
+        self._rhat = rate
+        self._x = self._allocate(rate, None)
+
+    def _wanted(self) -> FloatArray:
+        if self._stale:
+            self._resolve()
+        return self._x.astype(np.float64)
+
+    def _wanted_total(self) -> float:
+        if self._stale:
+            self._resolve()
+        return self._total
+
+    def _choose(self, k: int) -> IndexArray:
+        self._since_solve += 1
+        if (
+            self._stale
+            or self._since_solve >= self.resolve_every
+            or abs(self._total - min(self.capacity, self._ids.size))
+            > self.tolerance * self.capacity
+        ):
+            self._resolve()
+        if self.realization == "sampling":
+            return super()._choose(k)
+        if self._total <= 0:
+            return np.empty(0, dtype=np.intp)
+        scale = k / self._total
+        credit = self._credit
+        if scale > 1.0:
+            credit += np.minimum(self._x * np.float32(scale), np.float32(1.0))
+        else:
+            credit += self._x * np.float32(scale)
+        cand = np.flatnonzero(credit >= 1.0)
+        if cand.size > k:
+            part = np.argpartition(credit[cand], cand.size - k)[cand.size - k :]
+            cand = cand[part]
+        credit[cand] -= 1.0
+        return cand.astype(np.intp)
+
+    def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
+        tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
+        self._last[pos] = self._slot
+        g = np.float32(self.forget)
+        hit = hits.astype(np.float32)
+        miss = np.float32(1.0) - hit
+        a = self._hit_time[pos] * g + tau * hit
+        b = self._miss_time[pos] * g + tau * miss
+        h = self._hit_count[pos] * g + hit
+        mc = self._miss_count[pos] * g + miss
+        self._hit_time[pos] = a
+        self._miss_time[pos] = b
+        self._hit_count[pos] = h
+        self._miss_count[pos] = mc
+        rate = self._estimate(a, b, h, mc)
+        self._rhat[pos] = rate
+        new_x = self._allocate(rate, pos)
+        self._total += float(new_x.sum(dtype=np.float64) - self._x[pos].sum(dtype=np.float64))
+        self._x[pos] = new_x
+
+    def _estimate(
+        self, a: NDArray[Any], b: NDArray[Any], h: NDArray[Any], mc: NDArray[Any]
+    ) -> F32Array:
+        """The allocation rate (float32) from the statistics; NaN where nothing observed."""
+        rate = estimate_rates(a, b, h, mc, self.prior_hits, self.prior_misses)
+        if self.optimism > 0:
+            rate *= 1.0 + self.optimism / np.sqrt(1.0 + h + mc)
+        return rate.astype(np.float32)
+
+    # ----- allocation ---------------------------------------------------------------------
+
+    def _refresh_weighted(self) -> None:
+        w = self._importance
+        self._weighted = bool(w.size > 1 and np.any(w != w[0]))
+
+    def _allocate(self, rate: F32Array, pos: IndexArray | None) -> F32Array:
+        """x = min(1, rate / u_i) at the current multiplier, for rows ``pos`` (None: all)."""
+        if self.capacity >= self._ids.size:
+            return np.ones(rate.size, dtype=np.float32)
+        if not self._weighted:
+            x: F32Array = np.minimum(rate / np.float32(self._u), np.float32(1.0))
+            return x
+        w = self._importance if pos is None else self._importance[pos]
+        return self._weighted_x(rate, w, self._m)
+
+    @staticmethod
+    def _weighted_x(rate: F32Array, w: FloatArray, m: float) -> F32Array:
+        u = _inverse_gain(np.minimum(m / w, _MAX_LEVEL))
+        return np.minimum(rate.astype(np.float64) / u, 1.0).astype(np.float32)
+
+    def _resolve(self) -> None:
+        """Re-solve the multiplier over all URLs; refresh the rate of unobserved URLs."""
+        self._since_solve = 0
+        self._stale = False
+        n = self._ids.size
+        if n == 0:
+            self._total = 0.0
+            return
+        unseen = (self._hit_count + self._miss_count) == 0
+        n_unseen = int(np.count_nonzero(unseen))
+        if n_unseen < n:
+            seen_sum = float(self._rhat.sum(dtype=np.float64)) - float(
+                self._rhat[unseen].sum(dtype=np.float64)
+            )
+            mean_seen = seen_sum / (n - n_unseen)
+            if mean_seen > 0 and math.isfinite(mean_seen):
+                self._new_value = self.new_rate * mean_seen
+        if n_unseen:
+            self._rhat[unseen] = np.float32(self._new_value)
+        rate = self._rhat
+        capacity = self.capacity
+        if capacity >= n:
+            self._x = self._allocate(rate, None)
+        elif self._weighted:
+            self._m = self._solve_weighted(rate, capacity)
+            self._x = self._allocate(rate, None)
+        else:
+            self._u = _water_level(rate, capacity)
+            self._x = self._allocate(rate, None)
+        self._total = float(self._x.sum(dtype=np.float64))
+
+    def _solve_weighted(self, rate: F32Array, capacity: float) -> float:
+        """The multiplier m with sum_i min(1, r_i / u_i(m)) = C, by bisection on log m."""
+        w = self._importance
+
+        def excess(m: float) -> float:
+            return float(self._weighted_x(rate, w, m).sum(dtype=np.float64)) - capacity
+
+        top = float(w.max()) * _MAX_LEVEL
+        lo, hi = min(max(self._m, 1e-12), top) * 0.5, min(max(self._m, 1e-12) * 2.0, top)
+        while excess(lo) < 0 and lo > 1e-15:
+            lo *= 0.1
+        while excess(hi) > 0 and hi < top:
+            hi = min(hi * 10.0, top)
+        for _ in range(60):
+            mid = math.sqrt(lo * hi)
+            e = excess(mid)
+            if abs(e) <= 1e-4 * capacity:
+                return mid
+            if e > 0:
+                lo = mid
+            else:
+                hi = mid
+        return hi
+
+
+def _water_level(rate: F32Array, capacity: float) -> float:
+    """u with sum_i min(1, r_i / u) = C (requires C < number of URLs)."""
+    r = rate.astype(np.float64) if rate.size <= 100_000 else rate
+    total = float(r.sum(dtype=np.float64))
+    if total <= 0:
+        return 1.0
+    u = total / capacity
+    for _ in range(100):
+        capped = r >= u
+        k = int(np.count_nonzero(capped))
+        room = capacity - k
+        if room <= 0:
+            break
+        rest = total - float(r[capped].sum(dtype=np.float64))
+        new_u = rest / room
+        if new_u <= 0 or new_u >= u * (1 - 1e-12):
+            u = new_u if new_u > 0 else u
+            break
+        u = new_u
+    return u
+
+
+def _check_real(
+    value: Any,
+    what: str,
+    *,
+    low: float,
+    high: float = math.inf,
+    open_low: bool = False,
+) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number, got {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(v) or v < low or (open_low and v == low) or v > high:
+        bound = f"({low}, {high}]" if open_low else f"[{low}, {high}]"
+        raise ValueError(f"{what} must be in {bound}, got {value!r}")
+    return v
