@@ -66,8 +66,8 @@ def test_contract_names_and_types() -> None:
         "crawler_fetched_bytes",
         "crawler_slot_duration_seconds",
         "crawler_db_commit_duration_seconds",
-        "crawler_scheduler",
-        "crawler_build",
+        "crawler_scheduler_info",
+        "crawler_build_info",
         "crawler_host_errors",
     ):
         assert extra in families, extra
