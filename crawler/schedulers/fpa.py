@@ -27,12 +27,16 @@ Choices where the rules are silent (all documented in the class docstring):
   per slot. Two swapped URLs exchange classes, pre-slot states and round-robin places (the
   URL entering P2 takes the leaving URL's place in the cycle), and skip their own
   single-step move.
-* New URLs join P2 at its boundary, placed at the round-robin cursor (polled soon: a
-  new URL needs its first fetch). Whenever P1 has fewer than ``M`` members (the first add,
-  a removed P1 URL, a larger capacity) the P2 URLs nearest P2's boundary are promoted
+* New URLs join P2 at its boundary, appended to the end of the P2 cycle (polled before
+  the cycle wraps, i.e. within the current round). Whenever P1 has fewer than ``M``
+  members (the first add, a removed P1 URL, a larger capacity) the P2 URLs nearest P2's
+  boundary are promoted
   (ties: lowest id, so the initial P1 is the first M ids), entering P1 at its boundary;
   when P1 has too many (smaller capacity) the P1 URLs nearest P1's boundary are demoted
-  (ties: lowest id) to P2's boundary at the cursor.
+  (ties: lowest id) to P2's boundary at the end of the cycle.
+* Each URL keeps a persistent key: P2 URLs are cycled in key order, P1 URLs have negative
+  keys. Only swaps (which touch polled URLs) and promotions/demotions change keys, so the
+  rows that ``take_delta`` carries are enough to resume exactly.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from numpy.typing import NDArray
 
 from crawler.schedulers._base import BoolArray, FloatArray, IdArray, IndexArray, Scheduler
 
-_NEW = np.iinfo(np.int32).min  # rank of a URL waiting to be placed in the P2 cycle
+_NEW = np.iinfo(np.int64).min  # key of a URL waiting to be placed in the P2 cycle
 _MAX_STATES = int(np.iinfo(np.int16).max)
 
 
@@ -54,9 +58,10 @@ class FPA(Scheduler):
 
     Parameters: ``N`` states per class (default 16, the thesis's), ``f`` in [0, 1] the
     share of the capacity spent round-robin on P2 (default 0.1). Per-URL memory: the
-    base's 32 bytes plus a 2-byte state, a 4-byte rank (P2: place in the round-robin
-    cycle; P1: ``-(slot + 1)`` in the P1 list) and an 8-byte row in one derived index
-    array (P1 list or P2 cycle): 46 bytes. ``select`` and ``feedback`` cost O(C log n).
+    base's 33 bytes plus a 2-byte state, an 8-byte key (P2: order in the round-robin
+    cycle; P1: negative), a 4-byte place and an 8-byte row in one derived index array
+    (P1 list or P2 cycle): 55 bytes. ``select`` and ``feedback`` cost O(C log n); add,
+    remove and capacity changes O(n log n).
     The ``realization`` parameter is accepted for API uniformity; FPA always polls P1
     plus the next URLs of the P2 cycle.
     """
@@ -88,12 +93,14 @@ class FPA(Scheduler):
         self.N = int(N)
         self.f = share
         self._level: NDArray[np.int16] = np.empty(0, dtype=np.int16)
-        self._rank: NDArray[np.int32] = np.empty(0, dtype=np.int32)
-        self._cursor = 0
+        self._rank: NDArray[np.int64] = np.empty(0, dtype=np.int64)
+        self._cursor = 0  # key of the next P2 URL to poll (the first key >= it, cyclically)
         self._swaps = 0
         # derived from _rank (rebuilt after add/remove/restore, patched by swaps)
         self._p1_rows: IndexArray = np.empty(0, dtype=np.intp)
-        self._ring_rows: IndexArray = np.empty(0, dtype=np.intp)
+        self._ring_rows: IndexArray = np.empty(0, dtype=np.intp)  # the P2 cycle, by key
+        self._place: NDArray[np.int32] = np.empty(0, dtype=np.int32)  # index in either list
+        self._next = 0  # index in _ring_rows of the next P2 URL to poll
         #: (ids that entered P1, ids that left P1) in the last feedback call
         self.last_swaps: tuple[IdArray, IdArray] = (
             np.empty(0, dtype=np.int64),
@@ -131,7 +138,7 @@ class FPA(Scheduler):
     ) -> dict[str, NDArray[Any]]:
         return {
             "level": np.full(count, self.N, dtype=np.int16),
-            "rank": np.full(count, _NEW, dtype=np.int32),
+            "rank": np.full(count, _NEW, dtype=np.int64),
         }
 
     def _wanted(self) -> FloatArray:
@@ -153,14 +160,15 @@ class FPA(Scheduler):
         ring = self._ring_rows.size
         k2 = min(k - m, ring)
         if k2 > 0:
-            start = self._cursor % ring
+            start = self._next % ring
             end = start + k2
             if end <= ring:
                 parts.append(self._ring_rows[start:end])
             else:
                 parts.append(self._ring_rows[start:])
                 parts.append(self._ring_rows[: end - ring])
-            self._cursor = end % ring
+            self._next = end % ring
+            self._cursor = int(self._rank[self._ring_rows[self._next]])
         return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
 
     def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
@@ -238,14 +246,18 @@ class FPA(Scheduler):
         level_out: NDArray[np.int64],
     ) -> None:
         """P2 rows ``rows_in`` and P1 rows ``rows_out`` trade classes, states and places."""
-        rank_in = self._rank[rows_in].copy()  # places in the P2 cycle
-        rank_out = self._rank[rows_out].copy()  # -(P1 slot + 1)
+        rank_in = self._rank[rows_in].copy()  # keys in the P2 cycle
+        rank_out = self._rank[rows_out].copy()  # keys of the P1 list
+        place_in = self._place[rows_in].copy()
+        place_out = self._place[rows_out].copy()
         self._rank[rows_in] = rank_out
         self._rank[rows_out] = rank_in
+        self._place[rows_in] = place_out
+        self._place[rows_out] = place_in
         self._level[rows_in] = level_out.astype(np.int16)
         self._level[rows_out] = level_in.astype(np.int16)
-        self._ring_rows[rank_in] = rows_out
-        self._p1_rows[-rank_out.astype(np.int64) - 1] = rows_in
+        self._ring_rows[place_in] = rows_out
+        self._p1_rows[place_out] = rows_in
         self._swaps += int(rows_in.size)
 
     def _most_uncertain(self, mask: BoolArray, count: int) -> IndexArray:
@@ -260,47 +272,23 @@ class FPA(Scheduler):
             need -= rows.size
         return np.concatenate(picked) if picked else np.empty(0, dtype=np.intp)
 
-    def _compact(self) -> None:
-        """Renumber P2 places to 0..L-1 (keeping the cycle order and the cursor's next URL)
-        and P1 slots to 0..|P1|-1."""
-        rank = self._rank
-        in_ring = rank >= 0
-        if in_ring.any():
-            places = rank[in_ring].astype(np.int64)
-            present = np.zeros(int(places.max()) + 1, dtype=bool)
-            present[places] = True
-            renumber = np.cumsum(present) - 1
-            cursor = min(self._cursor, present.size)
-            self._cursor = int(np.count_nonzero(present[:cursor]))
-            rank[in_ring] = renumber[places].astype(np.int32)
-        else:
-            self._cursor = 0
-        in_p1 = (rank < 0) & (rank != _NEW)
-        if in_p1.any():
-            slots = -rank[in_p1].astype(np.int64) - 1
-            present = np.zeros(int(slots.max()) + 1, dtype=bool)
-            present[slots] = True
-            renumber = np.cumsum(present) - 1
-            rank[in_p1] = (-renumber[slots] - 1).astype(np.int32)
-
     def _place_new(self) -> None:
-        """Insert the rows waiting with rank _NEW into the P2 cycle at the cursor, at P2's
-        boundary (ranks must be compact)."""
+        """Append the rows waiting with rank _NEW to the P2 cycle, at P2's boundary: they
+        come after every current key, so they are polled before the cycle wraps."""
         rank = self._rank
         new_rows = np.flatnonzero(rank == _NEW)
         if new_rows.size == 0:
             return
-        ring = int(np.count_nonzero(rank >= 0))
-        cursor = self._cursor % ring if ring else 0
-        rank[(rank >= cursor)] += np.int32(new_rows.size)
-        rank[new_rows] = (cursor + np.arange(new_rows.size)).astype(np.int32)
+        ring = rank[rank >= 0]
+        top = max(int(ring.max()) if ring.size else -1, int(self._cursor) - 1)
+        rank[new_rows] = top + 1 + np.arange(new_rows.size, dtype=np.int64)
         self._level[new_rows] = self.N
-        self._cursor = cursor
+        self._touch(new_rows)
 
     def _normalize(self) -> None:
-        """Restore the invariants after add/remove/capacity change/restore: compact ranks,
-        place new URLs in P2, keep |P1| = M, rebuild the derived index arrays."""
-        self._compact()
+        """Restore the invariants after add/remove/capacity change/restore: place new URLs
+        in P2, keep |P1| = M, rebuild the derived index arrays. Only the rows that move
+        between classes get new keys (and are marked for ``take_delta``)."""
         self._place_new()
         rank = self._rank
         in_p1 = rank < 0
@@ -308,22 +296,31 @@ class FPA(Scheduler):
         want = self.p1_size
         if have < want:
             rows = self._most_uncertain(~in_p1, want - have)
-            rank[rows] = (-(have + np.arange(rows.size)) - 1).astype(np.int32)
+            low = min(int(rank[in_p1].min()) if have else 0, 0)
+            rank[rows] = low - 1 - np.arange(rows.size, dtype=np.int64)
             self._level[rows] = self.N
-            self._compact()
+            self._touch(rows)
         elif have > want:
             rows = self._most_uncertain(in_p1, have - want)
             rank[rows] = _NEW
-            self._compact()
             self._place_new()
-        in_p1 = rank < 0
-        p1 = np.flatnonzero(in_p1)
-        self._p1_rows = np.empty(p1.size, dtype=np.intp)
-        self._p1_rows[-rank[p1].astype(np.int64) - 1] = p1
-        p2 = np.flatnonzero(~in_p1)
-        self._ring_rows = np.empty(p2.size, dtype=np.intp)
-        self._ring_rows[rank[p2]] = p2
-        if p2.size:
-            self._cursor %= p2.size
-        else:
-            self._cursor = 0
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Derive the P1 list, the P2 cycle (by key), each row's place and the cursor's
+        index from the persistent keys."""
+        rank = self._rank
+        p1 = np.flatnonzero(rank < 0)
+        p1 = p1[np.argsort(rank[p1], kind="stable")]
+        p2 = np.flatnonzero(rank >= 0)
+        keys = rank[p2]
+        order = np.argsort(keys, kind="stable")
+        p2, keys = p2[order], keys[order]
+        self._p1_rows = p1.astype(np.intp)
+        self._ring_rows = p2.astype(np.intp)
+        self._place = np.empty(rank.size, dtype=np.int32)
+        self._place[p1] = np.arange(p1.size, dtype=np.int32)
+        self._place[p2] = np.arange(p2.size, dtype=np.int32)
+        self._next = int(np.searchsorted(keys, self._cursor)) if keys.size else 0
+        if self._next >= keys.size:
+            self._next = 0
