@@ -1,0 +1,105 @@
+"""Normalized content: the visible text of HTML/XML, collapsed whitespace; raw bytes otherwise."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Literal
+
+from selectolax.lexbor import LexborHTMLParser
+
+from crawler.detect._charset import decode
+from crawler.detect._rules import WatchRules, compiled_patterns
+
+Kind = Literal["html", "xml", "text", "binary"]
+
+#: Bodies are cut to this many bytes before parsing (bounds the DOM size and the CPU per page).
+MAX_NORMALIZE_BYTES = 2 * 2**20
+_DROP_TAGS = ["script", "style", "noscript", "template"]
+_XML_JUNK = re.compile(r"<!--.*?-->|<\?.*?\?>|<!DOCTYPE[^>]*>", re.S | re.I)
+_XML_CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.S)
+_XML_TAG = re.compile(r"<[^>]*>")
+_ASCII_WS = ("  ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+_DEFAULT_RULES = WatchRules()
+
+
+def content_kind(content_type: str | None, body: bytes) -> Kind:
+    """Classify by Content-Type; sniff the first bytes when it is missing."""
+    mime = (content_type or "").split(";", 1)[0].strip().lower()
+    if mime in ("text/html", "application/xhtml+xml"):
+        return "html"
+    if mime in ("text/xml", "application/xml") or mime.endswith("+xml"):
+        return "xml"
+    if mime.startswith("text/") or mime in ("application/json", "application/javascript"):
+        return "text"
+    if mime and mime not in ("application/octet-stream", "unknown/unknown"):
+        return "binary"
+    head = body[:512].lstrip().lower()
+    if head.startswith((b"<!doctype html", b"<html")) or b"<html" in head or b"<body" in head:
+        return "html"
+    if head.startswith(b"<?xml"):
+        return "xml"
+    return "binary"
+
+
+def collapse_whitespace(text: str) -> str:
+    """Runs of whitespace become one space; no leading/trailing space (fast when already so)."""
+    if (
+        text.isascii()
+        and not any(ws in text for ws in _ASCII_WS)
+        and not text.startswith(" ")
+        and not text.endswith(" ")
+    ):
+        return text
+    return " ".join(text.split())
+
+
+def html_text(text: str, selector: str | None) -> str:
+    tree = LexborHTMLParser(text)
+    tree.strip_tags(_DROP_TAGS)
+    if selector is not None:
+        return " ".join(node.text(separator=" ", strip=True) for node in tree.css(selector))
+    root = tree.root
+    return root.text(separator=" ", strip=True) if root is not None else ""
+
+
+def xml_text(text: str) -> str:
+    text = _XML_JUNK.sub(" ", text)
+    text = _XML_CDATA.sub(lambda m: " " + _XML_TAG.sub(" ", m.group(1)) + " ", text)
+    return html.unescape(_XML_TAG.sub(" ", text))
+
+
+def apply_ignores(text: str, rules: WatchRules) -> str:
+    if not rules.ignore_patterns:
+        return text
+    for pattern in compiled_patterns(rules.ignore_patterns):
+        text = pattern.sub(" ", text)
+    return collapse_whitespace(text)
+
+
+def normalize(
+    body: bytes,
+    content_type: str | None,
+    rules: WatchRules = _DEFAULT_RULES,
+    *,
+    max_bytes: int = MAX_NORMALIZE_BYTES,
+) -> bytes:
+    """The content that decides "changed": UTF-8 text for HTML/XML/text, the bytes otherwise.
+
+    HTML: parsed with selectolax (lexbor); script/style/noscript/template and comments dropped;
+    only text nodes count (so attributes such as hidden inputs' CSRF tokens never do); whitespace
+    collapsed; ``rules.selector`` restricts to matching elements; ``rules.ignore_patterns``
+    removed. Bodies beyond ``max_bytes`` are truncated first. Never raises on bad content.
+    """
+    kind = content_kind(content_type, body)
+    if kind == "binary":
+        return body
+    if len(body) > max_bytes:
+        body = body[:max_bytes]
+    text = decode(body, content_type, sniff_meta=kind == "html")
+    if kind == "html" or (rules.selector is not None and kind == "xml"):
+        text = html_text(text, rules.selector)
+    elif kind == "xml":
+        text = xml_text(text)
+    text = apply_ignores(collapse_whitespace(text), rules)
+    return text.encode("utf-8", errors="replace")
