@@ -1,0 +1,191 @@
+"""Every setting of the service in one typed place (CONTRACTS.md section 3).
+
+Each field has a default, an environment variable ``CRAWLER_<NAME>`` and may appear in a
+TOML file (``--config PATH`` or ``CRAWLER_CONFIG``; top-level keys named like the fields).
+Precedence: flag (``overrides``) > environment > file > default. Build with
+:func:`load_settings`.
+
+``metrics_host`` defaults to ``127.0.0.1``: the metrics and health endpoints are not exposed
+beyond the machine unless a deployment sets ``CRAWLER_METRICS_HOST=0.0.0.0`` on purpose.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+ENV_PREFIX = "CRAWLER_"
+CONFIG_ENV = "CRAWLER_CONFIG"
+PROJECT_URL = "https://github.com/crawler-project/crawler"
+DEFAULT_USER_AGENT = f"crawler/0.1 (incremental change monitor; +{PROJECT_URL})"
+DATABASE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg", "postgresql+asyncpg")
+
+#: the TOML file read by the next Settings() built in this context (set by load_settings)
+_config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "crawler_config_file", default=None
+)
+
+
+class SettingsError(ValueError):
+    """Settings are invalid: the message names the setting(s) and what is wrong."""
+
+
+class Settings(BaseSettings):
+    """The service's settings. Build with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", validate_default=True, frozen=True
+    )
+
+    # storage
+    database_url: str = "sqlite:///crawler.db"
+    poll_log_retention_days: float = Field(7.0, gt=0)
+    store_snapshots: bool = True
+    snapshot_max_bytes: int = Field(256 * 1024, ge=0)
+    # scheduling
+    scheduler: str = "bayes"
+    scheduler_params: dict[str, Any] = Field(default_factory=dict)
+    capacity: float | None = Field(None, description="polls per slot; None = auto_capacity(n)")
+    slot_seconds: float = Field(10.0, ge=0.01, le=86400)
+    seed: int | None = None
+    # observability
+    metrics_port: int = Field(9410, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    # fetching
+    allow_private_addresses: bool = False
+    user_agent: str = DEFAULT_USER_AGENT
+    fetch_timeout_s: float = Field(20.0, gt=0, le=600)
+    fetch_max_body_bytes: int = Field(5 * 1024 * 1024, gt=0)
+    fetch_max_redirects: int = Field(5, ge=0, le=30)
+    fetch_retries: int = Field(1, ge=0, le=10)
+    per_host_concurrency: int = Field(2, ge=1, le=256)
+    per_host_min_delay_s: float = Field(1.0, ge=0)
+    respect_robots: bool = True
+    normalize_workers: int = Field(0, ge=0, le=256, description="0 = auto (CPU count)")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _TomlSource(settings_cls, _config_file.get()))
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str) -> str:
+        scheme = value.partition("://")[0].lower()
+        if "://" not in value or scheme not in DATABASE_SCHEMES:
+            raise ValueError(
+                f"unsupported database URL {value!r}: use sqlite:///PATH, postgresql://..., "
+                "postgresql+psycopg://... or postgresql+asyncpg://..."
+            )
+        return value
+
+    @field_validator("scheduler")
+    @classmethod
+    def _check_scheduler(cls, value: str) -> str:
+        from crawler.schedulers import names
+
+        if value not in names():
+            raise ValueError(f"unknown scheduler {value!r}: choose one of {', '.join(names())}")
+        return value
+
+    @field_validator("capacity")
+    @classmethod
+    def _check_capacity(cls, value: float | None) -> float | None:
+        if value is not None and (not math.isfinite(value) or value <= 0):
+            raise ValueError("capacity must be a positive number of polls per slot (or unset)")
+        return value
+
+    @field_validator("user_agent")
+    @classmethod
+    def _check_user_agent(cls, value: str) -> str:
+        if not value.strip() or any(c in value for c in "\r\n"):
+            raise ValueError("user_agent must be one non-empty line")
+        return value
+
+    def effective_capacity(self, n_urls: int) -> float:
+        """Polls per slot: the configured capacity, or :func:`auto_capacity`."""
+        return self.capacity if self.capacity is not None else auto_capacity(n_urls)
+
+
+def auto_capacity(n_urls: int) -> float:
+    """A sensible polls-per-slot for ``n_urls`` watched URLs: 1 % of them, at least one."""
+    return max(1.0, n_urls / 100.0)
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """The TOML file's top-level keys (an optional ``[crawler]`` table is merged in)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self._data: dict[str, Any] = _read_toml(path) if path is not None else {}
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise SettingsError(f"config file {path} does not exist") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
+    section = data.pop("crawler", None)
+    if isinstance(section, dict):
+        data.update(section)
+    return data
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    config_file: str | os.PathLike[str] | None = None,
+) -> Settings:
+    """Settings from CLI flags (``overrides``: None values are ignored) > environment >
+    TOML file (``config_file``, else ``$CRAWLER_CONFIG``) > defaults.
+
+    Raises :class:`SettingsError` with one line per invalid setting.
+    """
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    path = config_file if config_file is not None else os.environ.get(CONFIG_ENV) or None
+    token = _config_file.set(Path(path) if path is not None else None)
+    try:
+        return Settings(**flags)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc)) from None
+    finally:
+        _config_file.reset(token)
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        name = ".".join(str(p) for p in err["loc"]) or "settings"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting"
+        lines.append(f"invalid setting {name} ({ENV_PREFIX}{name.upper()}): {msg}")
+    return "; ".join(lines)

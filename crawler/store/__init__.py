@@ -1,0 +1,52 @@
+"""The crawler's database: watched URLs, poll log, changes and the scheduler's learned state.
+
+>>> from crawler.store import Store
+>>> store = Store("sqlite:///crawler.db"); store.upgrade()
+
+Sync SQLAlchemy 2 (SQLite with WAL, or PostgreSQL via psycopg 3); the service calls it from
+a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migrations/README.md``).
+"""
+
+from crawler.store._engine import sync_url
+from crawler.store._migrate import alembic_config, head_revision
+from crawler.store._store import Store, compress_snapshot, decompress_snapshot, site_host
+from crawler.store._types import (
+    OUTCOMES,
+    AddReport,
+    ChangeRow,
+    NewUrl,
+    Outcome,
+    PollRecord,
+    PollRow,
+    SlotRecord,
+    Stats,
+    StoreError,
+    StoreUnavailable,
+    UrlDetail,
+    UrlRecord,
+    UrlRow,
+)
+
+__all__ = [
+    "OUTCOMES",
+    "AddReport",
+    "ChangeRow",
+    "NewUrl",
+    "Outcome",
+    "PollRecord",
+    "PollRow",
+    "SlotRecord",
+    "Stats",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "UrlDetail",
+    "UrlRecord",
+    "UrlRow",
+    "alembic_config",
+    "compress_snapshot",
+    "decompress_snapshot",
+    "head_revision",
+    "site_host",
+    "sync_url",
+]

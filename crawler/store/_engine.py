@@ -1,0 +1,75 @@
+"""Database URLs and engines: SQLite (WAL) and PostgreSQL through psycopg 3, both sync."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+
+from crawler.store._types import StoreError, StoreUnavailable
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+
+def sync_url(database_url: str) -> str:
+    """The SQLAlchemy URL for the sync engine: ``postgresql://`` and
+    ``postgresql+asyncpg://`` map to ``postgresql+psycopg://`` (the store is sync and
+    uses psycopg 3); ``sqlite:///path`` stays."""
+    url = make_url(database_url)
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    if backend == "sqlite":
+        if url.drivername not in ("sqlite", "sqlite+pysqlite"):
+            raise ValueError(f"unsupported SQLite driver in {database_url!r}: use sqlite:///PATH")
+        return database_url
+    raise ValueError(
+        f"unsupported database URL {database_url!r}: use sqlite:///PATH or postgresql://..."
+    )
+
+
+def make_engine(database_url: str) -> Engine:
+    """A sync engine; SQLite gets WAL, synchronous=NORMAL, foreign keys and a busy timeout."""
+    url = make_url(sync_url(database_url))
+    if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:":
+            Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    finally:
+        cur.close()
+
+
+@contextlib.contextmanager
+def translate_errors(what: str) -> Iterator[None]:
+    """Turn SQLAlchemy errors into StoreUnavailable (retry later) or StoreError."""
+    try:
+        yield
+    except OperationalError as exc:
+        raise StoreUnavailable(f"{what}: database unavailable: {_short(exc)}") from exc
+    except DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise StoreUnavailable(f"{what}: connection lost: {_short(exc)}") from exc
+        raise StoreError(f"{what} failed: {_short(exc)}") from exc
+    except SQLAlchemyError as exc:
+        raise StoreError(f"{what} failed: {exc}") from exc
+
+
+def _short(exc: DBAPIError) -> str:
+    return str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)

@@ -1,0 +1,100 @@
+"""Scheduler state <-> database rows.
+
+A scheduler delta (``Scheduler.take_delta()``) is split into its scalars (one JSON object:
+params, rng, slot, budget, ...) and its per-URL rows: the ``url_*`` arrays are packed into a
+NumPy structured array whose dtype (a JSON list of ``[key, dtype.str]``) is stored next to
+the scalars; each URL's record is one fixed-length blob. Loading concatenates the blobs and
+views them with ``np.frombuffer``: no per-field Python work per URL.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+State = dict[str, Any]
+URL_PREFIX = "url_"
+
+
+def url_keys(state: State) -> list[str]:
+    """The per-URL array keys of a state, in their order."""
+    return [k for k in state if k.startswith(URL_PREFIX)]
+
+
+def row_dtype(state: State) -> np.dtype[Any]:
+    """The structured dtype of one URL's record."""
+    fields = []
+    for key in url_keys(state):
+        arr = np.asarray(state[key])
+        if arr.ndim != 1:
+            raise ValueError(f"scheduler state {key} must be a 1-D array")
+        fields.append((key, arr.dtype.str))
+    return np.dtype(fields)
+
+
+def dtype_to_json(dtype: np.dtype[Any]) -> str:
+    assert dtype.names is not None
+    return json.dumps([[name, dtype.fields[name][0].str] for name in dtype.names])  # type: ignore[index]
+
+
+def dtype_from_json(text: str) -> np.dtype[Any]:
+    fields = json.loads(text)
+    if not isinstance(fields, list):
+        raise ValueError("url_dtype is not a JSON list")
+    return np.dtype([(str(name), str(code)) for name, code in fields])
+
+
+def pack_rows(state: State, dtype: np.dtype[Any]) -> list[bytes]:
+    """One blob per URL of ``state["ids"]``."""
+    ids = np.asarray(state["ids"])
+    rec = np.empty(ids.size, dtype=dtype)
+    assert dtype.names is not None
+    for key in dtype.names:
+        arr = np.asarray(state[key])
+        if arr.shape != ids.shape:
+            raise ValueError(f"scheduler state {key} does not match ids")
+        rec[key] = arr
+    raw = rec.tobytes()
+    size = dtype.itemsize
+    return [raw[i * size : (i + 1) * size] for i in range(ids.size)]
+
+
+def unpack_rows(blob: bytes, dtype: np.dtype[Any]) -> dict[str, NDArray[Any]]:
+    """The ``url_*`` arrays of concatenated records (each a contiguous copy)."""
+    rec = np.frombuffer(blob, dtype=dtype) if dtype.itemsize else np.empty(0, dtype=dtype)
+    assert dtype.names is not None
+    return {key: np.ascontiguousarray(rec[key]) for key in dtype.names}
+
+
+def scalars_to_json(state: State) -> str:
+    """Every entry that is neither ``ids`` nor a per-URL array, as JSON."""
+    out: dict[str, Any] = {}
+    for key, value in state.items():
+        if key == "ids" or key.startswith(URL_PREFIX):
+            continue
+        out[key] = _encode(value)
+    return json.dumps(out, sort_keys=True)
+
+
+def scalars_from_json(text: str) -> State:
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("scheduler scalars are not a JSON object")
+    return {k: _decode(v) for k, v in data.items()}
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": value.tolist(), "dtype": value.dtype.str}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and "__ndarray__" in value:
+        return np.asarray(value["__ndarray__"], dtype=np.dtype(value["dtype"]))
+    return value

@@ -1,0 +1,600 @@
+"""The Store: every database read and write of the service (sync; run it in a thread)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Integer,
+    String,
+    Text,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+
+from crawler.store import _admin, _state
+from crawler.store._admin import parse_patterns
+from crawler.store._engine import make_engine, sync_url, translate_errors
+from crawler.store._types import (
+    OUTCOMES,
+    AddReport,
+    NewUrl,
+    PollRecord,
+    SlotRecord,
+    Stats,
+    UrlDetail,
+    UrlRecord,
+    UrlRow,
+)
+from crawler.store._upsert import upsert
+from crawler.store.models import (
+    UTCDateTime,
+    changes,
+    meta,
+    poll_log,
+    scheduler_state,
+    sites,
+    slots,
+    url_state,
+    urls,
+)
+
+log = logging.getLogger(__name__)
+
+State = dict[str, Any]
+IdArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+
+#: rows per statement for IN (...) lists and inserts (SQLite allows 32766 parameters)
+CHUNK = 2000
+#: rows fetched at a time when streaming large results
+STREAM = 50_000
+WATCH_VERSION = "watch_version"
+SNAPSHOT_LEVEL = 6
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def site_host(url: str) -> str:
+    """The site of a URL: lower-case ``host[:port]``."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{host}:{port}" if port is not None else host
+
+
+def compress_snapshot(text: str, max_bytes: int | None) -> bytes:
+    data = text.encode("utf-8")
+    if max_bytes is not None and len(data) > max_bytes:
+        data = data[:max_bytes].decode("utf-8", "ignore").encode("utf-8")
+    return zlib.compress(data, SNAPSHOT_LEVEL)
+
+
+def decompress_snapshot(blob: bytes | None) -> str | None:
+    if blob is None:
+        return None
+    try:
+        return zlib.decompress(blob).decode("utf-8", "replace")
+    except zlib.error:
+        return None
+
+
+class Store:
+    """The crawler's database. ``database_url``: ``sqlite:///PATH``, ``postgresql://``,
+    ``postgresql+psycopg://`` or ``postgresql+asyncpg://`` (mapped to psycopg: the store
+    is synchronous). ``snapshot_max_bytes`` truncates change snapshots before compression
+    (None: keep whole; 0 or ``store_snapshots=False``: keep none)."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        store_snapshots: bool = True,
+        snapshot_max_bytes: int | None = None,
+    ) -> None:
+        self.database_url = database_url
+        self.url = sync_url(database_url)
+        self.engine = make_engine(database_url)
+        self.store_snapshots = store_snapshots and snapshot_max_bytes != 0
+        self.snapshot_max_bytes = snapshot_max_bytes
+        self._ok_update = _ok_update_statement()
+        self._error_update = _error_update_statement()
+
+    # ----- lifecycle ---------------------------------------------------------------------
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Apply the Alembic migrations (programmatically)."""
+        from crawler.store._migrate import upgrade
+
+        with translate_errors("database upgrade"):
+            upgrade(self.engine, revision)
+
+    def revision(self) -> str | None:
+        """The database's current Alembic revision (None: not initialized)."""
+        from crawler.store._migrate import current_revision
+
+        with translate_errors("reading the schema revision"):
+            return current_revision(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----- the watch list ----------------------------------------------------------------
+
+    def add_urls(
+        self,
+        entries: Sequence[NewUrl],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> AddReport:
+        """Watch URLs (committed chunk by chunk; ``progress(done, total)`` after each)."""
+        report = AddReport()
+        unique: dict[str, NewUrl] = {}
+        for entry in entries:
+            _entry_values(entry)  # validates before anything is written
+            if entry.url in unique:
+                report.already_watched.append(entry.url)
+            else:
+                unique[entry.url] = entry
+        todo = list(unique.values())
+        for start in range(0, len(todo), CHUNK):
+            chunk = todo[start : start + CHUNK]
+            with translate_errors("adding URLs"), self.engine.begin() as conn:
+                self._add_chunk(conn, chunk, report)
+            if progress is not None:
+                progress(min(start + CHUNK, len(todo)), len(todo))
+        return report
+
+    def _add_chunk(self, conn: Connection, chunk: list[NewUrl], report: AddReport) -> None:
+        now = utcnow()
+        found = conn.execute(
+            select(urls.c.url, urls.c.id, urls.c.removed_at).where(
+                urls.c.url.in_([e.url for e in chunk])
+            )
+        ).all()
+        existing = {u: (i, removed) for u, i, removed in found}
+        fresh = [e for e in chunk if e.url not in existing]
+        revive = [e for e in chunk if e.url in existing and existing[e.url][1] is not None]
+        report.already_watched.extend(
+            e.url for e in chunk if e.url in existing and existing[e.url][1] is None
+        )
+        if revive:
+            conn.execute(
+                update(urls)
+                .where(urls.c.id == bindparam("b_id"))
+                .values(
+                    removed_at=None,
+                    importance=bindparam("b_importance"),
+                    selector=bindparam("b_selector"),
+                    ignore_patterns=bindparam("b_ignore_patterns"),
+                ),
+                [
+                    {"b_id": existing[e.url][0]}
+                    | {f"b_{k}": v for k, v in _entry_values(e).items()}
+                    for e in revive
+                ],
+            )
+            report.reactivated.extend((e.url, existing[e.url][0]) for e in revive)
+        if fresh:
+            site_ids = self._site_ids(conn, {site_host(e.url) for e in fresh}, now)
+            rows = [
+                {
+                    "url": e.url,
+                    "site_id": site_ids[site_host(e.url)],
+                    "added_at": now,
+                    "polls": 0,
+                    "hits": 0,
+                    "misses": 0,
+                    "not_modified": 0,
+                    "errors": 0,
+                    **_entry_values(e),
+                }
+                for e in fresh
+            ]
+            result = conn.execute(
+                insert(urls).returning(urls.c.url, urls.c.id, sort_by_parameter_order=True), rows
+            )
+            report.added.extend((u, int(i)) for u, i in result.all())
+        if fresh or revive:
+            self._bump_watch_version(conn)
+
+    def _site_ids(self, conn: Connection, hosts: set[str], now: datetime) -> dict[str, int]:
+        wanted = sorted(hosts)
+        upsert(conn, sites, [{"host": h, "created_at": now} for h in wanted], ["host"])
+        rows = conn.execute(select(sites.c.host, sites.c.id).where(sites.c.host.in_(wanted)))
+        return {h: int(i) for h, i in rows}
+
+    def remove_urls(self, url_list: Iterable[str]) -> list[str]:
+        """Stop watching URLs; returns those that were watched (history is kept)."""
+        wanted = list(dict.fromkeys(url_list))
+        removed: list[str] = []
+        now = utcnow()
+        for start in range(0, len(wanted), CHUNK):
+            chunk = wanted[start : start + CHUNK]
+            with translate_errors("removing URLs"), self.engine.begin() as conn:
+                result = conn.execute(
+                    update(urls)
+                    .where(urls.c.url.in_(chunk), urls.c.removed_at.is_(None))
+                    .values(removed_at=now)
+                    .returning(urls.c.url)
+                )
+                gone = [u for (u,) in result]
+                if gone:
+                    self._bump_watch_version(conn)
+            removed.extend(gone)
+        return removed
+
+    def set_importance(self, url: str, importance: float) -> bool:
+        """Change a watched URL's importance; False if it is not watched."""
+        if not 0 < importance <= 1:
+            raise ValueError("importance must be in (0, 1]")
+        with translate_errors("setting importance"), self.engine.begin() as conn:
+            result = conn.execute(
+                update(urls)
+                .where(urls.c.url == url, urls.c.removed_at.is_(None))
+                .values(importance=importance)
+                .returning(urls.c.id)
+            )
+            changed = result.first() is not None
+            if changed:
+                self._bump_watch_version(conn)
+        return changed
+
+    def _bump_watch_version(self, conn: Connection) -> None:
+        upsert(
+            conn,
+            meta,
+            [{"key": WATCH_VERSION, "int_value": 1}],
+            ["key"],
+            set_={"int_value": func.coalesce(meta.c.int_value, 0) + 1},
+        )
+
+    def watch_list_version(self) -> int:
+        """A counter bumped by every add, re-add, remove and importance change: poll it
+        cheaply to notice watch-list edits made by other processes."""
+        with translate_errors("reading the watch-list version"), self.engine.connect() as conn:
+            value = conn.execute(
+                select(meta.c.int_value).where(meta.c.key == WATCH_VERSION)
+            ).scalar()
+        return int(value or 0)
+
+    def active_urls(self) -> tuple[IdArray, FloatArray]:
+        """Ids (sorted) and importances of the watched URLs."""
+        query = (
+            select(urls.c.id, urls.c.importance)
+            .where(urls.c.removed_at.is_(None))
+            .order_by(urls.c.id)
+        )
+        id_parts: list[IdArray] = []
+        weight_parts: list[FloatArray] = []
+        with translate_errors("loading the watch list"), self.engine.connect() as conn:
+            result = conn.execution_options(stream_results=True, yield_per=STREAM).execute(query)
+            for part in result.partitions():
+                id_parts.append(np.fromiter((r[0] for r in part), np.int64, len(part)))
+                weight_parts.append(np.fromiter((r[1] for r in part), np.float64, len(part)))
+        if not id_parts:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        return np.concatenate(id_parts), np.concatenate(weight_parts)
+
+    def url_records(self, ids: Iterable[int]) -> dict[int, UrlRecord]:
+        """What the polls of one slot need, by URL id (unknown ids are left out)."""
+        wanted = [int(i) for i in ids]
+        out: dict[int, UrlRecord] = {}
+        cols = (
+            urls.c.id,
+            urls.c.url,
+            sites.c.host,
+            urls.c.etag,
+            urls.c.last_modified,
+            urls.c.last_hash,
+            urls.c.last_raw_hash,
+            urls.c.selector,
+            urls.c.ignore_patterns,
+        )
+        with translate_errors("loading URL records"), self.engine.connect() as conn:
+            for start in range(0, len(wanted), CHUNK):
+                chunk = wanted[start : start + CHUNK]
+                rows = conn.execute(
+                    select(*cols)
+                    .join(sites, sites.c.id == urls.c.site_id)
+                    .where(urls.c.id.in_(chunk))
+                )
+                for r in rows:
+                    out[int(r[0])] = UrlRecord(
+                        id=int(r[0]),
+                        url=r[1],
+                        host=r[2],
+                        etag=r[3],
+                        last_modified=r[4],
+                        last_hash=r[5],
+                        last_raw_hash=r[6],
+                        selector=r[7],
+                        ignore_patterns=parse_patterns(r[8]),
+                    )
+        return out
+
+    # ----- one slot --------------------------------------------------------------------
+
+    def commit_slot(
+        self,
+        slot: SlotRecord,
+        polls: Sequence[PollRecord],
+        scheduler_delta: State | None = None,
+    ) -> None:
+        """Write one slot in ONE transaction: the slot row, its poll log and changes, the
+        URLs' counters and cached headers/hashes, and the scheduler delta
+        (``Scheduler.take_delta()``: per-URL rows upserted, scalars replaced).
+
+        Raises StoreUnavailable (retry later) or StoreError; then nothing was written."""
+        for p in polls:
+            if p.outcome not in OUTCOMES:
+                raise ValueError(f"unknown poll outcome {p.outcome!r}")
+        with translate_errors("committing the slot"), self.engine.begin() as conn:
+            conn.execute(insert(slots), [_slot_values(slot)])
+            if polls:
+                self._write_polls(conn, slot.slot, polls)
+            if scheduler_delta is not None:
+                self._write_state(conn, scheduler_delta)
+
+    def _write_polls(self, conn: Connection, slot_no: int, polls: Sequence[PollRecord]) -> None:
+        conn.execute(insert(poll_log), [_poll_values(slot_no, p) for p in polls])
+        change_rows = [
+            {
+                "url_id": p.url_id,
+                "slot": slot_no,
+                "detected_at": p.polled_at,
+                "old_hash": p.old_hash,
+                "new_hash": p.content_hash,
+                "snapshot": (
+                    compress_snapshot(p.snapshot, self.snapshot_max_bytes)
+                    if self.store_snapshots and p.snapshot is not None
+                    else None
+                ),
+            }
+            for p in polls
+            if p.outcome == "hit"
+        ]
+        if change_rows:
+            conn.execute(insert(changes), change_rows)
+        ok = [_ok_values(p) for p in polls if p.outcome != "error"]
+        if ok:
+            conn.execute(self._ok_update, ok)
+        bad = [
+            {"b_id": p.url_id, "b_at": p.polled_at, "b_status": p.status}
+            for p in polls
+            if p.outcome == "error"
+        ]
+        if bad:
+            conn.execute(self._error_update, bad)
+
+    def _write_state(self, conn: Connection, delta: State) -> None:
+        name = delta.get("scheduler")
+        if not isinstance(name, str) or not name:
+            raise ValueError("scheduler delta has no 'scheduler' name")
+        dtype = _state.row_dtype(delta)
+        dtype_json = _state.dtype_to_json(dtype)
+        stored = conn.execute(
+            select(scheduler_state.c.url_dtype).where(scheduler_state.c.name == name)
+        ).scalar()
+        if stored is not None and stored != dtype_json:
+            log.warning(
+                "scheduler %s: per-URL state format changed (%s -> %s): dropping the old rows",
+                name,
+                stored,
+                dtype_json,
+            )
+            conn.execute(delete(url_state).where(url_state.c.scheduler == name))
+        ids = np.asarray(delta["ids"], dtype=np.int64)
+        blobs = _state.pack_rows(delta, dtype)
+        rows = [
+            {"scheduler": name, "url_id": i, "data": b}
+            for i, b in zip(ids.tolist(), blobs, strict=True)
+        ]
+        for start in range(0, len(rows), CHUNK):
+            upsert(conn, url_state, rows[start : start + CHUNK], ["scheduler", "url_id"], ["data"])
+        upsert(
+            conn,
+            scheduler_state,
+            [
+                {
+                    "name": name,
+                    "scalars": _state.scalars_to_json(delta),
+                    "url_dtype": dtype_json,
+                    "updated_at": utcnow(),
+                }
+            ],
+            ["name"],
+            ["scalars", "url_dtype", "updated_at"],
+        )
+
+    def save_scheduler_state(self, state: State) -> None:
+        """Replace a scheduler's whole saved state with ``state`` (a full
+        ``Scheduler.state()`` or ``take_delta()`` of a fresh scheduler)."""
+        name = state.get("scheduler")
+        with translate_errors("saving the scheduler state"), self.engine.begin() as conn:
+            conn.execute(delete(url_state).where(url_state.c.scheduler == name))
+            self._write_state(conn, state)
+
+    def load_scheduler_state(self, name: str, problems: list[str] | None = None) -> State | None:
+        """The saved state of scheduler ``name`` (merged deltas), restricted to the watched
+        URLs, ready for ``crawler.schedulers.restore``; None if never saved. Corrupt rows
+        are skipped (those URLs restart learning) and described in ``problems`` and the log.
+        """
+        from crawler.store._load import load_state
+
+        with translate_errors("loading the scheduler state"), self.engine.connect() as conn:
+            return load_state(conn, name, problems)
+
+    def scheduler_names(self) -> list[str]:
+        """Schedulers with a saved state."""
+        with translate_errors("listing saved schedulers"), self.engine.connect() as conn:
+            return list(conn.execute(select(scheduler_state.c.name)).scalars())
+
+    # ----- admin queries -----------------------------------------------------------------
+
+    def wanted_frequencies(self, name: str) -> dict[int, float]:
+        """Wanted polls per slot by URL id, from scheduler ``name``'s saved state
+        (restored with ``crawler.schedulers.restore``); empty if none is saved."""
+        state = self.load_scheduler_state(name)
+        if state is None:
+            return {}
+        from crawler import schedulers
+
+        ids, x = schedulers.restore(state).frequencies()
+        return dict(zip(ids.tolist(), x.tolist(), strict=True))
+
+    def list_urls(
+        self,
+        scheduler: str | None = None,
+        *,
+        include_removed: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[UrlRow]:
+        """Watched URLs by id; ``wanted_frequency`` is filled from scheduler ``scheduler``'s
+        saved state when given."""
+        freq = self.wanted_frequencies(scheduler) if scheduler else None
+        with translate_errors("listing URLs"), self.engine.connect() as conn:
+            return _admin.list_urls(conn, freq, include_removed, limit, offset)
+
+    def url_detail(self, url: str, recent: int = 20) -> UrlDetail | None:
+        """One URL (watched or not): row, saved scheduler fields, recent polls and changes."""
+        with translate_errors("reading the URL"), self.engine.connect() as conn:
+            return _admin.url_detail(conn, url, recent, decompress_snapshot)
+
+    def stats(self) -> Stats:
+        """Lifetime totals."""
+        with translate_errors("reading statistics"), self.engine.connect() as conn:
+            return _admin.stats(conn)
+
+    # ----- maintenance -------------------------------------------------------------------
+
+    def prune_poll_log(self, older_than: datetime) -> int:
+        """Delete poll-log rows polled before ``older_than``; returns how many."""
+        with translate_errors("pruning the poll log"), self.engine.begin() as conn:
+            result = conn.execute(delete(poll_log).where(poll_log.c.polled_at < older_than))
+            return int(result.rowcount)
+
+
+def _entry_values(e: NewUrl) -> dict[str, Any]:
+    if not 0 < e.importance <= 1:
+        raise ValueError(f"importance of {e.url} must be in (0, 1], got {e.importance}")
+    patterns = list(e.ignore_patterns)
+    return {
+        "importance": float(e.importance),
+        "selector": e.selector,
+        "ignore_patterns": json.dumps(patterns) if patterns else None,
+    }
+
+
+def _slot_values(s: SlotRecord) -> dict[str, Any]:
+    return {
+        "slot": s.slot,
+        "scheduler": s.scheduler,
+        "started_at": s.started_at,
+        "duration_s": s.duration_s,
+        "polls": s.polls,
+        "hits": s.hits,
+        "misses": s.misses,
+        "not_modified": s.not_modified,
+        "errors": s.errors,
+        "overrun": s.overrun,
+        "lag_s": s.lag_s,
+        "capacity": s.capacity,
+        "knapsack_fill": s.knapsack_fill,
+    }
+
+
+def _poll_values(slot_no: int, p: PollRecord) -> dict[str, Any]:
+    return {
+        "url_id": p.url_id,
+        "slot": slot_no,
+        "polled_at": p.polled_at,
+        "status": p.status,
+        "outcome": p.outcome,
+        "duration_s": p.duration_s,
+        "bytes": p.bytes,
+        "content_hash": p.content_hash,
+        "error_kind": p.error_kind,
+        "error": p.error,
+    }
+
+
+def _ok_values(p: PollRecord) -> dict[str, Any]:
+    return {
+        "b_id": p.url_id,
+        "b_hit": int(p.outcome == "hit"),
+        "b_miss": int(p.outcome == "miss"),
+        "b_nm": int(p.outcome == "not_modified"),
+        "b_at": p.polled_at,
+        "b_changed": p.polled_at if p.outcome == "hit" else None,
+        "b_status": p.status,
+        "b_etag": p.etag,
+        "b_lm": p.last_modified,
+        "b_hash": p.content_hash,
+        "b_raw": p.raw_hash,
+    }
+
+
+def _ok_update_statement() -> Any:
+    at = bindparam("b_at", type_=UTCDateTime())
+    h = bindparam("b_hash", type_=String())
+    return (
+        update(urls)
+        .where(urls.c.id == bindparam("b_id", type_=BigInteger()))
+        .values(
+            polls=urls.c.polls + 1,
+            hits=urls.c.hits + bindparam("b_hit", type_=Integer()),
+            misses=urls.c.misses + bindparam("b_miss", type_=Integer()),
+            not_modified=urls.c.not_modified + bindparam("b_nm", type_=Integer()),
+            last_polled_at=at,
+            last_changed_at=func.coalesce(
+                bindparam("b_changed", type_=UTCDateTime()), urls.c.last_changed_at
+            ),
+            last_status=bindparam("b_status", type_=Integer()),
+            etag=bindparam("b_etag", type_=Text()),
+            last_modified=bindparam("b_lm", type_=Text()),
+            last_hash=func.coalesce(h, urls.c.last_hash),
+            last_raw_hash=func.coalesce(bindparam("b_raw", type_=String()), urls.c.last_raw_hash),
+            first_seen_hash=func.coalesce(urls.c.first_seen_hash, h),
+        )
+    )
+
+
+def _error_update_statement() -> Any:
+    return (
+        update(urls)
+        .where(urls.c.id == bindparam("b_id", type_=BigInteger()))
+        .values(
+            polls=urls.c.polls + 1,
+            errors=urls.c.errors + 1,
+            last_polled_at=bindparam("b_at", type_=UTCDateTime()),
+            last_status=bindparam("b_status", type_=Integer()),
+        )
+    )

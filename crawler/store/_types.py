@@ -1,0 +1,201 @@
+"""The store's value types and errors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+Outcome = Literal["hit", "miss", "not_modified", "baseline", "error"]
+OUTCOMES: tuple[str, ...] = ("hit", "miss", "not_modified", "baseline", "error")
+
+
+class StoreError(Exception):
+    """A database operation failed (the transaction was rolled back)."""
+
+
+class StoreUnavailable(StoreError):  # noqa: N818 - the name the service catches
+    """The database could not be reached or is locked/busy: retry later. Nothing of the
+    failed operation was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewUrl:
+    """A URL to watch; ``url`` is already validated and canonicalized by the caller."""
+
+    url: str
+    importance: float = 1.0
+    selector: str | None = None
+    ignore_patterns: Sequence[str] = ()
+
+
+@dataclass(slots=True)
+class AddReport:
+    """What ``Store.add_urls`` did. ``already_watched`` also lists repeats within the batch."""
+
+    added: list[tuple[str, int]] = field(default_factory=list)  # (url, id)
+    already_watched: list[str] = field(default_factory=list)
+    reactivated: list[tuple[str, int]] = field(default_factory=list)  # (url, id)
+
+
+@dataclass(frozen=True, slots=True)
+class UrlRecord:
+    """What one poll of a URL needs to know."""
+
+    id: int
+    url: str
+    host: str
+    etag: str | None
+    last_modified: str | None
+    last_hash: str | None
+    last_raw_hash: str | None
+    selector: str | None
+    ignore_patterns: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRecord:
+    """One slot's summary row."""
+
+    slot: int
+    scheduler: str
+    started_at: datetime
+    duration_s: float
+    polls: int
+    hits: int
+    misses: int
+    not_modified: int
+    errors: int
+    overrun: bool = False
+    lag_s: float = 0.0
+    capacity: float = 0.0
+    knapsack_fill: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PollRecord:
+    """One poll's outcome. On success (not ``error``) the URL's cached ``etag``,
+    ``last_modified`` are replaced and ``content_hash``/``raw_hash`` replace the cached
+    hashes when given. A ``hit`` records a change (``old_hash`` -> ``content_hash``) with
+    ``snapshot`` (the new normalized text; compressed by the store) when given."""
+
+    url_id: int
+    outcome: Outcome
+    polled_at: datetime
+    status: int | None = None
+    duration_s: float = 0.0
+    bytes: int = 0
+    content_hash: str | None = None
+    raw_hash: str | None = None
+    old_hash: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    snapshot: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UrlRow:
+    """One watched URL for ``crawler list``."""
+
+    id: int
+    url: str
+    host: str
+    importance: float
+    added_at: datetime
+    removed_at: datetime | None
+    last_polled_at: datetime | None
+    last_changed_at: datetime | None
+    last_status: int | None
+    polls: int
+    hits: int
+    misses: int
+    not_modified: int
+    errors: int
+    wanted_frequency: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: _plain(getattr(self, k)) for k in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class PollRow:
+    polled_at: datetime
+    slot: int
+    outcome: str
+    status: int | None
+    duration_s: float
+    bytes: int
+    content_hash: str | None
+    error_kind: str | None
+    error: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: _plain(getattr(self, k)) for k in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRow:
+    detected_at: datetime
+    slot: int
+    old_hash: str | None
+    new_hash: str | None
+    snapshot: str | None  # decompressed text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: _plain(getattr(self, k)) for k in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class UrlDetail:
+    """One URL for ``crawler show``: its row, scheduler fields, recent polls and changes."""
+
+    row: UrlRow
+    selector: str | None
+    ignore_patterns: tuple[str, ...]
+    etag: str | None
+    last_modified: str | None
+    last_hash: str | None
+    state: dict[str, dict[str, Any]]  # scheduler name -> its fields for this URL
+    polls: list[PollRow]
+    changes: list[ChangeRow]
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: _plain(getattr(self, k)) for k in self.__slots__}
+        out["row"] = self.row.as_dict()
+        out["polls"] = [p.as_dict() for p in self.polls]
+        out["changes"] = [c.as_dict() for c in self.changes]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Totals for ``crawler stats`` (lifetime counters; the poll log may be pruned).
+
+    ``hit_rate_per_poll`` = hits / polls (every poll, errors and baselines included);
+    ``hits_per_slot`` = hits / slots run."""
+
+    urls: int
+    removed_urls: int
+    polls: int
+    hits: int
+    misses: int
+    not_modified: int
+    errors: int
+    slots: int
+    hit_rate_per_poll: float
+    hits_per_slot: float
+    changes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, tuple):
+        return list(value)
+    return value

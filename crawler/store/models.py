@@ -1,0 +1,191 @@
+"""The database schema: SQLAlchemy 2 typed ORM models (the Alembic migrations mirror them).
+
+Times are timezone-aware UTC datetimes (SQLite stores them as UTC text). Primary keys are
+BIGINT on PostgreSQL and INTEGER (the rowid) on SQLite.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+#: BIGINT, but the rowid alias on SQLite (so that it autoincrements)
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every database."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value
+        return value.astimezone(UTC).replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Site(Base):
+    """One host (``host[:port]``): the unit of politeness and, later, of packing sites
+    onto workers."""
+
+    __tablename__ = "sites"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class Url(Base):
+    """A watched URL (rows are never deleted: ``removed_at`` marks unwatched ones)."""
+
+    __tablename__ = "urls"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    url: Mapped[str] = mapped_column(Text, unique=True)
+    site_id: Mapped[int] = mapped_column(ForeignKey("sites.id"), index=True)
+    importance: Mapped[float] = mapped_column(Float, default=1.0)
+    selector: Mapped[str | None] = mapped_column(Text)
+    ignore_patterns: Mapped[str | None] = mapped_column(Text)  # JSON list of strings
+    added_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    etag: Mapped[str | None] = mapped_column(Text)
+    last_modified: Mapped[str | None] = mapped_column(Text)
+    first_seen_hash: Mapped[str | None] = mapped_column(String(64))
+    last_hash: Mapped[str | None] = mapped_column(String(64))
+    last_raw_hash: Mapped[str | None] = mapped_column(String(64))
+    last_polled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    polls: Mapped[int] = mapped_column(BigInteger, default=0)
+    hits: Mapped[int] = mapped_column(BigInteger, default=0)
+    misses: Mapped[int] = mapped_column(BigInteger, default=0)
+    not_modified: Mapped[int] = mapped_column(BigInteger, default=0)
+    errors: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class UrlState(Base):
+    """One URL's persistent scheduler fields, packed with the NumPy structured dtype
+    recorded in ``scheduler_state.url_dtype``."""
+
+    __tablename__ = "url_state"
+    scheduler: Mapped[str] = mapped_column(String(64), primary_key=True)
+    url_id: Mapped[int] = mapped_column(ForeignKey("urls.id"), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class SchedulerState(Base):
+    """A scheduler's scalars (params, rng, slot, budget, ...) and its per-URL row format."""
+
+    __tablename__ = "scheduler_state"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    scalars: Mapped[str] = mapped_column(Text)  # JSON object
+    url_dtype: Mapped[str] = mapped_column(Text)  # JSON [[field, dtype str], ...]
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class Slot(Base):
+    """One slot of the service."""
+
+    __tablename__ = "slots"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    slot: Mapped[int] = mapped_column(BigInteger)  # the scheduler's slot number
+    scheduler: Mapped[str] = mapped_column(String(64))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    duration_s: Mapped[float] = mapped_column(Float)
+    polls: Mapped[int] = mapped_column(Integer)
+    hits: Mapped[int] = mapped_column(Integer)
+    misses: Mapped[int] = mapped_column(Integer)
+    not_modified: Mapped[int] = mapped_column(Integer)
+    errors: Mapped[int] = mapped_column(Integer)
+    overrun: Mapped[bool] = mapped_column(Boolean)
+    lag_s: Mapped[float] = mapped_column(Float)
+    capacity: Mapped[float] = mapped_column(Float)
+    knapsack_fill: Mapped[float | None] = mapped_column(Float)
+
+
+class PollLog(Base):
+    """One poll (pruned after ``poll_log_retention_days``)."""
+
+    __tablename__ = "poll_log"
+    __table_args__ = (Index(None, "url_id", "polled_at"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    url_id: Mapped[int] = mapped_column(ForeignKey("urls.id"))
+    slot: Mapped[int] = mapped_column(BigInteger)
+    polled_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    status: Mapped[int | None] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(16))
+    duration_s: Mapped[float] = mapped_column(Float)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    content_hash: Mapped[str | None] = mapped_column(String(64))
+    error_kind: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class Change(Base):
+    """A detected change, optionally with a compressed snapshot of the new normalized text."""
+
+    __tablename__ = "changes"
+    __table_args__ = (Index(None, "url_id", "detected_at"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    url_id: Mapped[int] = mapped_column(ForeignKey("urls.id"))
+    slot: Mapped[int] = mapped_column(BigInteger)
+    detected_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    old_hash: Mapped[str | None] = mapped_column(String(64))
+    new_hash: Mapped[str | None] = mapped_column(String(64))
+    snapshot: Mapped[bytes | None] = mapped_column(LargeBinary)  # zlib-compressed UTF-8
+
+
+class Meta(Base):
+    """Small key/value facts, e.g. ``watch_version`` (bumped on every add/remove)."""
+
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    int_value: Mapped[int | None] = mapped_column(BigInteger)
+    text_value: Mapped[str | None] = mapped_column(Text)
+
+
+_tables = Base.metadata.tables
+sites: Table = _tables["sites"]
+urls: Table = _tables["urls"]
+url_state: Table = _tables["url_state"]
+scheduler_state: Table = _tables["scheduler_state"]
+slots: Table = _tables["slots"]
+poll_log: Table = _tables["poll_log"]
+changes: Table = _tables["changes"]
+meta: Table = _tables["meta"]
