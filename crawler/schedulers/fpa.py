@@ -297,7 +297,7 @@ class FPA(Scheduler):
         if have < want:
             rows = self._most_uncertain(~in_p1, want - have)
             low = min(int(rank[in_p1].min()) if have else 0, 0)
-            rank[rows] = low - 1 - np.arange(rows.size, dtype=np.int64)
+            rank[rows] = low - rows.size + np.arange(rows.size, dtype=np.int64)
             self._level[rows] = self.N
             self._touch(rows)
         elif have > want:
