@@ -1,0 +1,329 @@
+"""The Fetcher: one aiohttp session, politeness, robots.txt, SSRF checks, manual redirects."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+import aiohttp
+from multidict import CIMultiDictProxy
+from yarl import URL
+
+from crawler.fetch._addresses import AddressPolicy, GuardedResolver, ip_literal
+from crawler.fetch._body import read_capped
+from crawler.fetch._errors import classify, parse_retry_after, status_failure
+from crawler.fetch._hosts import HostGates
+from crawler.fetch._robots import RobotsAnswer, RobotsCache
+from crawler.fetch._types import FetchConfig, FetchError, FetchRequest, FetchResult
+from crawler.fetch._urls import UnsupportedSchemeError, validate_url
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+class _Budget:
+    """The network time left for one fetch (all hops, attempts and back-off sleeps)."""
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, seconds: float) -> None:
+        self.remaining = seconds
+
+
+@dataclass
+class _Response:
+    url: URL
+    status: int
+    reason: str | None
+    headers: CIMultiDictProxy[str] | None
+    body: bytes
+
+
+class Fetcher:
+    """Polls URLs politely and safely. Use as ``async with Fetcher(config) as f: ...``.
+
+    ``fetch`` never raises for network/HTTP problems: it returns ``outcome="error"`` with an
+    ``error_kind`` from ``ERROR_KINDS``. Rate limiting: a 429, or a 503 with Retry-After, backs
+    the host off for Retry-After seconds (``default_retry_after_s`` without one, at most
+    ``max_retry_after_s``); fetches to that host during the back-off fail fast with
+    ``rate_limited`` and ``retry_after_s`` = the time left (no waiting, so a slot never stalls).
+    """
+
+    def __init__(self, config: FetchConfig) -> None:
+        self.config = config
+        self.policy = AddressPolicy(config.allow_private_addresses, config.allowed_networks)
+        self.gates = HostGates(config.per_host_concurrency, config.per_host_min_delay_s)
+        self.robots = RobotsCache(
+            self._fetch_robots, config.user_agent, config.robots_ttl_s, config.robots_error_ttl_s
+        )
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Fetcher:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        if self._session is not None:
+            return
+        cfg = self.config
+        connector = aiohttp.TCPConnector(
+            limit=cfg.total_concurrency,
+            limit_per_host=0,
+            resolver=GuardedResolver(self.policy),
+            ttl_dns_cache=int(cfg.dns_cache_ttl_s),
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers={"User-Agent": cfg.user_agent, "Accept": cfg.accept},
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=cfg.connect_timeout_s),
+            trust_env=False,
+            raise_for_status=False,
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("Fetcher is not open: use 'async with Fetcher(config)'")
+        return self._session
+
+    # -- public -------------------------------------------------------------------------------
+
+    async def fetch_many(self, requests: Sequence[FetchRequest]) -> list[FetchResult]:
+        """All requests concurrently (bounded by the connection pool); results in order."""
+        return list(await asyncio.gather(*(self.fetch(r) for r in requests)))
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        started = time.monotonic()
+        try:
+            return await self._fetch(request, started)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            failure = classify(exc, request.url)
+            return self._error(request, request.url, failure, started)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _error(
+        self, request: FetchRequest, final_url: str, failure: FetchError, started: float
+    ) -> FetchResult:
+        return FetchResult(
+            url_id=request.url_id,
+            url=request.url,
+            final_url=final_url,
+            outcome="error",
+            status=failure.status,
+            body=b"",
+            content_type=None,
+            etag=None,
+            last_modified=None,
+            error_kind=failure.kind,
+            error=failure.message,
+            duration_s=time.monotonic() - started,
+            bytes_received=0,
+            retry_after_s=failure.retry_after_s,
+        )
+
+    async def _fetch(self, request: FetchRequest, started: float) -> FetchResult:
+        try:
+            url = URL(validate_url(request.url), encoded=True)
+        except UnsupportedSchemeError as exc:
+            return self._error(
+                request, request.url, FetchError("unsupported_scheme", str(exc)), started
+            )
+        except ValueError as exc:
+            return self._error(request, request.url, FetchError("invalid_url", str(exc)), started)
+        headers: dict[str, str] = {}
+        if request.etag:
+            headers["If-None-Match"] = request.etag
+        if request.last_modified:
+            headers["If-Modified-Since"] = request.last_modified
+        final = url
+        try:
+            resp = await self._follow(
+                url,
+                headers,
+                _Budget(self.config.timeout_s),
+                cap=self.config.max_body_bytes,
+                truncate=False,
+                retries=self.config.retries,
+                robots=self.config.respect_robots,
+            )
+        except FetchError as failure:
+            return self._error(request, str(final), failure, started)
+        return self._result(request, resp, started)
+
+    def _result(self, request: FetchRequest, resp: _Response, started: float) -> FetchResult:
+        h = resp.headers
+        etag = h.get("ETag") if h is not None else None
+        last_modified = h.get("Last-Modified") if h is not None else None
+        if resp.status == 304:
+            return FetchResult(
+                request.url_id, request.url, str(resp.url), "not_modified", 304, b"",
+                h.get("Content-Type") if h is not None else None,
+                etag or request.etag, last_modified or request.last_modified,
+                None, None, time.monotonic() - started, 0,
+            )  # fmt: skip
+        return FetchResult(
+            request.url_id, request.url, str(resp.url), "ok", resp.status, resp.body,
+            h.get("Content-Type") if h is not None else None, etag, last_modified,
+            None, None, time.monotonic() - started, len(resp.body),
+        )  # fmt: skip
+
+    async def _fetch_robots(self, url: URL) -> RobotsAnswer:
+        try:
+            resp = await self._follow(
+                url,
+                {},
+                _Budget(self.config.timeout_s),
+                cap=self.config.robots_max_bytes,
+                truncate=True,
+                retries=0,
+                robots=False,
+            )
+        except FetchError as failure:
+            if failure.kind in ("http_4xx", "http_5xx", "rate_limited") and failure.status:
+                return RobotsAnswer(failure.status)
+            return RobotsAnswer(None, failure=failure)
+        except Exception as exc:
+            return RobotsAnswer(None, failure=classify(exc, str(url)))
+        return RobotsAnswer(resp.status, resp.body)
+
+    async def _follow(
+        self,
+        url: URL,
+        headers: dict[str, str],
+        budget: _Budget,
+        *,
+        cap: int,
+        truncate: bool,
+        retries: int,
+        robots: bool,
+    ) -> _Response:
+        """GET with manual redirects; every hop is address-checked, robots-checked and gated."""
+        visited = {str(url)}
+        for _hop in range(self.config.max_redirects + 1):
+            host = url.raw_host or ""
+            literal = ip_literal(host)
+            if literal is not None:
+                reason = self.policy.refusal(literal)
+                if reason is not None:
+                    raise FetchError("blocked_address", f"refused {url}: {literal} is a {reason}")
+            waiting = self.gates.backoff_remaining(host)
+            if waiting > 0:
+                raise FetchError(
+                    "rate_limited",
+                    f"{host} is backed off for {waiting:.0f} s more after a 429/503",
+                    retry_after_s=waiting,
+                )
+            if robots:
+                delay = await self.robots.check(url)
+                if delay:
+                    self.gates.set_min_delay(host, min(delay, self.config.max_crawl_delay_s))
+            resp = await self._attempts(url, headers, budget, cap, truncate, retries)
+            if resp.status not in _REDIRECTS:
+                return resp
+            location = resp.headers.get("Location") if resp.headers is not None else None
+            if not location:
+                raise FetchError(
+                    "bad_response", f"HTTP {resp.status} without Location from {url}",
+                    status=resp.status,
+                )  # fmt: skip
+            try:
+                target = url.join(URL(location))
+                url = URL(validate_url(str(target)), encoded=True)
+            except UnsupportedSchemeError as exc:
+                raise FetchError("unsupported_scheme", f"redirect from {resp.url}: {exc}") from None
+            except ValueError as exc:
+                raise FetchError("invalid_url", f"bad redirect from {resp.url}: {exc}") from None
+            if str(url) in visited:
+                raise FetchError(
+                    "redirect_loop", f"redirect loop: {resp.url} -> {url} (already visited)",
+                    status=resp.status,
+                )  # fmt: skip
+            visited.add(str(url))
+        raise FetchError(
+            "too_many_redirects", f"more than {self.config.max_redirects} redirects from {url}"
+        )
+
+    async def _attempts(
+        self,
+        url: URL,
+        headers: dict[str, str],
+        budget: _Budget,
+        cap: int,
+        truncate: bool,
+        retries: int,
+    ) -> _Response:
+        """One hop, retried with exponential back-off on transient failures within the budget."""
+        attempt = 0
+        while True:
+            try:
+                return await self._once(url, headers, budget, cap, truncate)
+            except Exception as exc:
+                failure = classify(exc, str(url))
+                if isinstance(exc, asyncio.TimeoutError | TimeoutError) and budget.remaining <= 0:
+                    failure = FetchError(
+                        "timeout",
+                        f"no complete response from {url} within {self.config.timeout_s:g} s",
+                    )
+                sleep = self.config.retry_backoff_s * (2**attempt) * (0.5 + random.random())
+                if not failure.transient or attempt >= retries or sleep >= budget.remaining:
+                    raise failure from None
+            attempt += 1
+            budget.remaining -= sleep
+            await asyncio.sleep(sleep)
+
+    async def _once(
+        self, url: URL, headers: dict[str, str], budget: _Budget, cap: int, truncate: bool
+    ) -> _Response:
+        host = url.raw_host or ""
+        if budget.remaining <= 0:
+            raise TimeoutError()
+        async with self.gates.slot(host):
+            t0 = time.monotonic()
+            try:
+                async with asyncio.timeout(budget.remaining):
+                    async with self.session.get(
+                        url, headers=headers, allow_redirects=False
+                    ) as resp:
+                        return await self._read(resp, url, host, cap, truncate)
+            finally:
+                budget.remaining -= time.monotonic() - t0
+
+    async def _read(
+        self, resp: aiohttp.ClientResponse, url: URL, host: str, cap: int, truncate: bool
+    ) -> _Response:
+        status = resp.status
+        if status < 300 and status != 204:
+            body = await read_capped(resp, cap, truncate=truncate)
+            return _Response(url, status, resp.reason, resp.headers, body)
+        if status < 400:  # 304 and redirects: no body wanted
+            return _Response(url, status, resp.reason, resp.headers, b"")
+        retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+        if status == 429 or (status == 503 and retry_after is not None):
+            wait = retry_after if retry_after is not None else self.config.default_retry_after_s
+            wait = min(wait, self.config.max_retry_after_s)
+            self.gates.back_off(host, wait)
+            raise FetchError(
+                "rate_limited", f"HTTP {status} from {url}; host backed off for {wait:g} s",
+                status=status, retry_after_s=wait,
+            )  # fmt: skip
+        raise status_failure(status, resp.reason, str(url))

@@ -1,0 +1,82 @@
+"""Per-host politeness: concurrency limit, minimum delay between request starts, back-off."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+
+@dataclass
+class HostState:
+    semaphore: asyncio.Semaphore | None
+    min_delay_s: float
+    next_start: float = 0.0
+    backoff_until: float = 0.0
+    users: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class HostGates:
+    """One gate per host name. ``concurrency`` 0 = unlimited; with no limit and no delay a gate
+    costs a dict lookup."""
+
+    def __init__(self, concurrency: int, min_delay_s: float, max_hosts: int = 50_000) -> None:
+        self.concurrency = concurrency
+        self.min_delay_s = min_delay_s
+        self.max_hosts = max_hosts
+        self._hosts: dict[str, HostState] = {}
+
+    def state(self, host: str) -> HostState:
+        st = self._hosts.get(host)
+        if st is None:
+            if len(self._hosts) >= self.max_hosts:
+                self._prune()
+            sem = asyncio.Semaphore(self.concurrency) if self.concurrency > 0 else None
+            st = self._hosts[host] = HostState(sem, self.min_delay_s)
+        return st
+
+    def _prune(self) -> None:
+        now = time.monotonic()
+        for host, st in list(self._hosts.items()):
+            if st.users == 0 and st.backoff_until < now and st.next_start < now:
+                del self._hosts[host]
+
+    def set_min_delay(self, host: str, delay_s: float) -> None:
+        """Raise a host's delay (e.g. robots.txt Crawl-delay); never below the configured one."""
+        self.state(host).min_delay_s = max(self.min_delay_s, delay_s)
+
+    def back_off(self, host: str, seconds: float) -> None:
+        st = self.state(host)
+        st.backoff_until = max(st.backoff_until, time.monotonic() + seconds)
+
+    def backoff_remaining(self, host: str) -> float:
+        st = self._hosts.get(host)
+        if st is None:
+            return 0.0
+        return max(0.0, st.backoff_until - time.monotonic())
+
+    @asynccontextmanager
+    async def slot(self, host: str) -> AsyncIterator[None]:
+        """Hold one of the host's concurrent slots, started no sooner than its delay allows."""
+        st = self.state(host)
+        st.users += 1
+        try:
+            if st.semaphore is not None:
+                await st.semaphore.acquire()
+            try:
+                if st.min_delay_s > 0:
+                    now = time.monotonic()
+                    start = max(now, st.next_start)
+                    st.next_start = start + st.min_delay_s
+                    if start > now:
+                        await asyncio.sleep(start - now)
+                yield
+            finally:
+                if st.semaphore is not None:
+                    st.semaphore.release()
+        finally:
+            st.users -= 1
+            st.last_used = time.monotonic()

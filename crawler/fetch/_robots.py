@@ -1,0 +1,122 @@
+"""robots.txt: fetched once per origin per TTL (single flight), parsed with Protego.
+
+Policy (after Google's robots.txt spec): 2xx = parse (first ``robots_max_bytes`` only);
+4xx other than 429 = no robots.txt, allow all; 429/5xx = disallow the whole site for
+``robots_error_ttl_s``; unreachable (DNS, connect, timeout, blocked address ...) = the same,
+reported with the network error's own kind. Crawl-delay becomes the host's minimum delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from protego import Protego
+from yarl import URL
+
+from crawler.fetch._types import FetchError
+from crawler.fetch._urls import origin
+
+
+@dataclass(frozen=True)
+class RobotsAnswer:
+    """What fetching robots.txt gave: a status and a body, or a failure."""
+
+    status: int | None
+    body: bytes = b""
+    failure: FetchError | None = None
+
+
+@dataclass
+class _Entry:
+    expires: float
+    parser: Protego | None = None
+    failure: FetchError | None = None
+    crawl_delay: float | None = None
+
+
+class RobotsCache:
+    def __init__(
+        self,
+        fetch: Callable[[URL], Awaitable[RobotsAnswer]],
+        user_agent: str,
+        ttl_s: float,
+        error_ttl_s: float,
+        max_entries: int = 100_000,
+    ) -> None:
+        self._fetch = fetch
+        self.user_agent = user_agent
+        self.ttl_s = ttl_s
+        self.error_ttl_s = error_ttl_s
+        self.max_entries = max_entries
+        self._entries: dict[str, _Entry] = {}
+        self._inflight: dict[str, asyncio.Future[_Entry]] = {}
+
+    async def check(self, url: URL) -> float | None:
+        """Raise FetchError if ``url`` may not be fetched; else return the Crawl-delay."""
+        entry = await self._entry(url)
+        if entry.failure is not None:
+            f = entry.failure
+            raise FetchError(f.kind, f.message, status=f.status)
+        if entry.parser is not None and not entry.parser.can_fetch(str(url), self.user_agent):
+            raise FetchError("robots", f"disallowed by {origin(url)}/robots.txt: {url}")
+        return entry.crawl_delay
+
+    async def _entry(self, url: URL) -> _Entry:
+        key = origin(url)
+        entry = self._entries.get(key)
+        if entry is not None and entry.expires > time.monotonic():
+            return entry
+        pending = self._inflight.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[_Entry] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            entry = await self._load(url)
+            if len(self._entries) >= self.max_entries:
+                self._prune()
+            self._entries[key] = entry
+            future.set_result(entry)
+            return entry
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            del self._inflight[key]
+
+    def _prune(self) -> None:
+        now = time.monotonic()
+        for key, entry in list(self._entries.items()):
+            if entry.expires <= now:
+                del self._entries[key]
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+
+    async def _load(self, url: URL) -> _Entry:
+        robots_url = url.with_path("/robots.txt").with_query(None).with_fragment(None)
+        answer = await self._fetch(robots_url)
+        now = time.monotonic()
+        site = origin(url)
+        if answer.failure is not None:
+            f = answer.failure
+            kind = f.kind if f.kind not in ("http_4xx", "http_5xx") else "robots"
+            message = f"robots.txt of {site} unavailable ({f.message}); site skipped for now"
+            return _Entry(now + self.error_ttl_s, failure=FetchError(kind, message))
+        status = answer.status or 0
+        if status == 429 or status >= 500:
+            message = f"robots.txt of {site} answered HTTP {status}; site treated as disallowed"
+            return _Entry(
+                now + self.error_ttl_s, failure=FetchError("robots", message, status=status)
+            )
+        if not 200 <= status < 300:
+            return _Entry(now + self.ttl_s)  # 3xx left over, 4xx: no robots.txt, allow all
+        try:
+            parser = Protego.parse(answer.body.decode("utf-8", errors="replace"))
+            delay = parser.crawl_delay(self.user_agent)
+        except Exception:  # an unparsable robots.txt is treated as absent
+            return _Entry(now + self.ttl_s)
+        return _Entry(now + self.ttl_s, parser=parser, crawl_delay=float(delay) if delay else None)
