@@ -14,6 +14,7 @@ _REGISTRY: dict[str, str] = {
     "uniform": "crawler.schedulers.uniform:Uniform",
     "proportional": "crawler.schedulers.oracles:Proportional",
     "optimal": "crawler.schedulers.oracles:Optimal",
+    "weighted_proportional": "crawler.schedulers.oracles:WeightedProportional",
     "estimator": "crawler.schedulers.estimator:Estimator",
     "adaptive": "crawler.schedulers.adaptive:AdaptiveInterval",
     "bayes": "crawler.schedulers.bayes:BayesRate",
