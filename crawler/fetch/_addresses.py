@@ -96,12 +96,14 @@ class GuardedResolver(AbstractResolver):
 
     def __init__(self, policy: AddressPolicy, inner: AbstractResolver | None = None) -> None:
         self.policy = policy
-        self.inner = inner if inner is not None else DefaultResolver()
+        self._inner = inner  # created lazily: aiohttp's resolvers need a running loop
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        results = await self.inner.resolve(host, port, family)
+        if self._inner is None:
+            self._inner = DefaultResolver()
+        results = await self._inner.resolve(host, port, family)
         kept = [r for r in results if self.policy.refusal(r["host"]) is None]
         if not kept and results:
             first = results[0]["host"]
@@ -110,4 +112,5 @@ class GuardedResolver(AbstractResolver):
         return kept
 
     async def close(self) -> None:
-        await self.inner.close()
+        if self._inner is not None:
+            await self._inner.close()

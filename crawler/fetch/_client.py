@@ -59,6 +59,7 @@ class Fetcher:
         self.robots = RobotsCache(
             self._fetch_robots, config.user_agent, config.robots_ttl_s, config.robots_error_ttl_s
         )
+        self.resolver = GuardedResolver(self.policy)
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Fetcher:
@@ -80,7 +81,7 @@ class Fetcher:
         connector = aiohttp.TCPConnector(
             limit=cfg.total_concurrency,
             limit_per_host=0,
-            resolver=GuardedResolver(self.policy),
+            resolver=self.resolver,
             ttl_dns_cache=int(cfg.dns_cache_ttl_s),
         )
         self._session = aiohttp.ClientSession(

@@ -52,7 +52,9 @@ async def test_connection_reset_is_retried_then_error(
 async def test_slow_loris_server_times_out(make_fetcher: Callable[..., Fetcher]) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n"
+        )
         try:
             for _ in range(1000):
                 writer.write(b"x")
@@ -71,7 +73,9 @@ async def test_slow_loris_server_times_out(make_fetcher: Callable[..., Fetcher])
     assert time.monotonic() - t0 < 2.5
 
 
-async def test_endless_body_aborted_at_cap(site: Site, make_fetcher: Callable[..., Fetcher]) -> None:
+async def test_endless_body_aborted_at_cap(
+    site: Site, make_fetcher: Callable[..., Fetcher]
+) -> None:
     sent = 0
 
     async def endless(request: web.Request) -> web.StreamResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -25,7 +26,7 @@ async def test_ok_with_user_agent(site: Site, make_fetcher: Callable[..., Fetche
     assert r.status == 200 and r.body == PAGE.encode() and r.bytes_received == len(PAGE)
     assert r.content_type is not None and r.content_type.startswith("text/html")
     assert r.etag == '"v1"' and r.error_kind is None and r.duration_s > 0
-    page_request = [q for q in site.requests if q.path == "/"][0]
+    page_request = next(q for q in site.requests if q.path == "/")
     assert page_request.headers["User-Agent"].startswith("crawler-tests/0.1")
 
 
@@ -90,7 +91,7 @@ async def test_per_host_concurrency_and_delay(
         results = await f.fetch_many([FetchRequest(i, site.url(f"/p/{i}")) for i in range(6)])
     assert all(r.outcome == "ok" for r in results)
     assert peak <= 2
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert min(gaps) >= 0.04
 
 
