@@ -1,0 +1,314 @@
+"""BayesRate: the rate estimator, forgetting, allocation, exploration, state, validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from crawler import schedulers
+from crawler.schedulers import limit, optimal_allocation
+from crawler.schedulers.bayes import BayesRate, estimate_rates
+
+
+def zipf(alpha: float, beta: float, n: int) -> np.ndarray:
+    return alpha / np.arange(1, n + 1) ** beta
+
+
+def simulate(
+    s: schedulers.Scheduler,
+    p: np.ndarray,
+    slots: int,
+    rng: np.random.Generator,
+    last: np.ndarray | None = None,
+    start: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Overwrite model: a poll hits iff a change happened since the URL's previous poll.
+    Returns the hits of every slot and the last poll slot of every URL (ids 0..n-1)."""
+    last = np.zeros(p.size, dtype=np.int64) if last is None else last
+    hits = np.zeros(slots)
+    for t in range(start + 1, start + slots + 1):
+        ids = s.select()
+        h = rng.random(ids.size) < -np.expm1(np.log1p(-p[ids]) * (t - last[ids]))
+        last[ids] = t
+        s.feedback(ids, h)
+        hits[t - start - 1] = h.sum()
+    return hits, last
+
+
+def censored(rate: float, tau: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Outcomes of polls after intervals tau of a Poisson change process."""
+    return rng.random(tau.size) < -np.expm1(-rate * tau)
+
+
+def statistics(tau: np.ndarray, hit: np.ndarray, forget: float = 1.0) -> tuple[np.ndarray, ...]:
+    weight = forget ** np.arange(tau.size - 1, -1, -1)
+    a = np.sum(weight * tau * hit)
+    b = np.sum(weight * tau * ~hit)
+    h = np.sum(weight * hit)
+    m = np.sum(weight * ~hit)
+    return tuple(np.array([v], dtype=np.float32) for v in (a, b, h, m))
+
+
+# ----- the estimator --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rate", "interval"), [(0.02, 30), (0.2, 4), (1.0, 1), (0.005, 400)])
+def test_estimator_recovers_known_rates(rate: float, interval: int) -> None:
+    rng = np.random.default_rng(11)
+    tau = rng.integers(interval, interval + 2, size=4000).astype(np.float64)
+    hit = censored(rate, tau, rng)
+    est = estimate_rates(*statistics(tau, hit), 0.5, 0.5)[0]
+    assert est == pytest.approx(rate, rel=0.08)
+
+
+def test_estimator_prior_keeps_rates_finite_and_positive() -> None:
+    tau = np.full(20, 5.0)
+    never = estimate_rates(*statistics(tau, np.zeros(20, dtype=bool)), 0.5, 0.5)[0]
+    always = estimate_rates(*statistics(tau, np.ones(20, dtype=bool)), 0.5, 0.5)[0]
+    assert 0 < never < 0.01
+    assert np.isfinite(always) and always > 0.5
+    nothing = estimate_rates(*(np.zeros(1, dtype=np.float32),) * 4, 0.5, 0.5)
+    assert np.isnan(nothing[0])
+
+
+def test_scheduler_learns_rates_of_a_static_env() -> None:
+    rng = np.random.default_rng(5)
+    p = zipf(0.5, 1.0, 40)
+    s = BayesRate(4, seed=1, forget=0.99)
+    s.add(np.arange(p.size))
+    simulate(s, p, 4000, rng)
+    _, est = s.rates()
+    r_true, r_est = -np.log1p(-p), -np.log1p(-est)
+    # Only ratios matter for the allocation; the well-polled head is estimated closely.
+    assert np.median(np.abs(np.log(r_est[:10] / r_true[:10]))) < 0.25
+    assert np.corrcoef(np.log(r_true), np.log(r_est))[0, 1] > 0.9
+
+
+def test_forgetting_tracks_a_rate_change() -> None:
+    rng = np.random.default_rng(3)
+    forget = 0.95
+    tau = np.full(600, 2.0)
+    hit = np.concatenate([censored(0.05, tau[:300], rng), censored(0.5, tau[300:], rng)])
+    tracked = estimate_rates(*statistics(tau, hit, forget), 0.5, 0.5)[0]
+    frozen = estimate_rates(*statistics(tau, hit, 1.0), 0.5, 0.5)[0]
+    assert tracked == pytest.approx(0.5, rel=0.3)
+    assert frozen < 0.35
+
+
+def test_scheduler_follows_a_swap_of_rates() -> None:
+    rng = np.random.default_rng(9)
+    p = zipf(0.6, 1.2, 30)
+    s = BayesRate(2, seed=2)
+    s.add(np.arange(p.size))
+    _, last = simulate(s, p, 3000, rng)
+    q = p.copy()
+    q[[0, 20]] = q[[20, 0]]  # the hottest URL goes cold and a cold one hot
+    simulate(s, q, 1500, rng, last, start=3000)
+    _, x = s.frequencies()
+    assert x[20] > 5 * x[0]
+    assert x[20] == pytest.approx(x.max())
+
+
+# ----- the allocation -------------------------------------------------------------------
+
+
+def exact_scheduler(p: np.ndarray, capacity: float, importance: Any = None) -> BayesRate:
+    """A scheduler whose statistics encode the true rates exactly (many equal-interval
+    polls with the expected hit fraction), so that allocation alone is tested."""
+    s = BayesRate(capacity, seed=0, forget=1.0, prior_hits=1e-6, prior_misses=1e-6)
+    s.add(np.arange(p.size), importance=importance)
+    r = -np.log1p(-p)
+    tau = 1.0
+    polls = 1e6
+    hit_frac = -np.expm1(-r * tau)
+    s._hit_count[:] = polls * hit_frac
+    s._miss_count[:] = polls * (1 - hit_frac)
+    s._hit_time[:] = s._hit_count * tau
+    s._miss_time[:] = s._miss_count * tau
+    s._rhat[:] = s._estimate(s._hit_time, s._miss_time, s._hit_count, s._miss_count)
+    s._stale = True
+    return s
+
+
+@pytest.mark.parametrize(
+    ("env", "capacity"), [((0.3, 1.5), 1.0), ((0.9, 1.5), 1.0), ((0.6, 1.2), 3)]
+)
+def test_allocation_is_the_lagrange_optimum(env: tuple[float, float], capacity: float) -> None:
+    p = zipf(*env, 200)
+    s = exact_scheduler(p, capacity)
+    _, x = s.frequencies()
+    best = optimal_allocation(p, capacity)
+    assert x.sum() == pytest.approx(capacity, rel=1e-4)
+    np.testing.assert_allclose(x, best, rtol=2e-3, atol=1e-6)
+
+
+def test_weighted_allocation_is_the_lagrange_optimum() -> None:
+    p = zipf(0.6, 1.2, 100)
+    w = np.random.default_rng(1).uniform(0.2, 1.0, p.size)
+    s = exact_scheduler(p, 3.0, importance=w)
+    _, x = s.frequencies()
+    best = optimal_allocation(p, 3.0, w)
+    assert x.sum() == pytest.approx(3.0, rel=1e-3)
+    np.testing.assert_allclose(x, best, rtol=5e-3, atol=2e-4)
+
+
+def test_capacity_above_the_url_count_polls_everything() -> None:
+    s = BayesRate(10, seed=0)
+    s.add(np.arange(4))
+    for _ in range(3):
+        ids = s.select()
+        assert sorted(ids.tolist()) == [0, 1, 2, 3]
+        s.feedback(ids, np.zeros(4, dtype=bool))
+
+
+# ----- exploration ----------------------------------------------------------------------
+
+
+def test_all_urls_are_polled_once_early() -> None:
+    rng = np.random.default_rng(0)
+    p = zipf(0.9, 1.5, 100)
+    s = BayesRate(2, seed=4)
+    s.add(np.arange(p.size))
+    _, last = simulate(s, p, 120, rng)
+    assert np.all(last > 0)
+
+
+def test_new_urls_mid_run_get_polls() -> None:
+    rng = np.random.default_rng(1)
+    p = np.concatenate([zipf(0.9, 1.5, 100), np.full(10, 0.05)])
+    s = BayesRate(1, seed=4)
+    s.add(np.arange(100))
+    _, last = simulate(s, p, 5000, rng)
+    s.add(np.arange(100, 110))
+    _, x = s.frequencies()
+    assert np.all(x[100:] >= np.median(x[:100]))
+    _, last = simulate(s, p, 200, rng, last, start=5000)
+    assert np.all(last[100:] > 5000)
+
+
+def test_a_url_that_never_changes_is_still_polled_now_and_then() -> None:
+    rng = np.random.default_rng(2)
+    p = np.concatenate([np.full(9, 0.2), [0.0]])
+    s = BayesRate(1, seed=4)
+    s.add(np.arange(10))
+    simulate(s, p, 4000, rng)
+    counts = np.zeros(10)
+    for _ in range(8000):
+        ids = s.select()
+        counts[ids] += 1
+        s.feedback(ids, np.zeros(ids.size, dtype=bool))
+    assert counts[9] >= 1
+    assert counts[9] < counts[:9].min()
+
+
+# ----- the API: state, removal, validation -----------------------------------------------
+
+
+def test_state_round_trip_continues_bit_for_bit() -> None:
+    rng = np.random.default_rng(8)
+    p = zipf(0.6, 1.2, 60)
+    w = np.random.default_rng(2).uniform(0.3, 1.0, 60)
+    for importance in (None, w):
+        s = schedulers.create("bayes", capacity=3, seed=5, optimism=0.2)
+        s.add(np.arange(60), importance=importance)
+        _, last = simulate(s, p, 700, rng)
+        st = s.state()
+        s2 = schedulers.restore(st)
+        assert isinstance(s2, BayesRate)
+        for t in range(701, 1200):
+            ids, ids2 = s.select(), s2.select()
+            np.testing.assert_array_equal(ids, ids2)
+            h = rng.random(ids.size) < -np.expm1(np.log1p(-p[ids]) * (t - last[ids]))
+            last[ids] = t
+            s.feedback(ids, h)
+            s2.feedback(ids, h)
+        a, b = s.state(), s2.state()
+        assert a.keys() == b.keys()
+        for key in a:
+            if isinstance(a[key], np.ndarray):
+                np.testing.assert_array_equal(a[key], b[key])
+            else:
+                assert a[key] == b[key], key
+
+
+def test_remove_and_feedback_for_removed_ids() -> None:
+    s = BayesRate(2, seed=0)
+    s.add(np.arange(10))
+    ids = s.select()
+    s.remove(ids[:1])
+    s.feedback(ids, np.ones(ids.size, dtype=bool))
+    ids_all, x = s.frequencies()
+    assert ids_all.size == 9
+    assert np.all(x > 0)
+    assert s._wanted_total() == pytest.approx(float(x.sum()), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"forget": 0.0},
+        {"forget": 1.5},
+        {"forget": "x"},
+        {"prior_hits": 0},
+        {"prior_misses": -1},
+        {"new_rate": 0},
+        {"optimism": -0.1},
+        {"optimism": float("nan")},
+        {"resolve_every": 0},
+        {"resolve_every": 2.5},
+        {"tolerance": 0},
+        {"realization": "magic"},
+    ],
+)
+def test_bad_parameters(params: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        schedulers.create("bayes", capacity=1, **params)
+
+
+def test_bad_input() -> None:
+    s = BayesRate(1, seed=0)
+    with pytest.raises(ValueError):
+        BayesRate(0)
+    with pytest.raises(ValueError):
+        s.add(np.arange(3), importance=[1.0, 0.0, 0.5])
+    s.add(np.arange(3))
+    with pytest.raises(ValueError):
+        s.add([1])
+    ids = s.select()
+    with pytest.raises(ValueError):
+        s.feedback(ids, np.ones(ids.size + 1, dtype=bool))
+    with pytest.raises(ValueError):
+        s.feedback([99], [True])
+
+
+def test_sampling_realization_works() -> None:
+    rng = np.random.default_rng(4)
+    p = zipf(0.6, 1.2, 50)
+    s = BayesRate(2, seed=1, realization="sampling")
+    s.add(np.arange(50))
+    hits, _ = simulate(s, p, 1000, rng)
+    assert hits.mean() > 0
+
+
+# ----- performance ------------------------------------------------------------------------
+
+
+def test_reaches_the_limit_on_a_small_env() -> None:
+    rng = np.random.default_rng(12)
+    p = zipf(0.6, 1.2, 50)
+    s = schedulers.create("bayes", capacity=2, seed=3)
+    s.add(np.arange(50))
+    hits, _ = simulate(s, p, 4000, rng)
+    assert hits[2000:].mean() / limit(p, 2) >= 0.95
+
+
+@pytest.mark.slow
+def test_reaches_the_limit_on_the_paper_env() -> None:
+    rng = np.random.default_rng(13)
+    p = zipf(0.9, 1.5, 500)
+    s = schedulers.create("bayes", capacity=1, seed=3)
+    s.add(np.arange(500))
+    hits, _ = simulate(s, p, 40_000, rng)
+    assert hits[20_000:].mean() / limit(p, 1) >= 0.97
