@@ -11,7 +11,9 @@ Estimate: a URL polled at regular intervals of k slots hits with probability
 h = 1 - (1 - p)^k, so p = 1 - (1 - h)^(1/k). With ``polls`` successful polls, ``hits``
 hits and ``span`` slots covered by those polls: k = span / polls and h is smoothed as
 (hits + 1/2) / (polls + 1) (Krichevsky-Trofimov), so a URL that never (or always) changed
-gets a small (or large) but non-degenerate estimate and is never starved for ever.
+gets a small (or large) but non-degenerate estimate and is never starved for ever. The
+estimate saturates when p k >> 1 (every poll hits: at most about ln(2 (polls + 1)) / k), so
+with long phase intervals (n/C slots) the fastest URLs are underestimated and look alike.
 
 Then the estimates are frozen and the URLs are polled with x proportional to them (capped at
 1 and water-filled to C; stride or sampling realization). URLs without a successful poll
