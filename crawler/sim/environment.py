@@ -215,9 +215,7 @@ class Environment:
             last[i] = now
         return np.array(out, dtype=np.bool_)
 
-    def set_values(
-        self, ids: IdArray, p: FloatArray, importance: FloatArray | None = None
-    ) -> None:
+    def set_values(self, ids: IdArray, p: FloatArray, importance: FloatArray | None = None) -> None:
         """Change p (and the importance) of some URLs from the current slot on."""
         elapsed = (self.slot - 1) - self._since[ids]
         self._base[ids] += elapsed * self._slope[ids]

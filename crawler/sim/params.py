@@ -84,9 +84,7 @@ def route_params(
     for key, value in shared.items():
         takers = [name for name in chosen if _takes(name, key)]
         if not takers:
-            raise ValueError(
-                f"no scheduler among {', '.join(chosen)} takes a parameter {key!r}"
-            )
+            raise ValueError(f"no scheduler among {', '.join(chosen)} takes a parameter {key!r}")
         for name in takers:
             out[name].setdefault(key, value)
     return out

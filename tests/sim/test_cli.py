@@ -29,8 +29,19 @@ def test_json_is_one_valid_document() -> None:
 def test_table_output_and_params() -> None:
     result = runner.invoke(
         app,
-        ["simulate", "--env", "service", "--slots", "2000", "-s", "uniform",
-         "--param", "realization=sampling", "--jobs", "1"],
+        [
+            "simulate",
+            "--env",
+            "service",
+            "--slots",
+            "2000",
+            "-s",
+            "uniform",
+            "--param",
+            "realization=sampling",
+            "--jobs",
+            "1",
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "2nd half" in result.stdout
@@ -50,8 +61,26 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
 def test_custom_environment() -> None:
     result = runner.invoke(
         app,
-        ["simulate", "--env", "custom", "--n", "40", "--capacity", "2", "--alpha", "0.5",
-         "--beta", "1", "--model", "disappear", "--slots", "1000", "-s", "uniform", "--json"],
+        [
+            "simulate",
+            "--env",
+            "custom",
+            "--n",
+            "40",
+            "--capacity",
+            "2",
+            "--alpha",
+            "0.5",
+            "--beta",
+            "1",
+            "--model",
+            "disappear",
+            "--slots",
+            "1000",
+            "-s",
+            "uniform",
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     env = json.loads(result.stdout)["env"]

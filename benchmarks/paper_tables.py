@@ -1,0 +1,238 @@
+"""The papers' experiments as Markdown tables: mean ratio to the limit and convergence.
+
+Paper 002's environments (A, B, C with changes overwriting, switch80k, switch1k) with
+every registered scheduler (FPA only where C >= 2: it degenerates at C = 1), and the
+thesis environments with the thesis's contestants (fpa, lakg = CGLA with importance,
+bayes, weighted_proportional, plus uniform and optimal for reference).
+
+    python -m benchmarks.paper_tables                 # 400,000 slots, 3 seeds, 2 processes
+    python -m benchmarks.paper_tables --quick         # 40,000 slots, 2 seeds
+    python -m benchmarks.paper_tables --envs A,C --schedulers lakg,bayes --json out.json
+
+Per (environment, scheduler): the mean over seeds of the ratio to the limit over the
+second half of the run (weighted hits when the URLs carry importance), its standard
+deviation across seeds, the thesis's retrieved importance, and the slots needed to reach
+90% and 95% of the limit (first slot whose trailing window average reaches it; median
+over the seeds that got there, with a count when some never did).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from crawler import schedulers
+from crawler.sim.catalog import get_env
+from crawler.sim.lineup import PREFERRED, importable
+from crawler.sim.parallel import Job, run_jobs
+from crawler.sim.runner import RunResult
+
+PAPER_ENVS = ("A", "B", "C", "switch80k", "switch1k")
+THESIS_ENVS = (
+    "thesis",
+    "thesis-disappear",
+    "thesis100",
+    "thesis100-disappear",
+    "thesis-switch",
+    "thesis-switch-disappear",
+)
+THESIS_SCHEDULERS = ("uniform", "weighted_proportional", "optimal", "fpa", "lakg", "bayes")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    slots = args.slots or (40_000 if args.quick else 400_000)
+    thesis_slots = args.thesis_slots or slots
+    seeds = list(range(1, (args.seeds or (2 if args.quick else 3)) + 1))
+    envs = args.envs.split(",") if args.envs else [*PAPER_ENVS, *THESIS_ENVS]
+    wanted = args.schedulers.split(",") if args.schedulers else None
+    jobs, notes = _plan(envs, wanted, slots, thesis_slots, seeds, args.window)
+    for note in notes:
+        _log(note)
+    if not jobs:
+        _log("nothing to run")
+        return 1
+    total_slots = sum(job.slots for job in jobs)
+    _log(f"{len(jobs)} runs, {total_slots:,} slots in all, on {args.workers} process(es)")
+    started = time.perf_counter()
+    finished = 0
+
+    def on_done(index: int, result: RunResult | str) -> None:
+        nonlocal finished
+        finished += 1
+        job = jobs[index]
+        elapsed = time.perf_counter() - started
+        eta = elapsed / finished * (len(jobs) - finished)
+        what = f"{job.scheduler} on {job.env.name}, seed {job.seed}"
+        if isinstance(result, str):
+            _log(f"[{finished}/{len(jobs)}] {what}: FAILED {result}")
+        else:
+            _log(
+                f"[{finished}/{len(jobs)}] {what}: ratio {result.summary['final_ratio']:.4f} "
+                f"({result.seconds:.0f} s; elapsed {elapsed:.0f} s, about {eta:.0f} s left)"
+            )
+
+    outcomes = run_jobs(jobs, workers=args.workers, on_done=on_done)
+    rows = _aggregate(jobs, outcomes)
+    print(_markdown(rows, slots, thesis_slots, len(seeds)))
+    for note in notes:
+        print(f"\n_{note}_")
+    if args.json:
+        document = {
+            "slots": slots,
+            "thesis_slots": thesis_slots,
+            "seeds": seeds,
+            "notes": notes,
+            "rows": rows,
+            "runs": [
+                out.to_dict() if isinstance(out, RunResult) else {"error": out} for out in outcomes
+            ],
+        }
+        Path(args.json).write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
+        _log(f"JSON written to {args.json}")
+    return 0
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="40,000 slots and 2 seeds")
+    parser.add_argument("--slots", type=int, help="slots per run [400,000]")
+    parser.add_argument("--thesis-slots", type=int, help="slots per thesis run [--slots]")
+    parser.add_argument("--seeds", type=int, help="seeds per (env, scheduler) [3]")
+    parser.add_argument("--workers", type=int, default=2, help="processes [2]")
+    parser.add_argument("--window", type=int, help="moving-average window [max(1000, S/200)]")
+    parser.add_argument("--envs", help="comma-separated environments [all]")
+    parser.add_argument("--schedulers", help="comma-separated schedulers [per env, see doc]")
+    parser.add_argument("--json", metavar="FILE", help="also write every run's summary here")
+    return parser.parse_args(argv)
+
+
+def _plan(
+    envs: list[str],
+    wanted: list[str] | None,
+    slots: int,
+    thesis_slots: int,
+    seeds: list[int],
+    window: int | None,
+) -> tuple[list[Job], list[str]]:
+    registered = schedulers.names()
+    order = [name for name in PREFERRED if name in registered]
+    order += [name for name in registered if name not in order]
+    usable, failed = importable(order)
+    notes = [f"skipped {name}: it does not import ({reason})" for name, reason in failed.items()]
+    if wanted:
+        unknown = [name for name in wanted if name not in registered]
+        notes += [f"skipped {name}: not a registered scheduler" for name in unknown]
+    jobs: list[Job] = []
+    fpa_skipped: list[str] = []
+    for env_name in envs:
+        spec = get_env(env_name)
+        names = list(THESIS_SCHEDULERS) if spec.weighted else list(order)
+        if wanted:
+            names = [name for name in names if name in wanted]
+        names = [name for name in names if name in usable]
+        if spec.capacity < 2 and "fpa" in names and not (wanted and "fpa" in wanted):
+            names.remove("fpa")
+            fpa_skipped.append(env_name)
+        run_slots = thesis_slots if spec.weighted else slots
+        jobs += [
+            Job(name, spec, run_slots, seed=seed, window=window) for name in names for seed in seeds
+        ]
+    if fpa_skipped:
+        notes.append(
+            f"fpa left out on {', '.join(fpa_skipped)} (C = 1: it needs several polls per "
+            "slot; ask for it with --schedulers to run it anyway)"
+        )
+    return jobs, notes
+
+
+def _aggregate(jobs: list[Job], outcomes: list[RunResult | str]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[RunResult | str]] = {}
+    for job, outcome in zip(jobs, outcomes, strict=True):
+        groups.setdefault((job.env.name, job.scheduler), []).append(outcome)
+    rows: list[dict[str, Any]] = []
+    for (env_name, name), outs in groups.items():
+        done = [out for out in outs if isinstance(out, RunResult)]
+        errors = [out for out in outs if isinstance(out, str)]
+        ratios = [float(out.summary["final_ratio"] or 0.0) for out in done]
+        row: dict[str, Any] = {
+            "env": env_name,
+            "scheduler": name,
+            "runs": len(done),
+            "errors": errors[:1],
+            "ratio": statistics.fmean(ratios) if ratios else None,
+            "ratio_sd": statistics.stdev(ratios) if len(ratios) > 1 else None,
+            "retrieved_importance": _mean(out.summary["retrieved_importance"] for out in done),
+            "value_per_slot": _mean(out.summary["value_per_slot"] for out in done),
+            "limit": _mean(out.summary["limit"] for out in done),
+            "seconds": _mean(out.seconds for out in done),
+        }
+        for level in ("90", "95"):
+            reached = [
+                int(v) for out in done if (v := out.summary[f"slots_to_{level}"]) is not None
+            ]
+            row[f"to_{level}"] = statistics.median(reached) if reached else None
+            row[f"reached_{level}"] = len(reached)
+        rows.append(row)
+    return rows
+
+
+def _mean(values: Any) -> float | None:
+    clean = [float(v) for v in values if v is not None and v == v]
+    return statistics.fmean(clean) if clean else None
+
+
+def _markdown(rows: list[dict[str, Any]], slots: int, thesis_slots: int, seeds: int) -> str:
+    lines = [
+        f"Ratio to the limit over the second half of each run (mean ± sd over {seeds} "
+        f"seed(s)); {slots:,} slots per run"
+        + (f" ({thesis_slots:,} on the thesis environments)" if thesis_slots != slots else "")
+        + ". 'to 90%' / 'to 95%': median slot at which the trailing-window average first "
+        "reaches that share of the limit (k/n: only k of n seeds got there; - : none).",
+        "",
+        "| env | scheduler | ratio | ± sd | retrieved imp. | value/slot | limit "
+        "| to 90% | to 95% | s/run |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        if row["errors"] and not row["runs"]:
+            lines.append(
+                f"| {row['env']} | {row['scheduler']} | failed: {row['errors'][0][:60]} "
+                "| | | | | | | |"
+            )
+            continue
+        lines.append(
+            f"| {row['env']} | {row['scheduler']} | {_fmt(row['ratio'])} "
+            f"| {_fmt(row['ratio_sd'])} | {_fmt(row['retrieved_importance'])} "
+            f"| {_fmt(row['value_per_slot'])} | {_fmt(row['limit'])} "
+            f"| {_reach(row, '90')} | {_reach(row, '95')} | {_fmt(row['seconds'], 0)} |"
+        )
+    return "\n".join(lines)
+
+
+def _reach(row: dict[str, Any], level: str) -> str:
+    value, count = row[f"to_{level}"], row[f"reached_{level}"]
+    if value is None:
+        return "-"
+    text = f"{value:,.0f}"
+    return text if count == row["runs"] else f"{text} ({count}/{row['runs']})"
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    if value is None:
+        return ""
+    return f"{value:.{digits}f}" if abs(value) < 10 else f"{value:,.{min(digits, 1)}f}"
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
