@@ -42,7 +42,10 @@ def make_engine(database_url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+    # psycopg's pipelined executemany beats multi-row VALUES statements (see _sql.py)
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=2, max_overflow=2, use_insertmanyvalues=False
+    )
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

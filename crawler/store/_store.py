@@ -23,12 +23,14 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    text,
     update,
 )
 
 from crawler.store import _admin, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._engine import make_engine, sync_url, translate_errors
+from crawler.store._sql import among, is_postgres
 from crawler.store._types import (
     OUTCOMES,
     AddReport,
@@ -60,7 +62,7 @@ IdArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 
 #: rows per statement for IN (...) lists and inserts (SQLite allows 32766 parameters)
-CHUNK = 2000
+CHUNK = 10_000
 #: rows fetched at a time when streaming large results
 STREAM = 50_000
 WATCH_VERSION = "watch_version"
@@ -72,16 +74,16 @@ def utcnow() -> datetime:
 
 
 def site_host(url: str) -> str:
-    """The site of a URL: lower-case ``host[:port]``."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"{host}:{port}" if port is not None else host
+    """The site of a (canonical) URL: lower-case ``host[:port]`` without user info."""
+    _, sep, rest = url.partition("://")
+    if not sep:
+        return (urlsplit(url).hostname or "").lower()
+    end = len(rest)
+    for ch in "/?#":
+        pos = rest.find(ch)
+        if 0 <= pos < end:
+            end = pos
+    return rest[:end].rpartition("@")[2].lower()
 
 
 def compress_snapshot(text: str, max_bytes: int | None) -> bytes:
@@ -175,7 +177,7 @@ class Store:
         now = utcnow()
         found = conn.execute(
             select(urls.c.url, urls.c.id, urls.c.removed_at).where(
-                urls.c.url.in_([e.url for e in chunk])
+                among(conn, urls.c.url, [e.url for e in chunk])
             )
         ).all()
         existing = {u: (i, removed) for u, i, removed in found}
@@ -202,32 +204,23 @@ class Store:
             )
             report.reactivated.extend((e.url, existing[e.url][0]) for e in revive)
         if fresh:
-            site_ids = self._site_ids(conn, {site_host(e.url) for e in fresh}, now)
+            hosts = [site_host(e.url) for e in fresh]
+            site_ids = self._site_ids(conn, set(hosts), now)
             rows = [
-                {
-                    "url": e.url,
-                    "site_id": site_ids[site_host(e.url)],
-                    "added_at": now,
-                    "polls": 0,
-                    "hits": 0,
-                    "misses": 0,
-                    "not_modified": 0,
-                    "errors": 0,
-                    **_entry_values(e),
-                }
-                for e in fresh
+                {"url": e.url, "site_id": site_ids[h], **_entry_values(e)}
+                for e, h in zip(fresh, hosts, strict=True)
             ]
-            result = conn.execute(
-                insert(urls).returning(urls.c.url, urls.c.id, sort_by_parameter_order=True), rows
-            )
-            report.added.extend((u, int(i)) for u, i in result.all())
+            ids = _insert_urls(conn, rows, now)
+            report.added.extend((e.url, ids[e.url]) for e in fresh)
         if fresh or revive:
             self._bump_watch_version(conn)
 
     def _site_ids(self, conn: Connection, hosts: set[str], now: datetime) -> dict[str, int]:
         wanted = sorted(hosts)
         upsert(conn, sites, [{"host": h, "created_at": now} for h in wanted], ["host"])
-        rows = conn.execute(select(sites.c.host, sites.c.id).where(sites.c.host.in_(wanted)))
+        rows = conn.execute(
+            select(sites.c.host, sites.c.id).where(among(conn, sites.c.host, wanted))
+        )
         return {h: int(i) for h, i in rows}
 
     def remove_urls(self, url_list: Iterable[str]) -> list[str]:
@@ -240,7 +233,7 @@ class Store:
             with translate_errors("removing URLs"), self.engine.begin() as conn:
                 result = conn.execute(
                     update(urls)
-                    .where(urls.c.url.in_(chunk), urls.c.removed_at.is_(None))
+                    .where(among(conn, urls.c.url, chunk), urls.c.removed_at.is_(None))
                     .values(removed_at=now)
                     .returning(urls.c.url)
                 )
@@ -323,7 +316,7 @@ class Store:
                 rows = conn.execute(
                     select(*cols)
                     .join(sites, sites.c.id == urls.c.site_id)
-                    .where(urls.c.id.in_(chunk))
+                    .where(among(conn, urls.c.id, chunk))
                 )
                 for r in rows:
                     out[int(r[0])] = UrlRecord(
@@ -500,6 +493,51 @@ class Store:
         with translate_errors("pruning the poll log"), self.engine.begin() as conn:
             result = conn.execute(delete(poll_log).where(poll_log.c.polled_at < older_than))
             return int(result.rowcount)
+
+
+_PG_INSERT_URLS = text(
+    "INSERT INTO urls (url, site_id, importance, selector, ignore_patterns, added_at, "
+    "polls, hits, misses, not_modified, errors) "
+    "SELECT u, s, w, sel, ign, :now, 0, 0, 0, 0, 0 FROM unnest("
+    "CAST(:u AS text[]), CAST(:s AS bigint[]), CAST(:w AS float8[]), "
+    "CAST(:sel AS text[]), CAST(:ign AS text[])) AS t(u, s, w, sel, ign) "
+    "RETURNING url, id"
+).bindparams(bindparam("now", type_=UTCDateTime()))
+
+
+_SQLITE_INSERT_URLS = text(
+    "INSERT INTO urls (url, site_id, importance, selector, ignore_patterns, added_at, "
+    "polls, hits, misses, not_modified, errors) "
+    "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), "
+    "json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), "
+    ":now, 0, 0, 0, 0, 0 FROM json_each(:rows)"
+).bindparams(bindparam("now", type_=UTCDateTime()))
+
+
+def _insert_urls(conn: Connection, rows: list[dict[str, Any]], now: datetime) -> dict[str, int]:
+    """Insert new URL rows; their ids by URL."""
+    if is_postgres(conn):
+        result = conn.execute(
+            _PG_INSERT_URLS,
+            {
+                "now": now,
+                "u": [r["url"] for r in rows],
+                "s": [r["site_id"] for r in rows],
+                "w": [r["importance"] for r in rows],
+                "sel": [r["selector"] for r in rows],
+                "ign": [r["ignore_patterns"] for r in rows],
+            },
+        )
+    else:  # SQLite: RETURNING would go row by row; one JSON parameter, then the ids
+        packed = [
+            [r["url"], r["site_id"], r["importance"], r["selector"], r["ignore_patterns"]]
+            for r in rows
+        ]
+        conn.execute(_SQLITE_INSERT_URLS, {"now": now, "rows": json.dumps(packed)})
+        result = conn.execute(
+            select(urls.c.url, urls.c.id).where(among(conn, urls.c.url, [r["url"] for r in rows]))
+        )
+    return {u: int(i) for u, i in result}
 
 
 def _entry_values(e: NewUrl) -> dict[str, Any]:

@@ -1,0 +1,147 @@
+"""Shared fixtures: the database, parametrized over SQLite (a temporary file) and PostgreSQL.
+
+PostgreSQL: ``$CRAWLER_TEST_POSTGRES_URL`` or postgresql+psycopg://postgres@127.0.0.1:5432/test
+(the role ``root`` is tried as well). Each test gets a fresh SCHEMA in that database (the URL
+carries ``options=-csearch_path=<schema>``; creating a schema is milliseconds, a database
+about a second on a machine with real fsync), dropped afterwards. If PostgreSQL cannot
+be reached the PostgreSQL variants FAIL (they are never skipped silently).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+from crawler.store import Store
+
+BACKENDS = ("sqlite", "postgresql")
+PG_CANDIDATES = (
+    "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    "postgresql+psycopg://root@127.0.0.1:5432/test",
+)
+HOW_TO_START = (
+    "PostgreSQL is needed by the postgresql variant of the database tests and is not "
+    "reachable at {tried}. Start it (e.g. `sudo service postgresql start` or `docker run -d "
+    "-p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust postgres:16`, then `createdb -h 127.0.0.1 "
+    "-U postgres test`) or point CRAWLER_TEST_POSTGRES_URL at a server whose role may "
+    "CREATE DATABASE. Last error: {error}"
+)
+
+
+class _Postgres:
+    """The admin connection to the server; creates and drops the tests' schemas."""
+
+    def __init__(self) -> None:
+        self.admin: Engine | None = None
+        self.base_url = ""
+        self.error: str | None = None
+
+    def connect(self) -> Engine:
+        if self.admin is not None:
+            return self.admin
+        if self.error is not None:
+            pytest.fail(self.error, pytrace=False)
+        env = os.environ.get("CRAWLER_TEST_POSTGRES_URL")
+        candidates = (env,) if env else PG_CANDIDATES
+        last = ""
+        for url in candidates:
+            engine = create_engine(url, isolation_level="AUTOCOMMIT")
+            try:
+                with engine.connect() as conn:
+                    conn.execute(text("SELECT 1"))
+            except Exception as exc:  # any failure means: not usable
+                engine.dispose()
+                last = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                continue
+            self.admin, self.base_url = engine, url
+            return engine
+        self.error = HOW_TO_START.format(tried=", ".join(candidates), error=last)
+        pytest.fail(self.error, pytrace=False)
+
+    def url_of(self, schema: str) -> str:
+        url = make_url(self.base_url).update_query_dict({"options": f"-csearch_path={schema}"})
+        return url.render_as_string(hide_password=False)
+
+    def create(self) -> str:
+        admin = self.connect()
+        name = f"crawler_test_{uuid.uuid4().hex[:12]}"
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE SCHEMA {name}"))
+        return name
+
+    def drop(self, name: str) -> None:
+        if self.admin is None:
+            return
+        with self.admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA IF EXISTS {name} CASCADE"))
+
+    def close(self) -> None:
+        if self.admin is not None:
+            self.admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def _postgres() -> Iterator[_Postgres]:
+    pg = _Postgres()
+    yield pg
+    pg.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def db_backend(request: pytest.FixtureRequest) -> str:
+    """Which database this test runs on."""
+    return str(request.param)
+
+
+@pytest.fixture
+def empty_database_url(db_backend: str, tmp_path: Path, _postgres: _Postgres) -> Iterator[str]:
+    """A database URL of a new, empty (not migrated) database."""
+    if db_backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+        return
+    name = _postgres.create()
+    try:
+        yield _postgres.url_of(name)
+    finally:
+        _postgres.drop(name)
+
+
+@pytest.fixture
+def database_url(db_backend: str, tmp_path: Path, _postgres: _Postgres) -> Iterator[str]:
+    """A database URL of a new database migrated to the latest revision."""
+    if db_backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'crawler.db'}"
+        store = Store(url)
+        try:
+            store.upgrade()
+        finally:
+            store.close()
+        yield url
+        return
+    name = _postgres.create()
+    url = _postgres.url_of(name)
+    try:
+        store = Store(url)
+        try:
+            store.upgrade()
+        finally:
+            store.close()
+        yield url
+    finally:
+        _postgres.drop(name)
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[Store]:
+    """A Store on a fresh migrated database (closed after the test)."""
+    st = Store(database_url)
+    try:
+        yield st
+    finally:
+        st.close()

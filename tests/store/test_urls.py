@@ -1,0 +1,88 @@
+"""The watch list: add, duplicates, remove, re-add, records."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crawler.store import NewUrl, Store, site_host
+
+
+def test_add_reports_added_duplicates_and_reactivated(store: Store) -> None:
+    v0 = store.watch_list_version()
+    report = store.add_urls(
+        [
+            NewUrl("https://a.example/1"),
+            NewUrl("https://a.example/2", importance=0.5, selector="main", ignore_patterns=["x"]),
+            NewUrl("https://a.example/1"),  # within-batch duplicate
+            NewUrl("http://b.example:8080/"),
+        ]
+    )
+    assert [u for u, _ in report.added] == [
+        "https://a.example/1",
+        "https://a.example/2",
+        "http://b.example:8080/",
+    ]
+    assert report.already_watched == ["https://a.example/1"]
+    assert store.watch_list_version() > v0
+
+    again = store.add_urls([NewUrl("https://a.example/2"), NewUrl("https://c.example/")])
+    assert again.already_watched == ["https://a.example/2"]
+    assert [u for u, _ in again.added] == ["https://c.example/"]
+
+    v1 = store.watch_list_version()
+    assert store.remove_urls(["https://a.example/2", "https://nowhere.example/"]) == [
+        "https://a.example/2"
+    ]
+    assert store.remove_urls(["https://a.example/2"]) == []
+    assert store.watch_list_version() > v1
+    ids, weights = store.active_urls()
+    uid2 = dict(report.added)["https://a.example/2"]
+    assert uid2 not in ids.tolist()
+
+    back = store.add_urls([NewUrl("https://a.example/2", importance=0.25)])
+    assert back.reactivated == [("https://a.example/2", uid2)]
+    ids, weights = store.active_urls()
+    assert ids.dtype == np.int64 and np.all(np.diff(ids) > 0)
+    assert dict(zip(ids.tolist(), weights.tolist(), strict=True))[uid2] == 0.25
+
+
+def test_url_records_and_sites(store: Store) -> None:
+    report = store.add_urls(
+        [NewUrl("https://a.example/x", selector="#c", ignore_patterns=[r"\d+ views"])]
+    )
+    uid = report.added[0][1]
+    rec = store.url_records([uid, 999_999])
+    assert list(rec) == [uid]
+    assert rec[uid].host == "a.example"
+    assert rec[uid].selector == "#c"
+    assert rec[uid].ignore_patterns == (r"\d+ views",)
+    assert rec[uid].etag is None and rec[uid].last_hash is None
+
+
+def test_invalid_importance_writes_nothing(store: Store) -> None:
+    with pytest.raises(ValueError, match="importance"):
+        store.add_urls([NewUrl("https://a.example/ok"), NewUrl("https://a.example/bad", 0.0)])
+    assert store.active_urls()[0].size == 0
+
+
+def test_set_importance(store: Store) -> None:
+    store.add_urls([NewUrl("https://a.example/")])
+    assert store.set_importance("https://a.example/", 0.3)
+    assert not store.set_importance("https://b.example/", 0.3)
+    assert store.active_urls()[1].tolist() == [0.3]
+
+
+def test_large_batch_is_chunked(store: Store) -> None:
+    entries = [NewUrl(f"https://h{i % 37}.example/p/{i}") for i in range(5_000)]
+    done: list[int] = []
+    report = store.add_urls(entries, progress=lambda d, t: done.append(d))
+    assert len(report.added) == 5_000 and done[-1] == 5_000
+    ids, _ = store.active_urls()
+    assert ids.size == 5_000
+
+
+def test_site_host() -> None:
+    assert site_host("https://Example.COM/a") == "example.com"
+    assert site_host("http://example.com:8080/") == "example.com:8080"
+    assert site_host("http://[::1]:9/") == "[::1]:9"
