@@ -43,7 +43,9 @@ def test_schema_valid(compose: dict[str, Any], compose_schema: dict[str, Any]) -
 
 def test_the_schema_is_strict_enough_to_catch_mistakes(compose_schema: dict[str, Any]) -> None:
     bad = {"services": {"crawler": {"image": "x", "depends_on": {"db": {"condition": "healthy"}}}}}
-    assert list(jsonschema.validators.validator_for(compose_schema)(compose_schema).iter_errors(bad))
+    assert list(
+        jsonschema.validators.validator_for(compose_schema)(compose_schema).iter_errors(bad)
+    )
 
 
 def test_docker_compose_config_accepts_it() -> None:

@@ -65,7 +65,7 @@ def test_panels(dashboard: dict[str, Any], datasource: dict[str, Any]) -> None:
     for p in all_panels(dashboard):
         assert p["type"] in PANEL_TYPES, f"{p['title']}: panel type {p['type']}"
         g = p["gridPos"]
-        assert 0 <= g["x"] and 0 < g["w"] and g["x"] + g["w"] <= 24 and g["h"] > 0, p["title"]
+        assert g["x"] >= 0 and g["w"] > 0 and g["x"] + g["w"] <= 24 and g["h"] > 0, p["title"]
         boxes.append((g["x"], g["y"], g["w"], g["h"], p["title"]))
         if p["type"] == "row":
             continue

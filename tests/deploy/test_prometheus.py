@@ -1,0 +1,245 @@
+"""deploy/prometheus with the real Prometheus (Debian package `prometheus`; install it with
+.ci/install-tools): promtool checks the config and the rules and fires every alert through
+alerts_test.yml; then a real Prometheus scrapes a locally running exporter and evaluates every
+PromQL expression of the Grafana dashboard through its HTTP API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import re
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from crawler.health import start_http_server
+from crawler.metrics import ERROR_KINDS, CrawlerMetrics
+from tests.deploy._util import REPO, load_json, load_yaml, require_tool
+
+PROM_DIR = REPO / "deploy/prometheus"
+SCRAPE_S = 1
+# Grafana's $__rate_interval is max(4 x scrape interval, $__interval + scrape interval).
+SUBSTITUTIONS = {
+    "$__rate_interval": f"{4 * SCRAPE_S}s",
+    "${__rate_interval}": f"{4 * SCRAPE_S}s",
+    "$__interval": f"{SCRAPE_S}s",
+    "${__interval}": f"{SCRAPE_S}s",
+    "$__range": "1m",
+    "${__range}": "1m",
+}
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = require_tool("promtool")
+    return subprocess.run(
+        [exe, *args], cwd=PROM_DIR, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_promtool_check_config() -> None:
+    proc = promtool("check", "config", "prometheus.yml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_promtool_check_rules() -> None:
+    proc = promtool("check", "rules", "alerts.yml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_promtool_rule_unit_tests_fire_every_alert() -> None:
+    proc = promtool("test", "rules", "alerts_test.yml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    alerts = {r["alert"] for g in load_yaml("deploy/prometheus/alerts.yml")["groups"]
+              for r in g["rules"] if "alert" in r}  # fmt: skip
+    fired = {
+        case["alertname"]
+        for test in load_yaml("deploy/prometheus/alerts_test.yml")["tests"]
+        for case in test.get("alert_rule_test", [])
+        if case.get("exp_alerts")
+    }
+    assert alerts >= {
+        "CrawlerTargetDown",
+        "CrawlerLoopStalled",
+        "CrawlerErrorRatioHigh",
+        "CrawlerSlotsOverrunning",
+        "CrawlerHitRatioCollapsed",
+    }
+    assert fired == alerts, f"alerts never fired in alerts_test.yml: {sorted(alerts - fired)}"
+
+
+# ---------------------------------------------------------------- live Prometheus
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, expression) of every dashboard target, template variables substituted."""
+    dash = load_json("deploy/grafana/dashboards/crawler.json")
+    variables = {v["name"]: v.get("allValue") or ".*" for v in dash["templating"]["list"]}
+    out = []
+    panels = [p for top in dash["panels"] for p in [top, *top.get("panels", [])]]
+    for panel in panels:
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for key, value in SUBSTITUTIONS.items():
+                expr = expr.replace(key, value)
+            for name, value in variables.items():
+                expr = re.sub(r"\$\{" + name + r"(:\w+)?\}|\$" + name + r"\b", value, expr)
+            assert "$" not in expr, f"unsubstituted variable in {panel['title']}: {expr}"
+            out.append((panel["title"], expr))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def feed_synthetic_traffic(metrics: CrawlerMetrics, stop: asyncio.Event) -> None:
+    """SYNTHETIC load on the REAL metrics objects: what the crawl loop will report, made up
+    here (random outcomes, error kinds, hosts) until the test runs `crawler run` itself."""
+    rng = random.Random(7)
+    metrics.set_watch(500, 20.0, 0.97)
+    while not stop.is_set():
+        for _ in range(20):
+            r = rng.random()
+            if r < 0.1:
+                kind = rng.choice(ERROR_KINDS)
+                metrics.observe_poll("error", rng.uniform(0.01, 2.0), 0, kind,
+                                     host=f"h{rng.randrange(30)}.example")  # fmt: skip
+            else:
+                outcome = "hit" if r < 0.4 else ("not_modified" if r < 0.55 else "miss")
+                metrics.observe_poll(outcome, rng.uniform(0.005, 0.8), rng.randrange(200, 50_000))
+        metrics.observe_commit(rng.uniform(0.001, 0.05))
+        metrics.observe_slot(rng.uniform(0.05, 0.3), rng.uniform(0.0, 0.02), rng.random() < 0.1)
+        metrics.set_watch(500 + rng.randrange(3), 20.0, rng.uniform(0.9, 1.0))
+        await asyncio.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def running_prometheus(tmp_path: Path, exporter_port: int) -> AsyncIterator[str]:
+    """The project's prometheus.yml and alerts.yml, only the targets and intervals changed."""
+    exe = require_tool("prometheus")
+    config: dict[str, Any] = yaml.safe_load((PROM_DIR / "prometheus.yml").read_text())
+    port = free_port()
+    config["global"]["scrape_interval"] = f"{SCRAPE_S}s"
+    config["global"]["scrape_timeout"] = f"{SCRAPE_S}s"
+    config["global"]["evaluation_interval"] = f"{SCRAPE_S}s"
+    for job in config["scrape_configs"]:
+        if job["job_name"] == "crawler":
+            job["static_configs"] = [{"targets": [f"127.0.0.1:{exporter_port}"]}]
+        elif job["job_name"] == "prometheus":
+            job["static_configs"] = [{"targets": [f"127.0.0.1:{port}"]}]
+    for rule_file in config["rule_files"]:
+        shutil.copy(PROM_DIR / rule_file, tmp_path / rule_file)
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    log = (tmp_path / "prometheus.log").open("w")
+    proc = subprocess.Popen(
+        [exe, f"--config.file={tmp_path / 'prometheus.yml'}",
+         f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(200):
+                if proc.poll() is not None:
+                    break
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with session.get(f"{base}/-/ready") as resp:
+                        if resp.status == 200:
+                            break
+                await asyncio.sleep(0.1)
+            else:
+                pytest.fail("Prometheus did not become ready in 20 s")
+        if proc.poll() is not None:
+            pytest.fail(f"Prometheus exited: {(tmp_path / 'prometheus.log').read_text()}")
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+async def query(session: aiohttp.ClientSession, base: str, expr: str) -> list[dict[str, Any]]:
+    async with session.post(f"{base}/api/v1/query", data={"query": expr}) as resp:
+        body = await resp.json()
+    assert body.get("status") == "success", f"{expr}: {body}"
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+async def test_real_prometheus_evaluates_every_dashboard_query(tmp_path: Path) -> None:
+    queries = dashboard_queries()
+    assert len(queries) >= 10
+    metrics = CrawlerMetrics(scheduler="lakg", slot_seconds=0.1)
+    server = await start_http_server("127.0.0.1", 0, metrics.registry, lambda: True)
+    stop = asyncio.Event()
+    feeder = asyncio.create_task(feed_synthetic_traffic(metrics, stop))
+    try:
+        async with running_prometheus(tmp_path, server.port) as base, aiohttp.ClientSession() as s:
+            # enough scrapes for every rate() window: wait until the widest one has data
+            deadline = asyncio.get_running_loop().time() + 30
+            probe = f"rate(crawler_slots_total[{SUBSTITUTIONS['$__rate_interval']}])"
+            while True:
+                ready = await query(s, base, probe)
+                scraped = await query(s, base, "count_over_time(up{job='crawler'}[1m])")
+                if ready and scraped and float(scraped[0]["value"][1]) >= 5:
+                    break
+                if asyncio.get_running_loop().time() > deadline:
+                    pytest.fail("Prometheus never scraped the exporter 5 times in 30 s")
+                await asyncio.sleep(0.5)
+
+            up = await query(s, base, 'up{job="crawler"}')
+            assert up and up[0]["value"][1] == "1"
+
+            failures = []
+            for title, expr in queries:
+                result = await query(s, base, expr)
+                values = [float(r["value"][1]) for r in result]
+                if not values:
+                    failures.append(f"{title}: no data for {expr}")
+                elif all(math.isnan(v) for v in values):
+                    failures.append(f"{title}: only NaN for {expr}")
+            assert not failures, "\n".join(failures)
+
+            # the dashboard's $instance variable query
+            async with s.get(
+                f"{base}/api/v1/label/instance/values", params={"match[]": "crawler_slots_total"}
+            ) as resp:
+                assert (await resp.json())["data"] == [f"127.0.0.1:{server.port}"]
+
+            # the alert rules were loaded and evaluate without errors on real series
+            rules: list[dict[str, Any]] = []
+            for _ in range(20):
+                async with s.get(f"{base}/api/v1/rules") as resp:
+                    groups = (await resp.json())["data"]["groups"]
+                rules = [r for g in groups for r in g["rules"]]
+                if rules and not any(
+                    r.get("lastEvaluation", "0001").startswith("0001") for r in rules
+                ):
+                    break
+                await asyncio.sleep(0.5)
+            assert {r["name"] for r in rules} >= {"CrawlerLoopStalled", "CrawlerTargetDown"}
+            bad = [(r["name"], r.get("lastError")) for r in rules if r.get("health") == "err"]
+            assert not bad, bad
+            firing = [r["name"] for r in rules if r.get("state") == "firing"]
+            assert "CrawlerTargetDown" not in firing and "CrawlerLoopStalled" not in firing
+    finally:
+        stop.set()
+        await feeder
+        await server.close()
