@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from crawler.cli import admin as _admin  # noqa: F401  (registers its commands)
+from crawler.cli import demo as _demo  # noqa: F401
+from crawler.cli import run as _run  # noqa: F401
+from crawler.cli import simulate as _simulate  # noqa: F401
 from crawler.cli._app import app
 
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    app(prog_name="crawler")
 
 
 __all__ = ["app", "main"]

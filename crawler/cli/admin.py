@@ -1,0 +1,243 @@
+"""Admin commands: add, remove, list, show, stats, db upgrade."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from crawler.cli._app import app
+from crawler.cli._common import (
+    ConfigOption,
+    DatabaseOption,
+    JsonOption,
+    err_console,
+    fail,
+    out_console,
+    print_json,
+    settings_from,
+    store_errors,
+)
+from crawler.cli._sources import read_url_source
+from crawler.fetch import validate_url
+from crawler.settings import Settings
+from crawler.store import NewUrl, Store
+
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+def open_store(settings: Settings) -> Store:
+    store = Store(settings.database_url)
+    with store_errors():
+        store.upgrade()
+    return store
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    config: str | None = ConfigOption, database_url: str | None = DatabaseOption
+) -> None:
+    """Apply the database migrations (``crawler run`` does this on start too)."""
+    settings = settings_from(config, database_url=database_url)
+    with store_errors():
+        Store(settings.database_url).upgrade()
+    err_console.print(f"database is up to date: {settings.database_url.split('@')[-1]}")
+
+
+@app.command()
+def add(
+    urls: list[str] = typer.Argument(None, help="URLs to watch."),
+    file: str | None = typer.Option(
+        None, "--file", "-f", help="A file of URLs (one per line), a sitemap.xml or an OPML "
+        "file; - reads standard input."
+    ),
+    importance: float = typer.Option(1.0, "--importance", help="Value of a change, in (0, 1]."),
+    selector: str | None = typer.Option(None, "--selector", help="CSS selector to watch."),
+    ignore: list[str] = typer.Option(None, "--ignore", help="Regex removed before hashing."),
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Watch URLs. A URL already watched is reported; a malformed one is reported and skipped."""
+    if not 0 < importance <= 1:
+        fail("--importance must be in (0, 1]")
+    candidates = list(urls or [])
+    if file is not None:
+        try:
+            candidates += read_url_source(sys.stdin.read() if file == "-" else Path(file))
+        except (OSError, ValueError) as exc:
+            fail(f"cannot read {file}: {exc}")
+    if not candidates:
+        fail("no URLs given: pass URLs or --file PATH")
+    entries: list[NewUrl] = []
+    invalid: list[dict[str, str]] = []
+    for raw in candidates:
+        try:
+            entries.append(NewUrl(validate_url(raw), importance, selector, tuple(ignore or ())))
+        except ValueError as exc:
+            invalid.append({"url": raw, "error": str(exc)})
+    settings = settings_from(config, database_url=database_url)
+    with store_errors():
+        report = open_store(settings).add_urls(entries)
+    if as_json:
+        print_json({
+            "added": [u for u, _ in report.added],
+            "reactivated": [u for u, _ in report.reactivated],
+            "already_watched": report.already_watched,
+            "invalid": invalid,
+        })
+    else:
+        for bad in invalid:
+            err_console.print(f"[yellow]skipped[/] {bad['url']}: {bad['error']}", highlight=False)
+        for url in report.already_watched:
+            err_console.print(f"[dim]already watched[/] {url}", highlight=False)
+        err_console.print(
+            f"added {len(report.added)}, re-activated {len(report.reactivated)}, "
+            f"already watched {len(report.already_watched)}, invalid {len(invalid)}"
+        )
+    if invalid and not report.added and not report.reactivated:
+        raise typer.Exit(2)
+
+
+@app.command()
+def remove(
+    urls: list[str] = typer.Argument(..., help="URLs to stop watching."),
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+) -> None:
+    """Stop watching URLs (their history is kept)."""
+    settings = settings_from(config, database_url=database_url)
+    canonical = []
+    for raw in urls:
+        try:
+            canonical.append(validate_url(raw))
+        except ValueError:
+            canonical.append(raw)
+    with store_errors():
+        removed = open_store(settings).remove_urls(canonical)
+    missing = sorted(set(canonical) - set(removed))
+    for url in missing:
+        err_console.print(f"[yellow]not watched[/] {url}", highlight=False)
+    err_console.print(f"removed {len(removed)}")
+    if missing and not removed:
+        raise typer.Exit(1)
+
+
+def learned_frequencies(store: Store, settings: Settings) -> dict[int, float]:
+    """The configured scheduler's wanted polls per slot by URL id (empty if none saved)."""
+    try:
+        return store.wanted_frequencies(settings.scheduler)
+    except (ValueError, KeyError) as exc:
+        err_console.print(f"[yellow]scheduler state unreadable:[/] {exc}")
+        return {}
+
+
+@app.command("list")
+def list_urls(
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+    as_json: bool = JsonOption,
+    removed: bool = typer.Option(False, "--removed", help="Include removed URLs."),
+) -> None:
+    """Watched URLs with importance, wanted frequency, last poll, hits, misses, errors."""
+    settings = settings_from(config, database_url=database_url)
+    with store_errors():
+        store = open_store(settings)
+        rows = store.list_urls(include_removed=removed)
+        wanted = learned_frequencies(store, settings)
+    docs: list[dict[str, Any]] = []
+    for row in rows:
+        doc = row.as_dict()
+        doc["wanted_frequency"] = wanted.get(row.id)
+        docs.append(doc)
+    if as_json:
+        print_json({"scheduler": settings.scheduler, "urls": docs})
+        return
+    table = Table(title=f"{len(docs)} URLs (scheduler {settings.scheduler})")
+    for col in ("url", "importance", "wanted/slot", "last poll", "hits", "misses", "errors"):
+        table.add_column(col, overflow="fold", justify="left" if col == "url" else "right")
+    for doc in docs:
+        x = doc["wanted_frequency"]
+        table.add_row(
+            doc["url"], f"{doc['importance']:.2f}", "-" if x is None else f"{x:.4f}",
+            (doc["last_polled_at"] or "never")[:19], str(doc["hits"]),
+            str(doc["misses"] + doc["not_modified"]), str(doc["errors"]),
+        )
+    out_console.print(table)
+
+
+@app.command()
+def show(
+    url: str = typer.Argument(..., help="A watched URL."),
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """One URL: its automaton state, recent polls and changes."""
+    settings = settings_from(config, database_url=database_url)
+    try:
+        url = validate_url(url)
+    except ValueError as exc:
+        fail(str(exc))
+    with store_errors():
+        store = open_store(settings)
+        detail = store.url_detail(url)
+        wanted = learned_frequencies(store, settings) if detail is not None else {}
+    if detail is None:
+        fail(f"not watched: {url}")
+    doc = detail.as_dict()
+    doc["wanted_frequency"] = wanted.get(detail.row.id)
+    if as_json:
+        print_json(doc)
+        return
+    row = doc["row"]
+    out_console.print(f"[bold]{row['url']}[/]  (id {row['id']}, host {row['host']})")
+    out_console.print(
+        f"importance {row['importance']:.2f}  wanted {doc['wanted_frequency']} polls/slot  "
+        f"polls {row['polls']}  hits {row['hits']}  misses {row['misses']}  "
+        f"not modified {row['not_modified']}  errors {row['errors']}"
+    )
+    for name, fields in doc["state"].items():
+        out_console.print(f"scheduler {name}: {fields}")
+    polls = Table(title="recent polls")
+    for col in ("time", "slot", "outcome", "status", "seconds", "bytes", "error"):
+        polls.add_column(col)
+    for p in doc["polls"]:
+        polls.add_row(
+            p["polled_at"][:19], str(p["slot"]), p["outcome"], str(p["status"] or "-"),
+            f"{p['duration_s']:.3f}", str(p["bytes"]), p["error"] or "",
+        )
+    out_console.print(polls)
+    changes = Table(title="recent changes")
+    for col in ("time", "slot", "old hash", "new hash"):
+        changes.add_column(col)
+    for c in doc["changes"]:
+        changes.add_row(
+            c["detected_at"][:19], str(c["slot"]), (c["old_hash"] or "-")[:12],
+            (c["new_hash"] or "-")[:12],
+        )
+    out_console.print(changes)
+
+
+@app.command()
+def stats(
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Totals: URLs, polls, hits, misses, errors, hit rate per poll and per slot, slots run."""
+    settings = settings_from(config, database_url=database_url)
+    with store_errors():
+        totals = open_store(settings).stats().as_dict()
+    if as_json:
+        print_json(totals)
+        return
+    table = Table(title="crawler stats", show_header=False)
+    for key, value in totals.items():
+        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+        table.add_row(key.replace("_", " "), shown)
+    out_console.print(table)

@@ -1,0 +1,64 @@
+"""``crawler demo``: watch a local changing site and learn live."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from crawler.cli._app import app
+from crawler.cli._common import err_console, fail
+from crawler.demo import DemoOptions, DemoProgress, run_demo
+
+
+def _view(progress: DemoProgress, options: DemoOptions) -> Table:
+    table = Table(
+        title=f"crawler demo: {options.urls} pages changing at Zipf rates, "
+        f"{options.capacity:g} polls per {options.slot_seconds:g} s slot, "
+        f"scheduler {options.scheduler}",
+        show_header=True,
+    )
+    for col in ("slot", f"hits/slot (last {options.window})", "limit", "ratio to limit",
+                "uniform would get", "polls", "errors"):
+        table.add_column(col, justify="right")
+    bar = "#" * int(40 * min(progress.ratio, 1.0))
+    table.add_row(
+        f"{progress.slot}/{options.slots}", f"{progress.hits_per_slot:.3f}",
+        f"{progress.limit:.3f}", f"{progress.ratio:.2f} {bar:<40}",
+        f"{progress.uniform:.3f} ({progress.uniform / max(progress.limit, 1e-12):.2f})",
+        str(progress.polls), str(progress.errors),
+    )
+    return table
+
+
+@app.command()
+def demo(
+    urls: int = typer.Option(300, help="Pages on the local site."),
+    capacity: float = typer.Option(3.0, help="Polls per slot."),
+    slot_seconds: float = typer.Option(0.1, help="Slot length in seconds."),
+    slots: int = typer.Option(600, help="Slots to run (600 x 0.1 s is about a minute)."),
+    scheduler: str = typer.Option("bayes", help="Scheduler to learn with."),
+    database: Path | None = typer.Option(None, help="SQLite file to keep (default: temporary)."),
+    seed: int = typer.Option(1, help="Random seed of the site and the scheduler."),
+) -> None:
+    """The embedded default: a local site whose pages change at Zipf rates, watched by the
+    service on SQLite, showing the hit rate per slot against the analytic limit."""
+    if urls < 1 or capacity <= 0 or slot_seconds <= 0 or slots < 1:
+        fail("--urls, --capacity, --slot-seconds and --slots must be positive")
+    options = DemoOptions(
+        urls=urls, capacity=capacity, slot_seconds=slot_seconds, slots=slots,
+        scheduler=scheduler, database=database, seed=seed,
+    )
+    with Live(_view(DemoProgress(), options), console=err_console, refresh_per_second=4) as live:
+        try:
+            final = asyncio.run(run_demo(options, lambda p: live.update(_view(p, options))))
+        except ValueError as exc:
+            fail(str(exc))
+    err_console.print(
+        f"done: {final.hits} changes caught in {final.polls} polls over {final.slot} slots; "
+        f"last {options.window} slots at {final.ratio:.0%} of the analytic limit "
+        f"(uniform: {final.uniform / final.limit:.0%})."
+    )

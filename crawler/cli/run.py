@@ -1,0 +1,86 @@
+"""``crawler run``: the service. Every setting is a flag, generated from the Settings model."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from typing import Any, Literal, Optional, get_args, get_origin
+
+import typer
+
+from crawler.cli._app import app
+from crawler.cli._common import fail
+from crawler.logs import configure_logging
+from crawler.settings import Settings, SettingsError, load_settings
+
+
+def _flag_annotation(annotation: Any) -> Any:
+    """The flag's type: the setting's type without None; dicts are JSON text."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    kind = args[0] if get_origin(annotation) is not Literal and args else annotation
+    if kind is dict or get_origin(kind) is dict:
+        return Optional[str]  # noqa: UP045  (typer reads this annotation at run time)
+    return Optional[kind]  # noqa: UP045
+
+
+def _run(config: str | None, max_slots: int | None, **flags: Any) -> None:
+    if isinstance(flags.get("scheduler_params"), str):
+        try:
+            flags["scheduler_params"] = json.loads(flags["scheduler_params"])
+        except json.JSONDecodeError as exc:
+            fail(f"--scheduler-params is not JSON: {exc}")
+    try:
+        settings = load_settings(flags, config)
+    except SettingsError as exc:
+        fail(str(exc))
+    configure_logging(settings.log_level, settings.log_format)
+    from crawler.service import serve
+
+    try:
+        asyncio.run(serve(settings, max_slots))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:  # e.g. the metrics port is taken
+        fail(f"{exc} (is another crawler running? change --metrics-port)")
+
+
+def _build_signature() -> tuple[inspect.Signature, dict[str, Any]]:
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter(
+            "config", kw, annotation=Optional[str],  # noqa: UP045
+            default=typer.Option(None, "--config", help="TOML settings file (or $CRAWLER_CONFIG)."),
+        ),
+        inspect.Parameter(
+            "max_slots", kw, annotation=Optional[int],  # noqa: UP045
+            default=typer.Option(None, "--max-slots", help="Stop after this many slots."),
+        ),
+    ]
+    for name, field in Settings.model_fields.items():
+        default = "{}" if field.default_factory is not None else field.default
+        text = (field.description or name.replace("_", " ")).rstrip(".")
+        text += f" (env CRAWLER_{name.upper()}, default {default!r})"
+        if name == "scheduler_params":
+            text += ' JSON, e.g. {"N": 64}'
+        flag = "--" + name.replace("_", "-")
+        if field.annotation is bool:
+            flag = f"{flag}/--no-{flag[2:]}"
+        params.append(
+            inspect.Parameter(
+                name, kw, annotation=_flag_annotation(field.annotation),
+                default=typer.Option(None, flag, help=text, show_default=False),
+            )
+        )
+    annotations = {p.name: p.annotation for p in params}
+    return inspect.Signature(params, return_annotation=None), annotations
+
+
+def run(**kwargs: Any) -> None:
+    """The service: poll the watched URLs slot after slot until SIGINT/SIGTERM, then stop
+    cleanly. Every setting is a flag (flag > environment > config file > default)."""
+    _run(**kwargs)
+
+
+run.__signature__, run.__annotations__ = _build_signature()  # type: ignore[attr-defined]
+app.command("run")(run)

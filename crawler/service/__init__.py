@@ -1,0 +1,7 @@
+"""The crawl service: slot clock, crawl loop, health, shutdown."""
+
+from crawler.service._clock import SlotClock, Tick
+from crawler.service._loop import CrawlLoop, SlotSummary, fetch_config
+from crawler.service._service import CrawlService, serve
+
+__all__ = ["CrawlLoop", "CrawlService", "SlotClock", "SlotSummary", "Tick", "fetch_config", "serve"]

@@ -1,0 +1,143 @@
+"""The service around the crawl loop: components, health, housekeeping, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from prometheus_client import CollectorRegistry
+
+from crawler.detect import ChangeDetector
+from crawler.fetch import Fetcher
+from crawler.health import AsyncServer, start_http_server
+from crawler.metrics import CrawlerMetrics
+from crawler.service._loop import CrawlLoop, SlotSummary, fetch_config
+from crawler.settings import Settings
+from crawler.store import Store, StoreError
+
+log = logging.getLogger("crawler.service")
+
+PRUNE_EVERY_MINUTES = 60
+
+
+class CrawlService:
+    """Everything ``crawler run`` runs, as an async context manager.
+
+    >>> async with CrawlService(settings) as service:
+    ...     await service.run(stop_event)
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: Store | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store or Store(settings.database_url)
+        self._own_store = store is None
+        self.registry = registry or CollectorRegistry()
+        self.metrics = CrawlerMetrics(
+            self.registry, scheduler=settings.scheduler, slot_seconds=settings.slot_seconds
+        )
+        workers = settings.normalize_workers or None
+        self.detector = ChangeDetector(workers=workers)
+        self.fetcher = Fetcher(fetch_config(settings))
+        self.loop = CrawlLoop(settings, self.store, self.fetcher, self.detector, self.metrics)
+        self._housekeeping = AsyncIOScheduler(timezone="UTC")
+        self._http: AsyncServer | None = None
+        self._running = False
+        self._started = time.monotonic()
+
+    async def __aenter__(self) -> CrawlService:
+        await asyncio.to_thread(self.store.upgrade)
+        await self.fetcher.__aenter__()
+        await self.loop.load()
+        if self.settings.metrics_port:
+            self._http = await start_http_server(
+                self.settings.metrics_host, self.settings.metrics_port, self.registry,
+                self.is_healthy,
+            )
+        self._housekeeping.add_job(
+            self.prune, "interval", minutes=PRUNE_EVERY_MINUTES, id="prune-poll-log",
+            next_run_time=datetime.now(UTC) + timedelta(seconds=5),
+            coalesce=True, max_instances=1,
+        )
+        self._housekeeping.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._housekeeping.shutdown(wait=False)
+        try:
+            await self.loop.flush()
+        finally:
+            if self._http is not None:
+                await self._http.close()
+            await self.fetcher.__aexit__(exc_type, exc, tb)
+            self.detector.close()
+            if self._own_store:
+                self.store.close()
+
+    def is_healthy(self) -> tuple[bool, str]:
+        """Healthy while the loop runs and its last slot ended recently."""
+        if not self._running:
+            return False, "the crawl loop is not running"
+        last = self.loop.last_slot_monotonic or self._started
+        allowed = 3 * self.settings.slot_seconds + self.settings.fetch_timeout_s + 30
+        idle = time.monotonic() - last
+        if idle > allowed:
+            return False, f"no slot finished for {idle:.0f} s"
+        return True, "ok"
+
+    async def prune(self) -> None:
+        """Drop poll-log rows older than the retention setting."""
+        cutoff = datetime.now(UTC) - timedelta(days=self.settings.poll_log_retention_days)
+        try:
+            removed = await asyncio.to_thread(self.store.prune_poll_log, cutoff)
+        except StoreError as exc:
+            log.warning("poll log not pruned: %s", exc)
+            return
+        if removed:
+            log.info("pruned %d poll-log rows older than %s", removed, cutoff.isoformat())
+
+    async def run(
+        self,
+        stop: asyncio.Event,
+        max_slots: int | None = None,
+        on_slot: Callable[[SlotSummary], None] | None = None,
+    ) -> None:
+        """Run the crawl loop until ``stop`` is set."""
+        self._running = True
+        try:
+            await self.loop.run(stop, max_slots, on_slot)
+        finally:
+            self._running = False
+
+
+async def serve(settings: Settings, max_slots: int | None = None) -> None:
+    """Run the service until SIGINT or SIGTERM, then stop cleanly."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with CrawlService(settings) as service:
+        log.info(
+            "crawling with %s: %d URLs, %.3g polls per %.3g s slot, database %s",
+            settings.scheduler, service.loop.scheduler.size if service.loop.scheduler else 0,
+            service.loop.scheduler.capacity if service.loop.scheduler else 0,
+            settings.slot_seconds, settings.database_url.split("@")[-1],
+        )
+        await service.run(stop, max_slots)
+    log.info("stopped cleanly")
