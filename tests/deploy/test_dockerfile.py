@@ -160,3 +160,12 @@ def test_install_script_in_a_fresh_venv(tmp_path: Path) -> None:
         [str(crawler), "run", "--help"], capture_output=True, text=True, timeout=60, check=False
     )
     assert help_.returncode == 0, help_.stdout + help_.stderr
+    # what the entry point runs before `crawler run`: the migrations ship in the package
+    db = tmp_path / "upgrade.db"
+    upgrade = subprocess.run(
+        [str(crawler), "db", "upgrade"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+        env={**os.environ, "CRAWLER_DATABASE_URL": f"sqlite:///{db}"},
+    )  # fmt: skip
+    assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+    assert db.is_file()
