@@ -1,9 +1,11 @@
 """Shared fixtures: the database, parametrized over SQLite (a temporary file) and PostgreSQL.
 
 PostgreSQL: ``$CRAWLER_TEST_POSTGRES_URL`` or postgresql+psycopg://postgres@127.0.0.1:5432/test
-(the role ``root`` is tried as well). Each test gets a fresh SCHEMA in that database (the URL
-carries ``options=-csearch_path=<schema>``; creating a schema is milliseconds, a database
-about a second on a machine with real fsync), dropped afterwards. If PostgreSQL cannot
+(the role ``root`` is tried as well). Tests run in their own SCHEMAs of that database (the URL
+carries ``options=-csearch_path=<schema>``; a schema costs milliseconds, a database about a
+second with real fsync): ``database_url`` is one migrated schema per session whose tables are
+emptied (TRUNCATE ... RESTART IDENTITY) before each test; ``empty_database_url`` is a new
+empty schema per test. All are dropped afterwards. If PostgreSQL cannot
 be reached the PostgreSQL variants FAIL (they are never skipped silently).
 """
 
@@ -19,6 +21,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from crawler.store import Store
+from crawler.store.models import Base
 
 BACKENDS = ("sqlite", "postgresql")
 PG_CANDIDATES = (
@@ -41,6 +44,7 @@ class _Postgres:
         self.admin: Engine | None = None
         self.base_url = ""
         self.error: str | None = None
+        self.schema: str | None = None
 
     def connect(self) -> Engine:
         if self.admin is not None:
@@ -81,7 +85,26 @@ class _Postgres:
         with self.admin.connect() as conn:
             conn.execute(text(f"DROP SCHEMA IF EXISTS {name} CASCADE"))
 
+    def migrated(self) -> str:
+        """The session's migrated schema, emptied."""
+        if self.schema is None:
+            name = self.create()
+            store = Store(self.url_of(name))
+            try:
+                store.upgrade()
+            finally:
+                store.close()
+            self.schema = name
+            return name
+        tables = ", ".join(f"{self.schema}.{t}" for t in Base.metadata.tables)
+        with self.connect().connect() as conn:
+            conn.execute(text("SET lock_timeout = '5s'"))  # a leaked connection: fail, not hang
+            conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+        return self.schema
+
     def close(self) -> None:
+        if self.schema is not None:
+            self.drop(self.schema)
         if self.admin is not None:
             self.admin.dispose()
 
@@ -124,17 +147,7 @@ def database_url(db_backend: str, tmp_path: Path, _postgres: _Postgres) -> Itera
             store.close()
         yield url
         return
-    name = _postgres.create()
-    url = _postgres.url_of(name)
-    try:
-        store = Store(url)
-        try:
-            store.upgrade()
-        finally:
-            store.close()
-        yield url
-    finally:
-        _postgres.drop(name)
+    yield _postgres.url_of(_postgres.migrated())
 
 
 @pytest.fixture

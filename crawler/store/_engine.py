@@ -38,7 +38,8 @@ def make_engine(database_url: str) -> Engine:
     url = make_url(sync_url(database_url))
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
-            Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):  # else connecting reports it (StoreUnavailable)
+                Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine

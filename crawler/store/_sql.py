@@ -39,7 +39,7 @@ def among(conn: Connection, column: Any, values: Sequence[Any]) -> ColumnElement
         param = bindparam(None, list(values), type_=ARRAY(item))
         return column == any_(param)  # type: ignore[no-any-return]
     # SQLite: one JSON parameter (compiling thousands of placeholders is slow too)
-    rows = select(literal_column("value")).select_from(
+    rows: Any = select(literal_column("value")).select_from(
         func.json_each(bindparam(None, json.dumps(list(values)), type_=Text()))
     )
     return column.in_(rows)  # type: ignore[no-any-return]

@@ -88,7 +88,8 @@ class Url(Base):
     last_modified: Mapped[str | None] = mapped_column(Text)
     first_seen_hash: Mapped[str | None] = mapped_column(String(64))
     last_hash: Mapped[str | None] = mapped_column(String(64))
-    last_raw_hash: Mapped[str | None] = mapped_column(String(64))
+    # crawler.detect's raw hash is "<exact>.<skeleton>": two 32-digit hashes
+    last_raw_hash: Mapped[str | None] = mapped_column(String(160))
     last_polled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     last_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     last_status: Mapped[int | None] = mapped_column(Integer)

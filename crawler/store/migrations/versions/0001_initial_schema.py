@@ -80,7 +80,7 @@ def upgrade() -> None:
         sa.Column("last_modified", sa.Text(), nullable=True),
         sa.Column("first_seen_hash", sa.String(length=64), nullable=True),
         sa.Column("last_hash", sa.String(length=64), nullable=True),
-        sa.Column("last_raw_hash", sa.String(length=64), nullable=True),
+        sa.Column("last_raw_hash", sa.String(length=160), nullable=True),
         sa.Column("last_polled_at", TS, nullable=True),
         sa.Column("last_changed_at", TS, nullable=True),
         sa.Column("last_status", sa.Integer(), nullable=True),

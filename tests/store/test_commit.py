@@ -1,0 +1,150 @@
+"""commit_slot: everything of a slot in one transaction."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select, update
+
+from crawler.store import Store, StoreError, StoreUnavailable
+from crawler.store.models import changes, poll_log, slots, url_state
+from tests.store._helpers import add, poll, slot_record
+
+
+def _count(store: Store, table: object) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())  # type: ignore[arg-type]
+
+
+def test_commit_writes_polls_changes_and_url_counters(store: Store) -> None:
+    a, b, c, d = add(store, 4)
+    polls = [
+        poll(a, "baseline", content_hash="h0", raw_hash="r0", etag='"1"', last_modified="x"),
+        poll(b, "hit", content_hash="h2", old_hash="h1", snapshot="new text"),
+        poll(c, "not_modified"),
+        poll(d, "error", error_kind="timeout", error="timed out"),
+    ]
+    store.commit_slot(slot_record(1, polls), polls)
+    recs = store.url_records([a, b, c, d])
+    assert recs[a].last_hash == "h0" and recs[a].last_raw_hash == "r0"
+    assert recs[a].etag == '"1"' and recs[a].last_modified == "x"
+    assert recs[b].last_hash == "h2"
+    # a later miss without hashes keeps the cached hash
+    polls2 = [poll(a, "miss", etag='"2"')]
+    store.commit_slot(slot_record(2, polls2), polls2)
+    assert store.url_records([a])[a].last_hash == "h0"
+    assert store.url_records([a])[a].etag == '"2"'
+
+    detail = store.url_detail("https://example.com/page/1")
+    assert detail is not None
+    assert detail.row.hits == 1 and detail.row.polls == 1
+    assert detail.changes[0].old_hash == "h1" and detail.changes[0].new_hash == "h2"
+    assert detail.changes[0].snapshot == "new text"
+    err = store.url_detail("https://example.com/page/3")
+    assert err is not None and err.row.errors == 1 and err.polls[0].error_kind == "timeout"
+
+    st = store.stats()
+    assert (st.polls, st.hits, st.misses, st.not_modified, st.errors) == (5, 1, 1, 1, 1)
+    assert st.slots == 2 and st.changes == 1
+    assert st.hit_rate_per_poll == pytest.approx(1 / 5)
+
+
+def test_failure_mid_transaction_writes_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (a,) = add(store, 1)
+    polls = [poll(a, "hit", content_hash="h")]
+
+    def boom(*args: object) -> None:
+        raise RuntimeError("crash after the polls were written")
+
+    monkeypatch.setattr(Store, "_write_state", boom)
+    with pytest.raises(RuntimeError):
+        store.commit_slot(slot_record(1, polls), polls, {"scheduler": "x", "ids": []})
+    assert _count(store, slots) == 0
+    assert _count(store, poll_log) == 0
+    assert _count(store, changes) == 0
+    assert store.url_records([a])[a].last_hash is None
+    assert store.stats().polls == 0
+
+
+def test_bad_row_rolls_back_and_raises_store_error(store: Store) -> None:
+    (a,) = add(store, 1)
+    polls = [poll(a, "miss"), poll(999_999, "miss")]  # unknown URL: foreign key violation
+    with pytest.raises(StoreError):
+        store.commit_slot(slot_record(1, polls), polls)
+    assert _count(store, slots) == 0 and _count(store, poll_log) == 0
+
+
+def test_unreachable_database_raises_store_unavailable(db_backend: str) -> None:
+    if db_backend == "sqlite":
+        url = "sqlite:////proc/no/such/dir/x.db"
+    else:
+        url = "postgresql+psycopg://postgres@127.0.0.1:1/test?connect_timeout=2"
+    store = Store(url)
+    try:
+        with pytest.raises(StoreUnavailable):
+            store.commit_slot(slot_record(1, []), [])
+        with pytest.raises(StoreUnavailable):
+            store.active_urls()
+    finally:
+        store.close()
+
+
+def test_prune_poll_log(store: Store) -> None:
+    (a,) = add(store, 1)
+    now = datetime.now(UTC)
+    old = [poll(a, "miss", now - timedelta(days=10)) for _ in range(3)]
+    new = [poll(a, "miss", now)]
+    store.commit_slot(slot_record(1, old), old)
+    store.commit_slot(slot_record(2, new), new)
+    assert store.prune_poll_log(now - timedelta(days=7)) == 3
+    assert _count(store, poll_log) == 1
+    assert store.stats().polls == 4  # lifetime counters are kept
+
+
+def test_snapshots_can_be_disabled_or_truncated(database_url: str) -> None:
+    store = Store(database_url, snapshot_max_bytes=4)
+    try:
+        a, b = add(store, 2)
+        polls = [poll(a, "hit", content_hash="x", snapshot="abcdefgh")]
+        store.commit_slot(slot_record(1, polls), polls)
+        detail = store.url_detail("https://example.com/page/0")
+        assert detail is not None and detail.changes[0].snapshot == "abcd"
+    finally:
+        store.close()
+    off = Store(database_url, store_snapshots=False)
+    try:
+        polls = [poll(b, "hit", content_hash="y", snapshot="text")]
+        off.commit_slot(slot_record(2, polls), polls)
+        detail = off.url_detail("https://example.com/page/1")
+        assert detail is not None and detail.changes[0].snapshot is None
+    finally:
+        off.close()
+
+
+def test_unknown_outcome_is_rejected(store: Store) -> None:
+    (a,) = add(store, 1)
+    with pytest.raises(ValueError, match="outcome"):
+        store.commit_slot(slot_record(1, []), [poll(a, "maybe")])
+
+
+def test_corrupt_state_row_is_skipped(store: Store) -> None:
+    import numpy as np
+
+    from crawler import schedulers
+
+    ids = np.array(add(store, 5), dtype=np.int64)
+    s = schedulers.create("uniform", capacity=2, seed=3)
+    s.add(ids)
+    store.commit_slot(slot_record(1, []), [], s.take_delta())
+    with store.engine.begin() as conn:
+        conn.execute(update(url_state).where(url_state.c.url_id == int(ids[2])).values(data=b"x"))
+    problems: list[str] = []
+    state = store.load_scheduler_state("uniform", problems)
+    assert state is not None
+    assert state["ids"].tolist() == [i for i in ids.tolist() if i != ids[2]]
+    assert len(problems) == 1 and "corrupt" in problems[0]
+    restored = schedulers.restore(state)
+    assert restored.size == 4

@@ -1,0 +1,103 @@
+"""Scheduler state through the database: deltas committed slot by slot, loaded, restored."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crawler import schedulers
+from crawler.store import NewUrl, Store
+from tests.store._helpers import poll, slot_record
+
+
+def _available(name: str) -> bool:
+    try:
+        schedulers.scheduler_class(name)
+    except (ImportError, ValueError, TypeError):
+        return False
+    return True
+
+
+NAMES = [n for n in ("uniform", "lakg", "fpa", "bayes") if _available(n)]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_round_trip_resumes_learning(store: Store, name: str) -> None:
+    report = store.add_urls(
+        [
+            NewUrl(f"https://s{i % 3}.example/{i}", importance=0.2 + 0.8 * (i % 5) / 4)
+            for i in range(40)
+        ]
+    )
+    ids, weights = store.active_urls()
+    assert ids.size == 40
+    live = schedulers.create(name, capacity=4, seed=11)
+    live.add(ids, importance=weights)
+    store.commit_slot(slot_record(0, [], name), [], live.take_delta())
+    rng = np.random.default_rng(5)
+    changing = set(ids[::3].tolist())
+    for k in range(1, 21):
+        chosen = live.select()
+        hits = np.array([i in changing and rng.random() < 0.7 for i in chosen.tolist()])
+        live.feedback(chosen, hits)
+        polls = [
+            poll(uid, "hit" if h else "miss", content_hash=f"{uid}-{k}")
+            for uid, h in zip(chosen.tolist(), hits.tolist(), strict=True)
+        ]
+        if k == 10:  # a URL removed mid-run: gone from the store and the scheduler
+            gone = report.added[0]
+            store.remove_urls([gone[0]])
+            live.remove([gone[1]])
+        store.commit_slot(slot_record(k, polls, name), polls, live.take_delta())
+
+    state = store.load_scheduler_state(name)
+    assert state is not None
+    restored = schedulers.restore(state)
+    ids_a, x_a = live.frequencies()
+    ids_b, x_b = restored.frequencies()
+    assert np.array_equal(ids_a, ids_b)
+    assert np.allclose(x_a, x_b, rtol=0, atol=1e-12)
+    full = live.state()
+    for key in live.persistent_fields():
+        assert np.array_equal(np.asarray(full[key]), np.asarray(state[key]), equal_nan=True), key
+    assert state["slot"] == full["slot"] and state["rng"] == full["rng"]
+    if name == "uniform":
+        assert np.array_equal(live.select(), restored.select())
+    freq = {r.id: r.wanted_frequency for r in store.list_urls(name)}
+    assert freq == pytest.approx(dict(zip(ids_b.tolist(), x_b.tolist(), strict=True)))
+
+
+def test_no_saved_state(store: Store) -> None:
+    assert store.load_scheduler_state("lakg") is None
+    assert store.wanted_frequencies("lakg") == {}
+
+
+def test_format_change_drops_stale_rows(store: Store) -> None:
+    store.add_urls([NewUrl(f"https://a.example/{i}") for i in range(4)])
+    ids, _ = store.active_urls()
+    base = {"scheduler": "custom", "format": 1, "slot": 1, "ids": ids}
+    store.commit_slot(slot_record(1, []), [], base | {"url_a": np.arange(4.0)})
+    store.commit_slot(
+        slot_record(2, []),
+        [],
+        base | {"ids": ids[:2], "url_a": np.ones(2), "url_b": np.zeros(2, np.int32)},
+    )
+    state = store.load_scheduler_state("custom")
+    assert state is not None
+    assert state["ids"].tolist() == ids[:2].tolist()
+    assert state["url_b"].dtype == np.int32 and state["slot"] == 1
+
+
+def test_save_full_state_replaces(store: Store) -> None:
+    store.add_urls([NewUrl(f"https://a.example/{i}") for i in range(6)])
+    ids, _ = store.active_urls()
+    s = schedulers.create("uniform", capacity=2, seed=1)
+    s.add(ids)
+    store.save_scheduler_state(s.state())
+    s.remove(ids[:3])
+    store.save_scheduler_state(s.state())
+    state = store.load_scheduler_state("uniform")
+    assert state is not None and state["ids"].tolist() == ids[3:].tolist()
+    assert store.scheduler_names() == ["uniform"]
+    detail = store.url_detail("https://a.example/5")
+    assert detail is not None and detail.state["uniform"]["importance"] == 1.0
