@@ -39,6 +39,7 @@ def test_runs_are_reproducible() -> None:
     assert a.series == b.series
 
 
+@pytest.mark.slow
 def test_optimal_oracle_reaches_the_limit_on_env_a() -> None:
     res = run("optimal", get_env("A"), 20_000, seed=3)
     assert res.summary["final_ratio"] == pytest.approx(1.0, abs=0.03)
@@ -64,3 +65,14 @@ def test_parallel_jobs_match_serial_ones() -> None:
 def test_a_failing_job_reports_its_error() -> None:
     (out,) = run_jobs([Job("uniform", get_env("A"), 10, params={"bogus": 1})])
     assert isinstance(out, str) and "bogus" in out
+
+
+@pytest.mark.slow
+def test_every_registered_scheduler_imports_and_runs() -> None:
+    from crawler.sim.lineup import importable
+
+    ok, failed = importable(schedulers.names())
+    assert not failed
+    for name in ok:
+        res = run(name, get_env("thesis100"), 300, seed=1)
+        assert 0.95 * 3000 <= res.summary["total_polls"] <= 3000, name
