@@ -101,8 +101,8 @@ class LAKG(Scheduler):
         seed: int | None = None,
         realization: str = "stride",
         N: int | None = None,
-        gamma: float = 1.0,
-        init: str = "even",
+        gamma: float = 1.3,
+        init: str = "low",
         mode: str = "sequential",
     ) -> None:
         super().__init__(capacity, seed=seed, realization=realization)

@@ -22,6 +22,7 @@ SCALE = 2.0**-UNIT_BITS
 
 
 def make(capacity: float = 2.0, n: int = 4, **params: object) -> LAKG:
+    params.setdefault("gamma", 1.0)
     s = LAKG(capacity, seed=params.pop("seed", 3), **params)  # type: ignore[arg-type]
     s.add(np.arange(n))
     return s
@@ -159,7 +160,7 @@ def test_sum_of_x_does_not_drift() -> None:
     s = LAKG(3, seed=2, gamma=1.3, N=500)
     p = 0.6 / np.arange(1, 201) ** 1.2
     s.add(np.arange(200))
-    simulate(s, p, 3000)
+    simulate(s, p, 1500)
     _ids, x = s.frequencies()
     assert s._total == exact_total(s)
     assert s._wanted_total() == s._total * SCALE
@@ -177,7 +178,7 @@ def test_level_table() -> None:
     assert np.all(np.diff(table) > 0)
     s = np.arange(1, 1001)
     assert np.allclose(table[1:] * SCALE, (s / 1000) ** 1.3, rtol=1e-6)
-    assert np.all(np.diff(level_table(2**21, 3.0)) > 0)  # forced strictly increasing
+    assert np.all(np.diff(level_table(2**18, 4.0)) > 0)  # forced strictly increasing
 
 
 def test_auto_states_rule() -> None:
@@ -203,13 +204,13 @@ def test_auto_n_remap_keeps_x() -> None:
     before = s.frequencies()[1]
     s.add(np.arange(100, 2000))  # the resolution rises several grid steps
     after = s.frequencies()[1][:100]
-    assert s.n_states > 4 * auto_states(100, 2.0, 1.0)
-    assert np.abs(after - before).max() <= 0.5 / s.n_states + 1e-12  # nearest fine state
+    assert s.n_states > 4 * auto_states(100, 2.0, s.gamma)
+    assert np.abs(after - before).max() <= s.gamma * 0.5 / s.n_states  # nearest fine state
     assert s._total == exact_total(s)
     # Removing most URLs: the resolution falls again, x kept to the coarse grid.
     x_kept = s.frequencies()[1][:100]
     s.remove(np.arange(100, 2000))
-    assert s.n_states < auto_states(2000, 2.0, 1.0)
+    assert s.n_states < auto_states(2000, 2.0, s.gamma)
     assert np.allclose(s.frequencies()[1], x_kept, atol=1.0 / s.n_states)
     assert s._total == exact_total(s)
 
@@ -226,7 +227,7 @@ def test_init_modes() -> None:
     later = int(np.ceil(100 * (2.0 / 200) ** (1 / 1.3)))
     assert (even.states()[50:] == later).all() and (even.states()[:50] == expected).all()
     # More capacity than URLs: all at the top.
-    assert (make(capacity=10.0, n=5, N=100).states() == 100).all()
+    assert (make(capacity=10.0, n=5, N=100, init="even").states() == 100).all()
 
 
 @pytest.mark.parametrize(
@@ -327,18 +328,19 @@ def test_select_and_fractional_capacity() -> None:
 # ----- learning -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("realization", ["stride", "sampling"])
 def test_converges_toward_optimum(realization: str) -> None:
     n, capacity = 20, 2.0
     p = 0.5 / np.arange(1, n + 1) ** 1.2
     s = LAKG(capacity, seed=1, realization=realization)
     s.add(np.arange(n))
-    hits = simulate(s, p, 12000, seed=2)
+    hits = simulate(s, p, 8000, seed=2)
     x = s.frequencies()[1]
     best = optimal_allocation(p, capacity)
     assert abs(x.sum() - capacity) < 0.05
     assert np.corrcoef(x, best)[0, 1] > 0.95
-    ratio = hits[6000:].mean() / limit(p, capacity)
+    ratio = hits[4000:].mean() / limit(p, capacity)
     # The sampler is worth less than regular polling (ALGORITHMS.md).
     assert ratio > (0.95 if realization == "stride" else 0.8)
 
@@ -347,8 +349,8 @@ def test_cgla_importance_shifts_polls() -> None:
     # Equal change rates: the weighted automata earn the larger share.
     n = 20
     weights = np.where(np.arange(n) < 10, 1.0, 0.3)
-    s = LAKG(2.0, seed=4, N=64)
+    s = LAKG(2.0, seed=4, N=64, gamma=1.0)  # the thesis's CGLA
     s.add(np.arange(n), importance=weights)
-    simulate(s, np.full(n, 0.1), 6000, seed=3)
+    simulate(s, np.full(n, 0.1), 3000, seed=3)
     x = s.frequencies()[1]
     assert x[:10].mean() > 2 * x[10:].mean()
