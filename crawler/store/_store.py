@@ -27,7 +27,7 @@ from sqlalchemy import (
     update,
 )
 
-from crawler.store import _admin, _state
+from crawler.store import _admin, _pg, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._engine import make_engine, sync_url, translate_errors
 from crawler.store._sql import among, is_postgres
@@ -356,7 +356,8 @@ class Store:
                 self._write_state(conn, scheduler_delta)
 
     def _write_polls(self, conn: Connection, slot_no: int, polls: Sequence[PollRecord]) -> None:
-        conn.execute(insert(poll_log), [_poll_values(slot_no, p) for p in polls])
+        pg = is_postgres(conn)
+        log_rows = [_poll_values(slot_no, p) for p in polls]
         change_rows = [
             {
                 "url_id": p.url_id,
@@ -373,16 +374,26 @@ class Store:
             for p in polls
             if p.outcome == "hit"
         ]
-        if change_rows:
-            conn.execute(insert(changes), change_rows)
         ok = [_ok_values(p) for p in polls if p.outcome != "error"]
-        if ok:
-            conn.execute(self._ok_update, ok)
         bad = [
             {"b_id": p.url_id, "b_at": p.polled_at, "b_status": p.status}
             for p in polls
             if p.outcome == "error"
         ]
+        if pg:
+            _pg.execute_columns(conn, _pg.POLL_LOG, log_rows)
+            _pg.execute_columns(conn, _pg.CHANGES, change_rows)
+        else:
+            conn.execute(insert(poll_log), log_rows)
+            if change_rows:
+                conn.execute(insert(changes), change_rows)
+        # UPDATE ... FROM unnest() applies one row per URL: repeated URLs go row by row
+        if pg and len({p.url_id for p in polls}) == len(polls):
+            _pg.execute_columns(conn, _pg.OK_UPDATE, ok)
+            _pg.execute_columns(conn, _pg.ERROR_UPDATE, bad)
+            return
+        if ok:
+            conn.execute(self._ok_update, ok)
         if bad:
             conn.execute(self._error_update, bad)
 
@@ -405,12 +416,16 @@ class Store:
             conn.execute(delete(url_state).where(url_state.c.scheduler == name))
         ids = np.asarray(delta["ids"], dtype=np.int64)
         blobs = _state.pack_rows(delta, dtype)
-        rows = [
-            {"scheduler": name, "url_id": i, "data": b}
-            for i, b in zip(ids.tolist(), blobs, strict=True)
-        ]
-        for start in range(0, len(rows), CHUNK):
-            upsert(conn, url_state, rows[start : start + CHUNK], ["scheduler", "url_id"], ["data"])
+        if is_postgres(conn):
+            _pg.upsert_url_state(conn, name, ids.tolist(), blobs)
+        else:
+            rows = [
+                {"scheduler": name, "url_id": i, "data": b}
+                for i, b in zip(ids.tolist(), blobs, strict=True)
+            ]
+            for start in range(0, len(rows), CHUNK):
+                chunk = rows[start : start + CHUNK]
+                upsert(conn, url_state, chunk, ["scheduler", "url_id"], ["data"])
         upsert(
             conn,
             scheduler_state,
