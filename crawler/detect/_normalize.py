@@ -9,6 +9,7 @@ from typing import Literal
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.detect._charset import decode
+from crawler.detect._guard import safe_length
 from crawler.detect._rules import WatchRules, compiled_patterns
 
 Kind = Literal["html", "xml", "text", "binary"]
@@ -55,7 +56,8 @@ def collapse_whitespace(text: str) -> str:
 
 
 def html_text(text: str, selector: str | None) -> str:
-    tree = LexborHTMLParser(text)
+    cut = safe_length(text)
+    tree = LexborHTMLParser(text if cut == len(text) else text[:cut])
     tree.strip_tags(_DROP_TAGS)
     if selector is not None:
         return " ".join(node.text(separator=" ", strip=True) for node in tree.css(selector))
@@ -89,7 +91,9 @@ def normalize(
     HTML: parsed with selectolax (lexbor); script/style/noscript/template and comments dropped;
     only text nodes count (so attributes such as hidden inputs' CSRF tokens never do); whitespace
     collapsed; ``rules.selector`` restricts to matching elements; ``rules.ignore_patterns``
-    removed. Bodies beyond ``max_bytes`` are truncated first. Never raises on bad content.
+    removed. Bodies beyond ``max_bytes`` are truncated first, and HTML is cut where more than
+    ``MAX_OPEN_ELEMENTS`` elements would be open (the parser is quadratic in nesting depth), so
+    changes past either cut go unseen. Never raises on bad content.
     """
     kind = content_kind(content_type, body)
     if kind == "binary":

@@ -1,0 +1,95 @@
+"""ChangeDetector: baseline, hits, misses, the raw-hash pre-checks, the process pool."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawler.detect import ChangeDetector, DetectItem, WatchRules, judge, raw_hash
+from tests.detect.pages import page
+
+HTML = "text/html"
+
+
+def test_judge_baseline_then_miss_then_hit() -> None:
+    base = judge(DetectItem(page(1), HTML))
+    assert base.changed is None and base.text and base.parsed
+    same = judge(DetectItem(page(1), HTML, previous_hash=base.content_hash))
+    assert same.changed is False and same.text is None
+    hit = judge(DetectItem(page(1, extra_text="new!"), HTML, previous_hash=base.content_hash))
+    assert hit.changed is True and hit.text is not None and b"new!" in hit.text
+
+
+def test_exact_precheck_skips_parsing() -> None:
+    body = page(3)
+    base = judge(DetectItem(body, HTML))
+    again = judge(DetectItem(body, HTML, previous_hash=base.content_hash,
+                             previous_raw_hash=base.raw_hash))  # fmt: skip
+    assert again.changed is False and not again.parsed
+    assert again.content_hash == base.content_hash and again.raw_hash == base.raw_hash
+
+
+def test_skeleton_precheck_skips_parsing_of_nonce_only_changes() -> None:
+    base = judge(DetectItem(page(3, nonce=1), HTML))
+    nonce = judge(DetectItem(page(3, nonce=2), HTML, previous_hash=base.content_hash,
+                             previous_raw_hash=base.raw_hash))  # fmt: skip
+    assert nonce.changed is False and not nonce.parsed
+    assert nonce.raw_hash != base.raw_hash  # exact part differs, skeleton part equal
+
+
+def test_stale_raw_hash_never_hides_a_change() -> None:
+    base = judge(DetectItem(page(4), HTML))
+    changed = page(4, extra_text="visible change")
+    v = judge(DetectItem(changed, HTML, previous_hash=base.content_hash,
+                         previous_raw_hash=base.raw_hash))  # fmt: skip
+    assert v.changed is True and v.parsed
+
+
+def test_rules_are_part_of_the_raw_hash() -> None:
+    body = page(5)
+    assert raw_hash(body, HTML) != raw_hash(body, HTML, WatchRules(selector="h2").key)
+
+
+def test_binary_content() -> None:
+    blob = bytes(range(256)) * 100
+    base = judge(DetectItem(blob, "application/octet-stream"))
+    flipped = blob[:-1] + b"\x00"
+    v = judge(DetectItem(flipped, "application/octet-stream", previous_hash=base.content_hash))
+    assert v.changed is True
+
+
+def _items(n: int, previous: dict[int, tuple[str, str]] | None = None) -> list[DetectItem]:
+    out = []
+    for i in range(n):
+        prev_hash, prev_raw = (previous or {}).get(i, (None, None))
+        body = page(i, nonce=1 if previous is None else 2, size=8000)
+        if previous is not None and i % 3 == 0:
+            body = page(i, nonce=2, size=8000, extra_text=f"update {i}")
+        out.append(DetectItem(body, HTML, previous_hash=prev_hash, previous_raw_hash=prev_raw))
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+async def test_judge_many_inline_and_pool_agree(workers: int) -> None:
+    with ChangeDetector(workers=workers, min_pool_batch=1) as detector:
+        first = await detector.judge_many(_items(24))
+        assert all(v.changed is None for v in first)
+        previous = {i: (v.content_hash, v.raw_hash) for i, v in enumerate(first)}
+        second = await detector.judge_many(_items(24, previous))
+        unchanged = [
+            DetectItem(page(i, nonce=1, size=8000), HTML, previous_hash=h, previous_raw_hash=r)
+            for i, (h, r) in previous.items()
+        ]
+        third = await detector.judge_many(unchanged)
+    assert [v.changed for v in second] == [i % 3 == 0 for i in range(24)]
+    assert all(v.changed is False and not v.parsed for v in third)
+    inline = ChangeDetector(workers=0).judge_inline(_items(24))
+    assert [v.content_hash for v in inline] == [v.content_hash for v in first]
+
+
+async def test_judge_many_empty_and_close_idempotent() -> None:
+    detector = ChangeDetector(workers=2)
+    assert await detector.judge_many([]) == []
+    detector.close()
+    detector.close()
+    with pytest.raises(ValueError):
+        ChangeDetector(workers=-1)
