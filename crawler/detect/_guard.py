@@ -11,7 +11,39 @@ MAX_OPEN_ELEMENTS = 2000
 _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)")
 # Void elements and elements that close themselves when repeated never pile up.
 _NEUTRAL = frozenset(
-    ["area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr", "param", "keygen", "p", "li", "dt", "dd", "option", "optgroup", "tr", "td", "th", "tbody", "thead", "tfoot", "rp", "rt", "colgroup", "caption"]
+    [
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "source",
+        "track",
+        "wbr",
+        "param",
+        "keygen",
+        "p",
+        "li",
+        "dt",
+        "dd",
+        "option",
+        "optgroup",
+        "tr",
+        "td",
+        "th",
+        "tbody",
+        "thead",
+        "tfoot",
+        "rp",
+        "rt",
+        "colgroup",
+        "caption",
+    ]
 )
 
 

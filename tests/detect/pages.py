@@ -4,7 +4,38 @@ from __future__ import annotations
 
 import random
 
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do", "eiusmod", "tempor", "incididunt", "ut", "labore", "et", "dolore", "magna", "aliqua", "news", "market", "city"]
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "lazy",
+    "dog",
+    "lorem",
+    "ipsum",
+    "dolor",
+    "sit",
+    "amet",
+    "consectetur",
+    "adipiscing",
+    "elit",
+    "sed",
+    "do",
+    "eiusmod",
+    "tempor",
+    "incididunt",
+    "ut",
+    "labore",
+    "et",
+    "dolore",
+    "magna",
+    "aliqua",
+    "news",
+    "market",
+    "city",
+]
 
 
 def page(seed: int, *, nonce: int = 0, size: int = 30_000, extra_text: str = "") -> bytes:
@@ -20,7 +51,8 @@ def page(seed: int, *, nonce: int = 0, size: int = 30_000, extra_text: str = "")
         f"  <meta name='csrf-token' content='{n.getrandbits(64):x}'>\n",
         f"  <title>{words(6)}</title>\n",
         "  <style>body{margin:0;font-family:sans-serif} .nav a{color:#333}</style>\n",
-        f"  <script nonce='{n.getrandbits(32):x}'>window.__STATE__={{t:{n.getrandbits(40)}}};</script>\n",
+        f"  <script nonce='{n.getrandbits(32):x}'>",
+        f"window.__STATE__={{t:{n.getrandbits(40)}}};</script>\n",
         f"</head>\n<body>\n<!-- rendered in {n.random():.4f}s by web-{n.randint(1, 9)} -->\n",
         "<header class='nav'><ul>\n",
     ]
@@ -33,9 +65,8 @@ def page(seed: int, *, nonce: int = 0, size: int = 30_000, extra_text: str = "")
     while sum(map(len, parts)) < size - 600:
         parts.append(f"<article class='post' id='p{r.randint(0, 10**6)}'>\n  <h2>{words(5)}</h2>\n")
         for _ in range(3):
-            parts.append(
-                f"  <p>{words(25)} <a href='/x/{r.randint(0, 999)}'>{words(2)}</a> {words(10)}.</p>\n"
-            )
+            link = f"<a href='/x/{r.randint(0, 999)}'>{words(2)}</a>"
+            parts.append(f"  <p>{words(25)} {link} {words(10)}.</p>\n")
         parts.append("  <div class='meta'><span>12 comments</span> &middot; <time>2024</time>")
         parts.append("</div>\n</article>\n")
     parts.append("</main>\n<footer><p>&copy; 2024 Example</p></footer>\n")

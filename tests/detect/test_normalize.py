@@ -12,7 +12,10 @@ from tests.detect.pages import page
 HTML = "text/html; charset=utf-8"
 
 
-def h(body: bytes, ctype: str | None = HTML, rules: WatchRules = WatchRules()) -> str:
+NO_RULES = WatchRules()
+
+
+def h(body: bytes, ctype: str | None = HTML, rules: WatchRules = NO_RULES) -> str:
     return content_hash(normalize(body, ctype, rules))
 
 
@@ -29,7 +32,10 @@ def test_visible_text_change_is_a_hit() -> None:
 
 def test_whitespace_and_markup_formatting_ignored() -> None:
     a = b"<html><body><h1>Title</h1><p>Hello   world,\n  how are you?</p></body></html>"
-    b = b"<html>\n <body>\n\n  <h1>Title</h1>\n  <p>Hello world,\thow are\r\n you?</p>\n</body></html>"
+    b = (
+        b"<html>\n <body>\n\n  <h1>Title</h1>\n"
+        b"  <p>Hello world,\thow are\r\n you?</p>\n</body></html>"
+    )
     assert normalize(a, HTML) == normalize(b, HTML) == b"Title Hello world, how are you?"
 
 
@@ -106,7 +112,7 @@ def test_text_and_xml() -> None:
 
 
 def test_charsets() -> None:
-    text = "Café – naïve"
+    text = "Café \u2013 naïve"
     html = f"<p>{text}</p>"
     assert normalize(html.encode("cp1252"), "text/html; charset=windows-1252") == text.encode()
     meta = f"<meta charset='iso-8859-1'><p>{text[:4]}</p>".encode("latin-1")
