@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -76,12 +77,12 @@ def build_context_files() -> list[str]:
     """The tracked-or-present files of the repository that the build context would hold."""
     skip_dirs = {".git", ".venv", ".mypy_cache", ".ruff_cache", ".pytest_cache", "__pycache__"}
     out = []
-    for path in REPO.rglob("*"):
-        rel = path.relative_to(REPO).as_posix()
-        if any(part in skip_dirs for part in path.relative_to(REPO).parts):
-            continue
-        if path.is_file() and in_build_context(rel):
-            out.append(rel)
+    for root, dirs, files in os.walk(REPO):
+        dirs[:] = [d for d in dirs if d not in skip_dirs]
+        for name in files:
+            rel = (Path(root) / name).relative_to(REPO).as_posix()
+            if in_build_context(rel):
+                out.append(rel)
     return sorted(out)
 
 
