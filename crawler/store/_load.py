@@ -46,11 +46,11 @@ def load_state(conn: Connection, name: str, problems: list[str] | None) -> dict[
     bad: list[int] = []
     result = conn.execution_options(stream_results=True, yield_per=STREAM).execute(query)
     for part in result.partitions():
-        good = [(uid, bytes(data)) for uid, data in part if data is not None and len(data) == size]
+        good = [r for r in part if r[1] is not None and len(r[1]) == size]
         if len(good) != len(part):
-            bad.extend(int(uid) for uid, data in part if data is None or len(data) != size)
-        id_parts.append(np.fromiter((g[0] for g in good), np.int64, len(good)))
-        blobs.extend(g[1] for g in good)
+            bad.extend(int(r[0]) for r in part if r[1] is None or len(r[1]) != size)
+        id_parts.append(np.fromiter((r[0] for r in good), np.int64, len(good)))
+        blobs.append(b"".join(bytes(r[1]) for r in good))  # one buffer per partition
     if bad:
         issues.append(
             f"scheduler {name}: {len(bad)} corrupt per-URL state row(s) skipped (those URLs "

@@ -6,8 +6,8 @@ import json
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -54,6 +54,9 @@ from crawler.store.models import (
     url_state,
     urls,
 )
+
+if TYPE_CHECKING:
+    from crawler.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +125,15 @@ class Store:
         self.snapshot_max_bytes = snapshot_max_bytes
         self._ok_update = _ok_update_statement()
         self._error_update = _error_update_statement()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Store:
+        """A store configured by the service settings (database and snapshot options)."""
+        return cls(
+            settings.database_url,
+            store_snapshots=settings.store_snapshots,
+            snapshot_max_bytes=settings.snapshot_max_bytes,
+        )
 
     # ----- lifecycle ---------------------------------------------------------------------
 
@@ -503,8 +515,11 @@ class Store:
 
     # ----- maintenance -------------------------------------------------------------------
 
-    def prune_poll_log(self, older_than: datetime) -> int:
-        """Delete poll-log rows polled before ``older_than``; returns how many."""
+    def prune_poll_log(self, older_than: datetime | timedelta) -> int:
+        """Delete poll-log rows polled before ``older_than`` (a time, or an age such as
+        ``timedelta(days=settings.poll_log_retention_days)``); returns how many."""
+        if isinstance(older_than, timedelta):
+            older_than = utcnow() - older_than
         with translate_errors("pruning the poll log"), self.engine.begin() as conn:
             result = conn.execute(delete(poll_log).where(poll_log.c.polled_at < older_than))
             return int(result.rowcount)

@@ -100,6 +100,7 @@ def test_prune_poll_log(store: Store) -> None:
     store.commit_slot(slot_record(1, old), old)
     store.commit_slot(slot_record(2, new), new)
     assert store.prune_poll_log(now - timedelta(days=7)) == 3
+    assert store.prune_poll_log(timedelta(days=7)) == 0
     assert _count(store, poll_log) == 1
     assert store.stats().polls == 4  # lifetime counters are kept
 
@@ -148,3 +149,15 @@ def test_corrupt_state_row_is_skipped(store: Store) -> None:
     assert len(problems) == 1 and "corrupt" in problems[0]
     restored = schedulers.restore(state)
     assert restored.size == 4
+
+
+def test_from_settings(database_url: str) -> None:
+    from crawler.settings import load_settings
+
+    st = Store.from_settings(
+        load_settings({"database_url": database_url, "store_snapshots": False})
+    )
+    try:
+        assert st.store_snapshots is False and st.revision() is not None
+    finally:
+        st.close()
