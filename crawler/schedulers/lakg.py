@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Scheduler
+from crawler.schedulers._realize import poll_shares, stride_pick
 
 INITS = ("even", "low")
 MODES = ("sequential", "thesis")
@@ -195,6 +196,37 @@ class LAKG(Scheduler):
 
     def _wanted_total(self) -> float:
         return self._total * _SCALE
+
+    def _choose(self, k: int) -> IndexArray:
+        if self.realization != "stride":
+            return super()._choose(k)
+        return stride_pick(self._credit, self._shares(), k)
+
+    def _shares(self) -> FloatArray:
+        """poll_shares (y = min(1, lam x), sum(y) = C) solved exactly on the histogram of
+        states: x takes only N values, so the water level costs O(N), not passes over n."""
+        x = self._x
+        total = self._wanted_total()
+        if x.size == 0 or total <= 0:
+            return np.zeros_like(x)
+        lam = self.capacity / total
+        if lam * float(x.max()) <= 1.0:
+            return x * lam
+        if self.capacity >= x.size:
+            return np.ones_like(x)
+        counts = np.bincount(self._state, minlength=self._n_states + 1)[1:].astype(np.float64)
+        value = self._levels[1:] * _SCALE
+        below = np.concatenate(([0.0], np.cumsum(counts * value)))  # mass of states < k
+        capped = np.concatenate((np.cumsum(counts[::-1])[::-1], [0.0]))  # count of >= k
+        with np.errstate(divide="ignore", invalid="ignore"):
+            level = (self.capacity - capped) / below
+        ok = (below > 0) & (capped < self.capacity)
+        ok[1:] &= level[1:] * value < 1.0  # the highest uncapped state stays below 1
+        ok[:-1] &= level[:-1] * value >= 1.0  # the lowest capped state reaches 1
+        valid = np.flatnonzero(ok)
+        if valid.size == 0:  # rounding at a boundary: fall back to the iteration
+            return poll_shares(x, total, self.capacity)
+        return np.minimum(1.0, x * float(level[valid[0]]))
 
     def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
         m = pos.size

@@ -8,6 +8,7 @@ import pytest
 
 from crawler import schedulers
 from crawler.schedulers import limit, optimal_allocation
+from crawler.schedulers._realize import poll_shares
 from crawler.schedulers.lakg import (
     AUTO_K,
     AUTO_MAX_N,
@@ -310,6 +311,18 @@ def test_add_remove_mid_run_keeps_sum() -> None:
     assert np.array_equal(x, s._levels[s._state] * SCALE)
     assert abs(x.sum() - s._wanted_total()) < 1e-9
     assert np.all(np.diff(ids) > 0) and s._state.size == ids.size
+
+
+@pytest.mark.parametrize("capacity", [1.0, 7.0, 25.0, 39.5])
+def test_shares_match_water_filling(capacity: float) -> None:
+    rng = np.random.default_rng(int(capacity))
+    s = make(capacity=capacity, n=40, N=50, gamma=1.3)
+    for _ in range(20):
+        set_states(s, rng.integers(1, 51, 40) ** rng.integers(1, 3) % 50 + 1)
+        want = poll_shares(s._x, s._wanted_total(), capacity)
+        got = s._shares()
+        assert np.allclose(got, want, rtol=1e-9, atol=1e-12)
+        assert abs(got.sum() - capacity) < 1e-9 and got.max() <= 1.0
 
 
 def test_select_and_fractional_capacity() -> None:
