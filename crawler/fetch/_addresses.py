@@ -18,6 +18,9 @@ METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
     for a in ("169.254.169.254", "fd00:ec2::254", "169.254.170.2", "100.100.100.200")
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+METADATA_REASON = "cloud metadata address"
+#: refused even when private addresses are allowed (only an allow-list entry opens them)
+ALWAYS_REFUSED = frozenset({METADATA_REASON, "link-local address"})
 
 
 class BlockedAddressError(OSError):
@@ -37,7 +40,7 @@ def blocked_reason(ip: IPAddress) -> str | None:
     """Why an address is not publicly routable (None when it is a normal global address)."""
     ip = _embedded_ipv4(ip)
     if ip in METADATA_ADDRESSES:
-        return "cloud metadata address"
+        return METADATA_REASON
     for attr, reason in (
         ("is_loopback", "loopback address"),
         ("is_link_local", "link-local address"),
@@ -56,7 +59,11 @@ def blocked_reason(ip: IPAddress) -> str | None:
 
 
 class AddressPolicy:
-    """Refuses non-global addresses unless ``allow_private`` or the address is allow-listed."""
+    """Refuses non-global addresses unless ``allow_private`` or the address is allow-listed.
+
+    Cloud metadata endpoints and link-local addresses are refused even with
+    ``allow_private`` (only an explicit allow-list entry opens them): letting a crawler reach
+    them is the classic SSRF, and no monitoring job needs it."""
 
     def __init__(self, allow_private: bool = False, allowed: Iterable[str] = ()) -> None:
         self.allow_private = allow_private
@@ -66,16 +73,16 @@ class AddressPolicy:
 
     def refusal(self, address: str) -> str | None:
         """None if the address may be contacted, else the reason."""
-        if self.allow_private:
-            return None
         try:
             ip = ipaddress.ip_address(address.strip("[]").split("%", 1)[0])
         except ValueError:
-            return "not an IP address"
+            return None if self.allow_private else "not an IP address"
         reason = blocked_reason(ip)
         if reason is None:
             return None
         if any(ip in net for net in self.allowed if net.version == ip.version):
+            return None
+        if self.allow_private and reason not in ALWAYS_REFUSED:
             return None
         return reason
 

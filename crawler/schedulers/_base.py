@@ -96,6 +96,11 @@ class Scheduler(ABC):
         """Number of watched URLs."""
         return int(self._ids.size)
 
+    @property
+    def slot(self) -> int:
+        """Slots selected so far (``select()`` calls, across restores)."""
+        return self._slot
+
     def params(self) -> dict[str, Any]:
         """The constructor arguments that recreate this scheduler (JSON-serializable)."""
         return {"capacity": self.capacity, "seed": self.seed, "realization": self.realization}

@@ -28,11 +28,15 @@ from crawler.store import (
     PollRecord,
     SlotRecord,
     Store,
+    StoreError,
     StoreUnavailable,
     UrlRecord,
 )
 
 log = logging.getLogger("crawler.service")
+
+#: slots kept in memory while the database refuses commits
+MAX_PENDING_SLOTS = 10_000
 
 #: poll outcomes as the metrics count them (a baseline poll is a successful miss)
 _METRIC_OUTCOME = {
@@ -171,7 +175,7 @@ class CrawlLoop:
         started_at = datetime.now(UTC)
         try:
             await self.sync_watch_list()
-        except StoreUnavailable as exc:
+        except StoreError as exc:
             log.warning("watch list not refreshed: %s", exc)
         ids = self.scheduler.select()
         records = await self._records(ids)
@@ -190,7 +194,7 @@ class CrawlLoop:
         _, x = self.scheduler.frequencies() if self.scheduler.size else (None, np.zeros(0))
         fill = float(np.sum(x)) / self.scheduler.capacity
         slot = SlotRecord(
-            slot=tick.seq, scheduler=self.scheduler.name, started_at=started_at,
+            slot=self.scheduler.slot, scheduler=self.scheduler.name, started_at=started_at,
             duration_s=duration, polls=len(polls), hits=counts["hit"], misses=counts["miss"],
             not_modified=counts["not_modified"], errors=counts["error"], overrun=overrun,
             lag_s=tick.lag_s, capacity=self.scheduler.capacity, knapsack_fill=fill,
@@ -207,17 +211,27 @@ class CrawlLoop:
         )
 
     async def flush(self) -> bool:
-        """Commit every slot not yet committed, oldest first; False if the database is
-        unavailable (they stay pending and are retried after the next slot)."""
+        """Commit every slot not yet committed, oldest first. False if the database refused
+        (unavailable, or an error): the slots stay pending and are retried after the next
+        slot; the oldest are dropped, loudly, only beyond ``MAX_PENDING_SLOTS``."""
         while self._pending:
             slot, polls, delta = self._pending[0]
             began = time.monotonic()
             try:
                 await asyncio.to_thread(self.store.commit_slot, slot, polls, delta)
-            except StoreUnavailable as exc:
-                log.warning(
-                    "database unavailable, %d slot(s) kept for retry: %s", len(self._pending), exc
+            except StoreError as exc:
+                unavailable = isinstance(exc, StoreUnavailable)
+                (log.warning if unavailable else log.error)(
+                    "slot %d not committed, %d slot(s) kept for retry: %s",
+                    slot.slot, len(self._pending), exc,
                 )
+                if len(self._pending) > MAX_PENDING_SLOTS:
+                    dropped = self._pending.pop(0)
+                    log.error(
+                        "dropped the records of slot %d after %d pending slots; its URLs' "
+                        "learning rows are saved again when they are next polled",
+                        dropped[0].slot, MAX_PENDING_SLOTS,
+                    )
                 return False
             self.metrics.observe_commit(time.monotonic() - began)
             self._pending.pop(0)

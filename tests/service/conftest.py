@@ -1,0 +1,47 @@
+"""Fixtures for the service tests: a changing site on 127.0.0.1 and service settings."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from crawler.settings import Settings, load_settings
+from crawler.testsite import ChangingSite, zipf_rates
+
+
+def service_settings(database_url: str, **overrides: Any) -> Settings:
+    """Settings for a fast local run: loopback allowed, no politeness delay, no metrics."""
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "slot_seconds": 0.05,
+        "capacity": 2.0,
+        "metrics_port": 0,
+        "allow_private_addresses": True,
+        "per_host_min_delay_s": 0.0,
+        "per_host_concurrency": 8,
+        "fetch_timeout_s": 2.0,
+        "fetch_retries": 0,
+        "normalize_workers": 1,
+        "seed": 3,
+    }
+    values.update(overrides)
+    return load_settings(values)
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[ChangingSite]:
+    """40 pages changing at Zipf rates, one site tick per 50 ms slot."""
+    changing = ChangingSite(zipf_rates(40, 0.6, 1.0), tick_seconds=0.05, page_size=4_000, seed=5)
+    await changing.start()
+    try:
+        yield changing
+    finally:
+        await changing.stop()
+
+
+@pytest.fixture
+def rates() -> np.ndarray:
+    return zipf_rates(40, 0.6, 1.0)
