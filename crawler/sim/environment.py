@@ -217,9 +217,9 @@ class Environment:
 
     def set_values(self, ids: IdArray, p: FloatArray, importance: FloatArray | None = None) -> None:
         """Change p (and the importance) of some URLs from the current slot on."""
-        elapsed = (self.slot - 1) - self._since[ids]
-        self._base[ids] += elapsed * self._slope[ids]
-        self._since[ids] = self.slot - 1
+        boundary = max(self.slot - 1, 0)  # the new values apply from the current slot on
+        self._base[ids] += (boundary - self._since[ids]) * self._slope[ids]
+        self._since[ids] = boundary
         self.p[ids] = p
         self._slope[ids] = np.log1p(-np.minimum(p, _P_MAX))
         if importance is not None and self.importance is not None:

@@ -141,3 +141,11 @@ def test_switch_keeps_hit_probability_exact_across_the_change() -> None:
             env.poll(env.ids)
     rate = float(env.poll(first).mean())
     assert rate == pytest.approx(1 - 0.7**10 * 0.99**10, abs=0.03)
+
+
+def test_values_set_before_the_first_slot_apply_from_slot_one() -> None:
+    env = Environment(np.full(20_000, 0.01), 1.0, seed=10)
+    env.set_values(env.ids, np.full(env.n, 0.1))
+    for _ in range(3):
+        env.begin_slot()
+    assert float(env.poll(env.ids).mean()) == pytest.approx(1 - 0.9**3, abs=0.012)
