@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from crawler.detect._hash import content_hash, exact_hash, skeleton_hash, split_raw_hash
-from crawler.detect._normalize import normalize
+from crawler.detect._normalize import collapse_whitespace, extract
 from crawler.detect._rules import WatchRules
 
 
@@ -55,12 +55,12 @@ def judge(item: DetectItem, exact: str | None = None) -> Verdict:
     _, prev_skeleton = split_raw_hash(item.previous_raw_hash)
     if item.previous_hash is not None and skeleton == prev_skeleton:
         return Verdict(item.previous_hash, raw, False, None, parsed=False)
-    text = normalize(item.body, item.content_type, item.rules)
-    digest = content_hash(text)
-    if item.previous_hash is None:
-        return Verdict(digest, raw, None, text)
-    changed = digest != item.previous_hash
-    return Verdict(digest, raw, changed, text if changed else None)
+    data, is_text = extract(item.body, item.content_type, item.rules)
+    digest = content_hash(data)
+    changed = None if item.previous_hash is None else digest != item.previous_hash
+    if changed is False:
+        return Verdict(digest, raw, False, None)
+    return Verdict(digest, raw, changed, collapse_whitespace(data) if is_text else data)
 
 
 def judge_batch(batch: list[tuple[DetectItem, str]]) -> list[Verdict]:

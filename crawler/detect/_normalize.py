@@ -20,7 +20,7 @@ _DROP_TAGS = ["script", "style", "noscript", "template"]
 _XML_JUNK = re.compile(r"<!--.*?-->|<\?.*?\?>|<!DOCTYPE[^>]*>", re.S | re.I)
 _XML_CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.S)
 _XML_TAG = re.compile(r"<[^>]*>")
-_ASCII_WS = ("  ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+NBSP = "\u00a0".encode()
 _DEFAULT_RULES = WatchRules()
 
 
@@ -43,26 +43,25 @@ def content_kind(content_type: str | None, body: bytes) -> Kind:
     return "binary"
 
 
-def collapse_whitespace(text: str) -> str:
-    """Runs of whitespace become one space; no leading/trailing space (fast when already so)."""
-    if (
-        text.isascii()
-        and not any(ws in text for ws in _ASCII_WS)
-        and not text.startswith(" ")
-        and not text.endswith(" ")
-    ):
-        return text
-    return " ".join(text.split())
+def collapse_whitespace(data: bytes) -> bytes:
+    """Runs of ASCII whitespace (and NBSP) become one space; no leading/trailing space.
+
+    The same whitespace that ``content_hash`` ignores, so hashing before or after collapsing
+    gives the same hash."""
+    if NBSP in data:
+        data = data.replace(NBSP, b" ")
+    return b" ".join(data.split())
 
 
 def html_text(text: str, selector: str | None) -> str:
+    """Concatenated text nodes (lexbor's own, fast text extraction; whitespace as in the page)."""
     cut = safe_length(text)
     tree = LexborHTMLParser(text if cut == len(text) else text[:cut])
     tree.strip_tags(_DROP_TAGS)
     if selector is not None:
-        return " ".join(node.text(separator=" ", strip=True) for node in tree.css(selector))
+        return " ".join(node.text_lexbor() for node in tree.css(selector))
     root = tree.root
-    return root.text(separator=" ", strip=True) if root is not None else ""
+    return root.text_lexbor() if root is not None else ""
 
 
 def xml_text(text: str) -> str:
@@ -71,12 +70,33 @@ def xml_text(text: str) -> str:
     return html.unescape(_XML_TAG.sub(" ", text))
 
 
-def apply_ignores(text: str, rules: WatchRules) -> str:
-    if not rules.ignore_patterns:
-        return text
-    for pattern in compiled_patterns(rules.ignore_patterns):
-        text = pattern.sub(" ", text)
-    return collapse_whitespace(text)
+def extract(
+    body: bytes,
+    content_type: str | None,
+    rules: WatchRules = _DEFAULT_RULES,
+    *,
+    max_bytes: int = MAX_NORMALIZE_BYTES,
+) -> tuple[bytes, bool]:
+    """(content, is_text): the text of HTML/XML/text with whitespace not yet collapsed (unless
+    ignore patterns had to run), or the body itself for other types. ``content_hash`` of it
+    equals ``content_hash(normalize(...))``; this skips the collapsing when only hashing."""
+    kind = content_kind(content_type, body)
+    if kind == "binary":
+        return body, False
+    if len(body) > max_bytes:
+        body = body[:max_bytes]
+    text = decode(body, content_type, sniff_meta=kind == "html")
+    if kind == "html" or (rules.selector is not None and kind == "xml"):
+        text = html_text(text, rules.selector)
+    elif kind == "xml":
+        text = xml_text(text)
+    data = text.encode("utf-8", errors="replace")
+    if rules.ignore_patterns:
+        collapsed = collapse_whitespace(data).decode("utf-8")
+        for pattern in compiled_patterns(rules.ignore_patterns):
+            collapsed = pattern.sub(" ", collapsed)
+        data = collapse_whitespace(collapsed.encode("utf-8"))
+    return data, True
 
 
 def normalize(
@@ -89,21 +109,13 @@ def normalize(
     """The content that decides "changed": UTF-8 text for HTML/XML/text, the bytes otherwise.
 
     HTML: parsed with selectolax (lexbor); script/style/noscript/template and comments dropped;
-    only text nodes count (so attributes such as hidden inputs' CSRF tokens never do); whitespace
-    collapsed; ``rules.selector`` restricts to matching elements; ``rules.ignore_patterns``
-    removed. Bodies beyond ``max_bytes`` are truncated first, and HTML is cut where more than
-    ``MAX_OPEN_ELEMENTS`` elements would be open (the parser is quadratic in nesting depth), so
-    changes past either cut go unseen. Never raises on bad content.
+    only text nodes count (so attributes such as hidden inputs' CSRF tokens never do); text
+    nodes are concatenated as lexbor does (no separator added between elements) and whitespace
+    runs collapsed to one space; ``rules.selector`` restricts to matching elements;
+    ``rules.ignore_patterns`` are removed from the collapsed text. Bodies beyond ``max_bytes``
+    are truncated first, and HTML is cut where more than ``MAX_OPEN_ELEMENTS`` elements would
+    be open (the parser is quadratic in nesting depth), so changes past either cut go unseen.
+    Never raises on bad content.
     """
-    kind = content_kind(content_type, body)
-    if kind == "binary":
-        return body
-    if len(body) > max_bytes:
-        body = body[:max_bytes]
-    text = decode(body, content_type, sniff_meta=kind == "html")
-    if kind == "html" or (rules.selector is not None and kind == "xml"):
-        text = html_text(text, rules.selector)
-    elif kind == "xml":
-        text = xml_text(text)
-    text = apply_ignores(collapse_whitespace(text), rules)
-    return text.encode("utf-8", errors="replace")
+    data, is_text = extract(body, content_type, rules, max_bytes=max_bytes)
+    return collapse_whitespace(data) if is_text else data
