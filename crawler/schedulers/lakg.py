@@ -40,7 +40,7 @@ MAX_URLS = 2 ** (63 - UNIT_BITS)
 #: largest resolution accepted (the level table costs 8 bytes per state)
 MAX_N = 2**24
 #: auto-N: the lowest frequency (1/N)^gamma is at most (C/n) / AUTO_K
-AUTO_K = 16.0
+AUTO_K = 32.0
 #: auto-N never goes below this (a very coarse automaton learns little)
 AUTO_MIN_N = 16
 #: auto-N never goes above this (keeps the level table at most 16 MB)
