@@ -187,7 +187,7 @@ def test_auto_states_rule() -> None:
         got = auto_states(n, capacity, gamma)
         assert (1.0 / got) ** gamma <= capacity / n / AUTO_K * (1 + 1e-9)
         assert (1.0 / (got / 2.0**0.25 - 1)) ** gamma > capacity / n / AUTO_K  # smallest
-    assert auto_states(10, 20.0, 1.0) == AUTO_MIN_N
+    assert auto_states(10, 20.0, 4.0) == AUTO_MIN_N
     assert auto_states(10**9, 1.0, 1.0) == AUTO_MAX_N
     # More URLs: a finer resolution, chosen on adding and kept on restore.
     s = LAKG(1.0, seed=0)
