@@ -7,6 +7,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from types import TracebackType
 
 import aiohttp
@@ -22,6 +23,12 @@ from crawler.fetch._types import FetchConfig, FetchError, FetchRequest, FetchRes
 from crawler.fetch._urls import UnsupportedSchemeError, validate_url
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+@lru_cache(maxsize=1 << 16)
+def _canonical_url(url: str) -> URL:
+    """validate_url + parse, cached: the same URLs are polled again and again."""
+    return URL(validate_url(url), encoded=True)
 
 
 class _Budget:
@@ -144,7 +151,7 @@ class Fetcher:
 
     async def _fetch(self, request: FetchRequest, started: float) -> FetchResult:
         try:
-            url = URL(validate_url(request.url), encoded=True)
+            url = _canonical_url(request.url)
         except UnsupportedSchemeError as exc:
             return self._error(
                 request, request.url, FetchError("unsupported_scheme", str(exc)), started
@@ -298,16 +305,27 @@ class Fetcher:
         host = url.raw_host or ""
         if budget.remaining <= 0:
             raise TimeoutError()
+        if self.gates.trivial:  # no per-host limits configured: skip the gate machinery
+            return await self._timed(url, headers, budget, cap, truncate, host)
         async with self.gates.slot(host):
-            t0 = time.monotonic()
-            try:
-                async with asyncio.timeout(budget.remaining):
-                    async with self.session.get(
-                        url, headers=headers, allow_redirects=False
-                    ) as resp:
-                        return await self._read(resp, url, host, cap, truncate)
-            finally:
-                budget.remaining -= time.monotonic() - t0
+            return await self._timed(url, headers, budget, cap, truncate, host)
+
+    async def _timed(
+        self,
+        url: URL,
+        headers: dict[str, str],
+        budget: _Budget,
+        cap: int,
+        truncate: bool,
+        host: str,
+    ) -> _Response:
+        t0 = time.monotonic()
+        try:
+            async with asyncio.timeout(budget.remaining):
+                async with self.session.get(url, headers=headers, allow_redirects=False) as resp:
+                    return await self._read(resp, url, host, cap, truncate)
+        finally:
+            budget.remaining -= time.monotonic() - t0
 
     async def _read(
         self, resp: aiohttp.ClientResponse, url: URL, host: str, cap: int, truncate: bool

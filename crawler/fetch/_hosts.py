@@ -28,6 +28,12 @@ class HostGates:
         self.min_delay_s = min_delay_s
         self.max_hosts = max_hosts
         self._hosts: dict[str, HostState] = {}
+        self.robots_delays = False  # set once any host gets a Crawl-delay
+
+    @property
+    def trivial(self) -> bool:
+        """True when no host can have a limit: gates may be skipped entirely."""
+        return self.concurrency == 0 and self.min_delay_s <= 0 and not self.robots_delays
 
     def state(self, host: str) -> HostState:
         st = self._hosts.get(host)
@@ -46,6 +52,7 @@ class HostGates:
 
     def set_min_delay(self, host: str, delay_s: float) -> None:
         """Raise a host's delay (e.g. robots.txt Crawl-delay); never below the configured one."""
+        self.robots_delays = True
         self.state(host).min_delay_s = max(self.min_delay_s, delay_s)
 
     def back_off(self, host: str, seconds: float) -> None:
