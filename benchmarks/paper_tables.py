@@ -1,7 +1,8 @@
 """The papers' experiments as Markdown tables: mean ratio to the limit and convergence.
 
 Paper 002's environments (A, B, C with changes overwriting, switch80k, switch1k) with
-every registered scheduler (FPA only where C >= 2: it degenerates at C = 1), and the
+every registered scheduler (FPA only where C >= 2: it degenerates at C = 1; and not
+weighted_proportional, which equals proportional without importance), and the
 thesis environments with the thesis's contestants (fpa, lakg = CGLA with importance,
 bayes, weighted_proportional, plus uniform and optimal for reference).
 
@@ -140,6 +141,8 @@ def _plan(
         if spec.capacity < 2 and "fpa" in names and not (wanted and "fpa" in wanted):
             names.remove("fpa")
             fpa_skipped.append(env_name)
+        if not spec.weighted and "weighted_proportional" in names and "proportional" in names:
+            names.remove("weighted_proportional")  # identical to proportional without weights
         run_slots = thesis_slots if spec.weighted else slots
         jobs += [
             Job(name, spec, run_slots, seed=seed, window=window) for name in names for seed in seeds

@@ -42,7 +42,7 @@ def simulate(
             "--scheduler",
             "-s",
             help="Scheduler to run (repeatable). Default: every registered one that imports "
-            "(fpa only when C >= 2).",
+            "(fpa only when C >= 2, weighted_proportional only with importance).",
         ),
     ] = None,
     slots: Annotated[int, typer.Option("--slots", min=1, help="Slots to simulate.")] = 20_000,
@@ -130,7 +130,7 @@ def simulate(
 
 def _choose(requested: list[str] | None, spec: EnvSpec) -> tuple[list[str], dict[str, str]]:
     if not requested:
-        chosen, skipped = default_lineup(spec.capacity)
+        chosen, skipped = default_lineup(spec.capacity, spec.weighted)
         if not chosen:
             raise ValueError("no scheduler could be imported")
         return chosen, skipped

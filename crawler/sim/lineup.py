@@ -34,13 +34,17 @@ def importable(names: Iterable[str]) -> tuple[list[str], dict[str, str]]:
     return ok, failed
 
 
-def default_lineup(capacity: float) -> tuple[list[str], dict[str, str]]:
+def default_lineup(capacity: float, weighted: bool = False) -> tuple[list[str], dict[str, str]]:
     """Every registered scheduler that imports, in a readable order. FPA is left out when
-    C < 2: it is made for many polls per slot and degenerates at C = 1 (ALGORITHMS.md)."""
+    C < 2: it is made for many polls per slot and degenerates at C = 1 (ALGORITHMS.md);
+    weighted_proportional is left out when the URLs carry no importance (it is then
+    exactly proportional)."""
     registered = schedulers.names()
     ordered = [name for name in PREFERRED if name in registered]
     ordered += [name for name in registered if name not in ordered]
     ok, failed = importable(ordered)
     if capacity < 2 and "fpa" in ok:
         ok.remove("fpa")
+    if not weighted and "weighted_proportional" in ok and "proportional" in ok:
+        ok.remove("weighted_proportional")
     return ok, failed
