@@ -26,7 +26,12 @@ from tests.fetch.conftest import Site, start
 def test_blocked_addresses(address: str) -> None:
     assert blocked_reason(ipaddress.ip_address(address)) is not None
     assert AddressPolicy().refusal(address) is not None
-    assert AddressPolicy(allow_private=True).refusal(address) is None
+    reason = blocked_reason(ipaddress.ip_address(address))
+    opened = AddressPolicy(allow_private=True).refusal(address)
+    # allow_private opens private/loopback space, never metadata endpoints or link-local
+    assert opened == (
+        reason if reason in ("cloud metadata address", "link-local address") else None
+    )
 
 
 @pytest.mark.parametrize("address", ["93.184.216.34", "8.8.8.8", "2606:4700::1111"])
