@@ -18,8 +18,15 @@ from collections.abc import Callable, Sequence
 from selectolax.lexbor import LexborHTMLParser
 from selectolax.parser import HTMLParser
 
-from crawler.detect import ChangeDetector, DetectItem, Verdict, content_hash, judge, normalize
-from crawler.detect._normalize import extract
+from crawler.detect import (
+    ChangeDetector,
+    DetectItem,
+    Verdict,
+    content_hash,
+    extract,
+    judge,
+    normalize,
+)
 
 HTML = "text/html; charset=utf-8"
 _VOCABULARY = (

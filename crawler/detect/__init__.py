@@ -7,7 +7,7 @@ from crawler.detect._charset import decode
 from crawler.detect._detector import ChangeDetector
 from crawler.detect._hash import content_hash, raw_hash
 from crawler.detect._judge import DetectItem, Verdict, judge
-from crawler.detect._normalize import MAX_NORMALIZE_BYTES, content_kind, normalize
+from crawler.detect._normalize import MAX_NORMALIZE_BYTES, content_kind, extract, normalize
 from crawler.detect._rules import WatchRules
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "content_hash",
     "content_kind",
     "decode",
+    "extract",
     "judge",
     "normalize",
     "raw_hash",

@@ -23,7 +23,7 @@ class DetectItem:
 @dataclass(frozen=True)
 class Verdict:
     """``changed`` is None for a baseline (no previous hash). ``text`` is the normalized content
-    when it was computed and the page changed (or is a baseline); None otherwise.
+    (``normalize``'s output) when the page changed; None for misses and baselines.
     ``raw_hash`` is opaque: store it and pass it back as ``previous_raw_hash``."""
 
     content_hash: str
@@ -58,8 +58,8 @@ def judge(item: DetectItem, exact: str | None = None) -> Verdict:
     data, is_text = extract(item.body, item.content_type, item.rules)
     digest = content_hash(data)
     changed = None if item.previous_hash is None else digest != item.previous_hash
-    if changed is False:
-        return Verdict(digest, raw, False, None)
+    if not changed:  # a miss, or a baseline (nobody needs its text: skip collapsing it)
+        return Verdict(digest, raw, changed, None)
     return Verdict(digest, raw, changed, collapse_whitespace(data) if is_text else data)
 
 

@@ -12,7 +12,7 @@ HTML = "text/html"
 
 def test_judge_baseline_then_miss_then_hit() -> None:
     base = judge(DetectItem(page(1), HTML))
-    assert base.changed is None and base.text and base.parsed
+    assert base.changed is None and base.text is None and base.parsed
     same = judge(DetectItem(page(1), HTML, previous_hash=base.content_hash))
     assert same.changed is False and same.text is None
     hit = judge(DetectItem(page(1, extra_text="new!"), HTML, previous_hash=base.content_hash))
