@@ -1,0 +1,5 @@
+"""``python -m crawler`` runs the command line."""
+
+from crawler.cli import main
+
+main()
