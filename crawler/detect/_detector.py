@@ -40,6 +40,16 @@ class ChangeDetector:
             )
         return self._pool
 
+    async def start(self) -> None:
+        """Start the worker processes now (they take a second or two to spawn)."""
+        if self.workers == 0:
+            return
+        loop = asyncio.get_running_loop()
+        pool = self._executor()
+        await asyncio.gather(
+            *(loop.run_in_executor(pool, judge_batch, []) for _ in range(self.workers))
+        )
+
     def judge_inline(self, items: Sequence[DetectItem]) -> list[Verdict]:
         out: list[Verdict] = []
         for item in items:

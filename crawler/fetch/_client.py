@@ -68,6 +68,7 @@ class Fetcher:
         )
         self.resolver = GuardedResolver(self.policy)
         self._session: aiohttp.ClientSession | None = None
+        self._slots: asyncio.Semaphore | None = None
 
     async def __aenter__(self) -> Fetcher:
         await self.open()
@@ -85,6 +86,8 @@ class Fetcher:
         if self._session is not None:
             return
         cfg = self.config
+        # Requests queue here, before their timeout starts, rather than inside aiohttp's pool.
+        self._slots = asyncio.Semaphore(cfg.total_concurrency)
         connector = aiohttp.TCPConnector(
             limit=cfg.total_concurrency,
             limit_per_host=0,
@@ -203,7 +206,7 @@ class Fetcher:
                 _Budget(self.config.timeout_s),
                 cap=self.config.robots_max_bytes,
                 truncate=True,
-                retries=0,
+                retries=self.config.retries,
                 robots=False,
             )
         except FetchError as failure:
@@ -305,9 +308,12 @@ class Fetcher:
         host = url.raw_host or ""
         if budget.remaining <= 0:
             raise TimeoutError()
+        slots = self._slots
+        assert slots is not None, "Fetcher is not open"
         if self.gates.trivial:  # no per-host limits configured: skip the gate machinery
-            return await self._timed(url, headers, budget, cap, truncate, host)
-        async with self.gates.slot(host):
+            async with slots:
+                return await self._timed(url, headers, budget, cap, truncate, host)
+        async with self.gates.slot(host), slots:
             return await self._timed(url, headers, budget, cap, truncate, host)
 
     async def _timed(

@@ -66,27 +66,40 @@ class RobotsCache:
 
     async def _entry(self, url: URL) -> _Entry:
         key = origin(url)
-        entry = self._entries.get(key)
-        if entry is not None and entry.expires > time.monotonic():
-            return entry
-        pending = self._inflight.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
+        while True:
+            entry = self._entries.get(key)
+            if entry is not None and entry.expires > time.monotonic():
+                return entry
+            pending = self._inflight.get(key)
+            if pending is None:
+                return await self._load_once(key, url)
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not pending.cancelled() or (task is not None and task.cancelling()):
+                    raise
+                # the loading task was cancelled, not us: try again (maybe load it ourselves)
+
+    async def _load_once(self, key: str, url: URL) -> _Entry:
         future: asyncio.Future[_Entry] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
             entry = await self._load(url)
-            if len(self._entries) >= self.max_entries:
-                self._prune()
-            self._entries[key] = entry
-            future.set_result(entry)
-            return entry
         except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # mark retrieved: waiters re-raise it themselves
+            if isinstance(exc, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(exc)
+                future.exception()  # mark retrieved: waiters re-raise it themselves
             raise
         finally:
             del self._inflight[key]
+        if len(self._entries) >= self.max_entries:
+            self._prune()
+        self._entries[key] = entry
+        future.set_result(entry)
+        return entry
 
     def _prune(self) -> None:
         now = time.monotonic()
