@@ -93,3 +93,11 @@ async def test_judge_many_empty_and_close_idempotent() -> None:
     detector.close()
     with pytest.raises(ValueError):
         ChangeDetector(workers=-1)
+
+
+async def test_start_warms_the_pool() -> None:
+    with ChangeDetector(workers=1, min_pool_batch=1) as detector:
+        await detector.start()
+        verdicts = await detector.judge_many([DetectItem(page(9), HTML)])
+    assert verdicts[0].changed is None
+    await ChangeDetector(workers=0).start()  # inline: nothing to start

@@ -208,3 +208,37 @@ async def test_malformed_http_response(make_fetcher: Callable[..., Fetcher]) -> 
     async with server, make_fetcher(respect_robots=False, retries=0) as f:
         r = await f.fetch(FetchRequest(1, f"http://{LOCAL}:{port}/"))
     assert r.outcome == "error" and r.error_kind in ("bad_response", "reset"), r.error
+
+
+async def test_gzip_bomb_capped_on_decoded_bytes(
+    site: Site, make_fetcher: Callable[..., Fetcher]
+) -> None:
+    import gzip
+
+    bomb = gzip.compress(b"<p>" + b"a" * (8 * 2**20) + b"</p>")  # ~8 KB on the wire
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(
+            body=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "text/html"}
+        )
+
+    site.route("/bomb", handler)
+    await start(site)
+    async with make_fetcher(max_body_bytes=2**20) as f:
+        r = await f.fetch(FetchRequest(1, site.url("/bomb")))
+    assert len(bomb) < 2**20
+    assert r.error_kind == "too_large", r.error
+
+
+async def test_queueing_for_a_connection_is_not_timed(
+    site: Site, make_fetcher: Callable[..., Fetcher]
+) -> None:
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.02)
+        return web.Response(text="ok")
+
+    site.route("/p/{n}", slow)
+    await start(site)
+    async with make_fetcher(total_concurrency=4, timeout_s=0.5, respect_robots=False) as f:
+        results = await f.fetch_many([FetchRequest(i, site.url(f"/p/{i}")) for i in range(100)])
+    assert all(r.outcome == "ok" for r in results), {r.error_kind for r in results}
