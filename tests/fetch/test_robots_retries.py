@@ -169,3 +169,19 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None
     now = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
     assert parse_retry_after("Wed, 21 Oct 2015 07:29:00 GMT", now=now) == 60
+
+
+async def test_robots_fetched_once_for_concurrent_requests(
+    site: Site, make_fetcher: Callable[..., Fetcher]
+) -> None:
+    async def slow_robots(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.05)
+        return web.Response(text="User-agent: *\nDisallow: /no\n")
+
+    site.route("/robots.txt", slow_robots)
+    site.route("/p/{n}", ok)
+    await start(site)
+    async with make_fetcher() as f:
+        results = await f.fetch_many([FetchRequest(i, site.url(f"/p/{i}")) for i in range(20)])
+    assert all(r.outcome == "ok" for r in results)
+    assert site.hits["/robots.txt"] == 1
