@@ -121,6 +121,9 @@ class Fetcher:
         return list(await asyncio.gather(*(self.fetch(r) for r in requests)))
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
+        """Poll one URL (redirects followed). Raises only if the Fetcher is not open."""
+        if self._session is None:
+            raise RuntimeError("Fetcher is not open: use 'async with Fetcher(config)'")
         started = time.monotonic()
         try:
             return await self._fetch(request, started)
@@ -178,7 +181,7 @@ class Fetcher:
                 robots=self.config.respect_robots,
             )
         except FetchError as failure:
-            return self._error(request, str(final), failure, started)
+            return self._error(request, failure.final_url or str(final), failure, started)
         return self._result(request, resp, started)
 
     def _result(self, request: FetchRequest, resp: _Response, started: float) -> FetchResult:
@@ -231,48 +234,70 @@ class Fetcher:
         """GET with manual redirects; every hop is address-checked, robots-checked and gated."""
         visited = {str(url)}
         for _hop in range(self.config.max_redirects + 1):
-            host = url.raw_host or ""
-            literal = ip_literal(host)
-            if literal is not None:
-                reason = self.policy.refusal(literal)
-                if reason is not None:
-                    raise FetchError("blocked_address", f"refused {url}: {literal} is a {reason}")
-            waiting = self.gates.backoff_remaining(host)
-            if waiting > 0:
-                raise FetchError(
-                    "rate_limited",
-                    f"{host} is backed off for {waiting:.0f} s more after a 429/503",
-                    retry_after_s=waiting,
-                )
-            if robots:
-                delay = await self.robots.check(url)
-                if delay:
-                    self.gates.set_min_delay(host, min(delay, self.config.max_crawl_delay_s))
-            resp = await self._attempts(url, headers, budget, cap, truncate, retries)
+            try:
+                resp = await self._hop(url, headers, budget, cap, truncate, retries, robots)
+            except FetchError as failure:
+                failure.final_url = str(url)
+                raise
             if resp.status not in _REDIRECTS:
                 return resp
-            location = resp.headers.get("Location") if resp.headers is not None else None
-            if not location:
-                raise FetchError(
-                    "bad_response", f"HTTP {resp.status} without Location from {url}",
-                    status=resp.status,
-                )  # fmt: skip
-            try:
-                target = url.join(URL(location))
-                url = URL(validate_url(str(target)), encoded=True)
-            except UnsupportedSchemeError as exc:
-                raise FetchError("unsupported_scheme", f"redirect from {resp.url}: {exc}") from None
-            except ValueError as exc:
-                raise FetchError("invalid_url", f"bad redirect from {resp.url}: {exc}") from None
-            if str(url) in visited:
-                raise FetchError(
-                    "redirect_loop", f"redirect loop: {resp.url} -> {url} (already visited)",
-                    status=resp.status,
-                )  # fmt: skip
-            visited.add(str(url))
+            url = self._redirect_target(resp, url, visited)
         raise FetchError(
             "too_many_redirects", f"more than {self.config.max_redirects} redirects from {url}"
         )
+
+    async def _hop(
+        self,
+        url: URL,
+        headers: dict[str, str],
+        budget: _Budget,
+        cap: int,
+        truncate: bool,
+        retries: int,
+        robots: bool,
+    ) -> _Response:
+        """One URL: address check, back-off check, robots.txt, then the (retried) GET."""
+        host = url.raw_host or ""
+        literal = ip_literal(host)
+        if literal is not None:
+            reason = self.policy.refusal(literal)
+            if reason is not None:
+                raise FetchError("blocked_address", f"refused {url}: {literal} is a {reason}")
+        waiting = self.gates.backoff_remaining(host)
+        if waiting > 0:
+            raise FetchError(
+                "rate_limited",
+                f"{host} is backed off for {waiting:.0f} s more after a 429/503",
+                retry_after_s=waiting,
+            )
+        if robots:
+            delay = await self.robots.check(url)
+            if delay:
+                self.gates.set_min_delay(host, min(delay, self.config.max_crawl_delay_s))
+        return await self._attempts(url, headers, budget, cap, truncate, retries)
+
+    @staticmethod
+    def _redirect_target(resp: _Response, url: URL, visited: set[str]) -> URL:
+        """The validated next hop of a redirect (loops and bad Locations are errors)."""
+        location = resp.headers.get("Location") if resp.headers is not None else None
+        if not location:
+            raise FetchError(
+                "bad_response", f"HTTP {resp.status} without Location from {url}",
+                status=resp.status,
+            )  # fmt: skip
+        try:
+            target = URL(validate_url(str(url.join(URL(location)))), encoded=True)
+        except UnsupportedSchemeError as exc:
+            raise FetchError("unsupported_scheme", f"redirect from {url}: {exc}") from None
+        except ValueError as exc:
+            raise FetchError("invalid_url", f"bad redirect from {url}: {exc}") from None
+        if str(target) in visited:
+            raise FetchError(
+                "redirect_loop", f"redirect loop: {url} -> {target} (already visited)",
+                status=resp.status,
+            )  # fmt: skip
+        visited.add(str(target))
+        return target
 
     async def _attempts(
         self,

@@ -139,3 +139,4 @@ class FetchError(Exception):
         self.status = status
         self.retry_after_s = retry_after_s
         self.transient = transient
+        self.final_url: str | None = None  # the redirect hop it happened on

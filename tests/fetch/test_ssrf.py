@@ -125,6 +125,7 @@ async def test_redirect_to_private_address_refused(
         r = await f.fetch(FetchRequest(1, site.url("/hop")))
     assert r.outcome == "error" and r.error_kind == "blocked_address", r.error
     assert site.hits["/hop"] == 1
+    assert r.url == site.url("/hop") and r.final_url != r.url  # the refused hop
 
 
 async def test_redirect_to_hostname_resolving_private_refused(
