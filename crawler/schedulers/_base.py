@@ -151,6 +151,15 @@ class Scheduler(ABC):
         self._selected_rows = None
         self._after_add()
 
+    def set_importance(self, ids: ArrayLike, importance: ArrayLike) -> None:
+        """Change the importance of watched URLs (each in (0, 1]); learning is kept."""
+        which = as_id_array(ids)
+        weights = _check_unit_interval(importance, which.size, "importance", default=1.0)
+        pos = self._positions(which, strict=True)
+        self._importance[pos] = weights
+        self._dirty[pos] = True
+        self._after_restore()  # rebuild whatever the subclass derives from the importance
+
     def remove(self, ids: ArrayLike) -> None:
         """Stop watching URLs; ids not watched are ignored."""
         gone = as_id_array(ids)
@@ -172,13 +181,16 @@ class Scheduler(ABC):
         """This slot's URLs to poll: about ``capacity`` distinct ids."""
         self._removed_since_select.clear()
         self._budget += self.capacity
-        k = min(math.floor(self._budget + 1e-9), self._ids.size)
-        self._budget -= k
+        most = math.ceil(self.capacity - 1e-9)
+        k = min(math.floor(self._budget + 1e-9), most, self._ids.size)
         self._slot += 1
         if k <= 0:
             self._selected_rows = None
             return np.empty(0, dtype=np.int64)
         chosen = self._choose(k)
+        # Polls a realization could not place (no URL due yet) carry over to later slots,
+        # never more than one slot's worth, and never beyond ceil(C) polls in a slot.
+        self._budget = min(self._budget - chosen.size, float(most))
         self._selected_rows = np.sort(chosen)
         return self._ids[chosen]
 

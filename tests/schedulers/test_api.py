@@ -1,0 +1,209 @@
+"""The scheduler contract (CONTRACTS.md section 1), checked on every registered scheduler."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crawler import schedulers
+
+ALL = schedulers.names()
+EXPECTED = {"lakg", "fpa", "uniform", "proportional", "optimal", "estimator", "adaptive", "bayes"}
+
+
+def make(name: str, capacity: float = 2.0, seed: int = 1, **params: Any) -> schedulers.Scheduler:
+    return schedulers.create(name, capacity=capacity, seed=seed, **params)
+
+
+def rates_for(ids: np.ndarray) -> np.ndarray:
+    return 0.3 / (1.0 + (ids % 97)) ** 1.2
+
+
+def populate(s: schedulers.Scheduler, ids: np.ndarray) -> None:
+    s.add(ids, importance=np.linspace(1.0, 0.2, ids.size), rates=rates_for(ids))
+
+
+def run_slots(
+    s: schedulers.Scheduler, slots: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    chosen = []
+    for _ in range(slots):
+        ids = s.select()
+        chosen.append(ids)
+        s.feedback(ids, rng.random(ids.size) < 0.3)
+    return chosen
+
+
+def test_every_contract_name_is_registered() -> None:
+    assert set(ALL) >= EXPECTED
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 60),
+    capacity=st.floats(0.3, 12.0),
+    slots=st.integers(1, 40),
+    seed=st.integers(0, 2**16),
+)
+def test_select_respects_capacity_and_never_repeats(
+    name: str, n: int, capacity: float, slots: int, seed: int
+) -> None:
+    s = make(name, capacity=capacity, seed=seed)
+    ids = np.arange(100, 100 + n, dtype=np.int64) * 3
+    populate(s, ids)
+    rng = np.random.default_rng(seed)
+    total = 0
+    for chosen in run_slots(s, slots, rng):
+        assert chosen.dtype == np.int64
+        assert chosen.size <= math.ceil(capacity)
+        assert np.unique(chosen).size == chosen.size
+        assert np.isin(chosen, ids).all()
+        total += chosen.size
+    assert total <= capacity * slots + 1
+    got_ids, x = s.frequencies()
+    assert np.array_equal(got_ids, ids)
+    assert np.all((x > 0) & (x <= 1)), x
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_uses_the_capacity(name: str) -> None:
+    s = make(name, capacity=3)
+    populate(s, np.arange(50))
+    polls = sum(c.size for c in run_slots(s, 200, np.random.default_rng(0)))
+    assert polls >= 0.9 * 3 * 200
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_fractional_capacity_polls_on_average(name: str) -> None:
+    s = make(name, capacity=1.0)
+    populate(s, np.arange(40))
+    counts = [c.size for c in run_slots(s, 300, np.random.default_rng(0))]
+    assert set(counts) <= {0, 1}
+    assert sum(counts) >= 0.9 * 300
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_state_round_trip_continues_identically(name: str) -> None:
+    rng = np.random.default_rng(5)
+    s = make(name, capacity=3, seed=11)
+    populate(s, np.arange(30))
+    run_slots(s, 50, rng)
+    restored = schedulers.restore(s.state())
+    for _ in range(50):
+        a, b = s.select(), restored.select()
+        assert np.array_equal(a, b)
+        hits = rng.random(a.size) < 0.4
+        s.feedback(a, hits)
+        restored.feedback(b, hits)
+    ids_a, x_a = s.frequencies()
+    ids_b, x_b = restored.frequencies()
+    assert np.array_equal(ids_a, ids_b)
+    assert np.array_equal(x_a, x_b)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_add_and_remove_while_running(name: str) -> None:
+    rng = np.random.default_rng(2)
+    s = make(name, capacity=2)
+    populate(s, np.arange(20))
+    run_slots(s, 20, rng)
+    chosen = s.select()
+    s.remove(chosen[:1])
+    s.feedback(chosen, np.ones(chosen.size, dtype=bool))  # a removed URL's late feedback
+    populate(s, np.arange(100, 110))
+    for picked in run_slots(s, 60, rng):
+        assert not np.isin(picked, chosen[:1]).any()
+    ids, x = s.frequencies()
+    assert ids.size == 29
+    assert np.all((x > 0) & (x <= 1))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_feedback_may_omit_failed_polls(name: str) -> None:
+    s = make(name, capacity=4)
+    populate(s, np.arange(20))
+    for _ in range(20):
+        ids = s.select()
+        s.feedback(ids[::2], np.ones(ids[::2].size, dtype=bool))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_bad_input_is_a_clear_error_and_leaves_state_intact(name: str) -> None:
+    s = make(name, capacity=2)
+    populate(s, np.arange(10))
+    before = s.state()
+    with pytest.raises(ValueError):
+        s.add(np.arange(5, 12), rates=rates_for(np.arange(5, 12)))  # 5..9 already watched
+    with pytest.raises(ValueError):
+        s.add([20, 21], importance=[0.5, float("nan")], rates=[0.1, 0.1])
+    with pytest.raises(ValueError):
+        s.add([20, 20], rates=[0.1, 0.1])
+    with pytest.raises(ValueError):
+        s.add([22], importance=[1.5], rates=[0.1])
+    with pytest.raises(ValueError):
+        s.feedback([12345], [True])
+    with pytest.raises(ValueError):
+        s.feedback([1, 2], [True])
+    after = s.state()
+    assert before.keys() == after.keys()
+    for key, value in before.items():
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(value, after[key], equal_nan=True), key
+        else:
+            assert value == after[key], key
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_bad_capacity_is_rejected(name: str) -> None:
+    for capacity in (-1.0, 0.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            make(name, capacity=capacity)
+
+
+def test_unknown_name_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        schedulers.create("nope", capacity=1)
+
+
+@pytest.mark.parametrize("name", ["proportional", "optimal"])
+def test_oracles_need_rates(name: str) -> None:
+    s = make(name)
+    with pytest.raises(ValueError, match="rates"):
+        s.add([1, 2, 3])
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_sampling_realization(name: str) -> None:
+    try:
+        s = make(name, capacity=2, realization="sampling")
+    except ValueError:
+        pytest.skip(f"{name} picks its URLs itself and has no sampling realization")
+    populate(s, np.arange(30))
+    for chosen in run_slots(s, 50, np.random.default_rng(1)):
+        assert np.unique(chosen).size == chosen.size
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_set_importance_keeps_learning_and_is_saved(name: str) -> None:
+    rng = np.random.default_rng(8)
+    s = make(name, capacity=2)
+    populate(s, np.arange(20))
+    run_slots(s, 30, rng)
+    s.take_delta()
+    s.set_importance([3, 4], [0.5, 0.25])
+    delta = s.take_delta()
+    assert sorted(delta["ids"].tolist()) == [3, 4]
+    assert delta["url_importance"].tolist() == [0.5, 0.25]
+    with pytest.raises(ValueError):
+        s.set_importance([3], [0.0])
+    with pytest.raises(ValueError):
+        s.set_importance([999], [0.5])
+    run_slots(s, 10, rng)
+    _, x = s.frequencies()
+    assert np.all((x > 0) & (x <= 1))
