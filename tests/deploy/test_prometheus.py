@@ -1,6 +1,7 @@
 """deploy/prometheus with the real Prometheus (Debian package `prometheus`; install it with
 .ci/install-tools): promtool checks the config and the rules and fires every alert through
-alerts_test.yml; then a real Prometheus scrapes a locally running exporter and evaluates every
+alerts_test.yml; then a real Prometheus scrapes the real crawl service (crawling a local site)
+and evaluates every
 PromQL expression of the Grafana dashboard through its HTTP API."""
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import random
 import re
 import shutil
 import socket
@@ -21,8 +21,10 @@ import aiohttp
 import pytest
 import yaml
 
-from crawler.health import start_http_server
-from crawler.metrics import ERROR_KINDS, CrawlerMetrics
+from crawler.service import CrawlService
+from crawler.settings import load_settings
+from crawler.store import NewUrl, Store
+from crawler.testsite import ChangingSite, zipf_rates
 from tests.deploy._util import REPO, load_json, load_yaml, require_tool
 
 PROM_DIR = REPO / "deploy/prometheus"
@@ -104,25 +106,40 @@ def free_port() -> int:
         return port
 
 
-async def feed_synthetic_traffic(metrics: CrawlerMetrics, stop: asyncio.Event) -> None:
-    """SYNTHETIC load on the REAL metrics objects: what the crawl loop will report, made up
-    here (random outcomes, error kinds, hosts) until the test runs `crawler run` itself."""
-    rng = random.Random(7)
-    metrics.set_watch(500, 20.0, 0.97)
-    while not stop.is_set():
-        for _ in range(20):
-            r = rng.random()
-            if r < 0.1:
-                kind = rng.choice(ERROR_KINDS)
-                metrics.observe_poll("error", rng.uniform(0.01, 2.0), 0, kind,
-                                     host=f"h{rng.randrange(30)}.example")  # fmt: skip
-            else:
-                outcome = "hit" if r < 0.4 else ("not_modified" if r < 0.55 else "miss")
-                metrics.observe_poll(outcome, rng.uniform(0.005, 0.8), rng.randrange(200, 50_000))
-        metrics.observe_commit(rng.uniform(0.001, 0.05))
-        metrics.observe_slot(rng.uniform(0.05, 0.3), rng.uniform(0.0, 0.02), rng.random() < 0.1)
-        metrics.set_watch(500 + rng.randrange(3), 20.0, rng.uniform(0.9, 1.0))
-        await asyncio.sleep(0.1)
+@contextlib.asynccontextmanager
+async def running_service(tmp_path: Path) -> AsyncIterator[int]:
+    """The REAL crawl service (in this process) watching a local changing site that
+    answers 304s, plus one unreachable URL so the error panels have data; yields the
+    metrics port."""
+    site = ChangingSite(zipf_rates(30, 0.6, 1.0), tick_seconds=0.1, page_size=3_000, etags=True)
+    await site.start()
+    port = free_port()
+    settings = load_settings({
+        "database_url": f"sqlite:///{tmp_path / 'crawler.db'}",
+        "metrics_port": port,
+        "metrics_host": "127.0.0.1",
+        "slot_seconds": 0.1,
+        "capacity": 3.0,
+        "allow_private_addresses": True,
+        "per_host_min_delay_s": 0.0,
+        "per_host_concurrency": 8,
+        "fetch_retries": 0,
+        "normalize_workers": 1,
+    })
+    with Store(settings.database_url) as store:
+        store.upgrade()
+        store.add_urls([NewUrl(u) for u in [*site.urls(), "http://127.0.0.1:9/down"]])
+    stop = asyncio.Event()
+    try:
+        async with CrawlService(settings) as service:
+            task = asyncio.create_task(service.run(stop))
+            try:
+                yield port
+            finally:
+                stop.set()
+                await task
+    finally:
+        await site.stop()
 
 
 @contextlib.asynccontextmanager
@@ -186,60 +203,55 @@ async def query(session: aiohttp.ClientSession, base: str, expr: str) -> list[di
 async def test_real_prometheus_evaluates_every_dashboard_query(tmp_path: Path) -> None:
     queries = dashboard_queries()
     assert len(queries) >= 10
-    metrics = CrawlerMetrics(scheduler="lakg", slot_seconds=0.1)
-    server = await start_http_server("127.0.0.1", 0, metrics.registry, lambda: True)
-    stop = asyncio.Event()
-    feeder = asyncio.create_task(feed_synthetic_traffic(metrics, stop))
-    try:
-        async with running_prometheus(tmp_path, server.port) as base, aiohttp.ClientSession() as s:
-            # enough scrapes for every rate() window: wait until the widest one has data
-            deadline = asyncio.get_running_loop().time() + 30
-            probe = f"rate(crawler_slots_total[{SUBSTITUTIONS['$__rate_interval']}])"
-            while True:
-                ready = await query(s, base, probe)
-                scraped = await query(s, base, "count_over_time(up{job='crawler'}[1m])")
-                if ready and scraped and float(scraped[0]["value"][1]) >= 5:
-                    break
-                if asyncio.get_running_loop().time() > deadline:
-                    pytest.fail("Prometheus never scraped the exporter 5 times in 30 s")
-                await asyncio.sleep(0.5)
+    async with (
+        running_service(tmp_path) as exporter_port,
+        running_prometheus(tmp_path, exporter_port) as base,
+        aiohttp.ClientSession() as s,
+    ):
+        # enough scrapes for every rate() window: wait until the widest one has data
+        deadline = asyncio.get_running_loop().time() + 30
+        probe = f"rate(crawler_slots_total[{SUBSTITUTIONS['$__rate_interval']}])"
+        while True:
+            ready = await query(s, base, probe)
+            scraped = await query(s, base, "count_over_time(up{job='crawler'}[1m])")
+            if ready and scraped and float(scraped[0]["value"][1]) >= 5:
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                pytest.fail("Prometheus never scraped the exporter 5 times in 30 s")
+            await asyncio.sleep(0.5)
 
-            up = await query(s, base, 'up{job="crawler"}')
-            assert up and up[0]["value"][1] == "1"
+        up = await query(s, base, 'up{job="crawler"}')
+        assert up and up[0]["value"][1] == "1"
 
-            failures = []
-            for title, expr in queries:
-                result = await query(s, base, expr)
-                values = [float(r["value"][1]) for r in result]
-                if not values:
-                    failures.append(f"{title}: no data for {expr}")
-                elif all(math.isnan(v) for v in values):
-                    failures.append(f"{title}: only NaN for {expr}")
-            assert not failures, "\n".join(failures)
+        failures = []
+        for title, expr in queries:
+            result = await query(s, base, expr)
+            values = [float(r["value"][1]) for r in result]
+            if not values:
+                failures.append(f"{title}: no data for {expr}")
+            elif all(math.isnan(v) for v in values):
+                failures.append(f"{title}: only NaN for {expr}")
+        assert not failures, "\n".join(failures)
 
-            # the dashboard's $instance variable query
-            async with s.get(
-                f"{base}/api/v1/label/instance/values", params={"match[]": "crawler_slots_total"}
-            ) as resp:
-                assert (await resp.json())["data"] == [f"127.0.0.1:{server.port}"]
+        # the dashboard's $instance variable query
+        async with s.get(
+            f"{base}/api/v1/label/instance/values", params={"match[]": "crawler_slots_total"}
+        ) as resp:
+            assert (await resp.json())["data"] == [f"127.0.0.1:{exporter_port}"]
 
-            # the alert rules were loaded and evaluate without errors on real series
-            rules: list[dict[str, Any]] = []
-            for _ in range(20):
-                async with s.get(f"{base}/api/v1/rules") as resp:
-                    groups = (await resp.json())["data"]["groups"]
-                rules = [r for g in groups for r in g["rules"]]
-                if rules and not any(
-                    r.get("lastEvaluation", "0001").startswith("0001") for r in rules
-                ):
-                    break
-                await asyncio.sleep(0.5)
-            assert {r["name"] for r in rules} >= {"CrawlerLoopStalled", "CrawlerTargetDown"}
-            bad = [(r["name"], r.get("lastError")) for r in rules if r.get("health") == "err"]
-            assert not bad, bad
-            firing = [r["name"] for r in rules if r.get("state") == "firing"]
-            assert "CrawlerTargetDown" not in firing and "CrawlerLoopStalled" not in firing
-    finally:
-        stop.set()
-        await feeder
-        await server.close()
+        # the alert rules were loaded and evaluate without errors on real series
+        rules: list[dict[str, Any]] = []
+        for _ in range(20):
+            async with s.get(f"{base}/api/v1/rules") as resp:
+                groups = (await resp.json())["data"]["groups"]
+            rules = [r for g in groups for r in g["rules"]]
+            if rules and not any(
+                r.get("lastEvaluation", "0001").startswith("0001") for r in rules
+            ):
+                break
+            await asyncio.sleep(0.5)
+        assert {r["name"] for r in rules} >= {"CrawlerLoopStalled", "CrawlerTargetDown"}
+        bad = [(r["name"], r.get("lastError")) for r in rules if r.get("health") == "err"]
+        assert not bad, bad
+        firing = [r["name"] for r in rules if r.get("state") == "firing"]
+        assert "CrawlerTargetDown" not in firing and "CrawlerLoopStalled" not in firing
