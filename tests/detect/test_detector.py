@@ -36,6 +36,17 @@ def test_skeleton_precheck_skips_parsing_of_nonce_only_changes() -> None:
     assert nonce.raw_hash != base.raw_hash  # exact part differs, skeleton part equal
 
 
+def test_skeleton_ignores_noscript_and_template_nonces() -> None:
+    def body(nonce: int) -> bytes:
+        extra = f"<noscript>enable scripts {nonce}</noscript><template>t {nonce}</template>"
+        return page(6).replace(b"</body>", extra.encode() + b"</body>")
+
+    base = judge(DetectItem(body(1), HTML))
+    again = judge(DetectItem(body(2), HTML, previous_hash=base.content_hash,
+                             previous_raw_hash=base.raw_hash))  # fmt: skip
+    assert again.changed is False and not again.parsed
+
+
 def test_stale_raw_hash_never_hides_a_change() -> None:
     base = judge(DetectItem(page(4), HTML))
     changed = page(4, extra_text="visible change")
