@@ -106,7 +106,7 @@ class BayesRate(Scheduler):
         "x",
     )
     #: rebuilt from the statistics by _after_restore (left out of take_delta)
-    _derived_fields: ClassVar[tuple[str, ...]] = ("rhat", "x")
+    _derived_fields: ClassVar[tuple[str, ...]] = ("rhat",)
     _scalar_fields: ClassVar[tuple[str, ...]] = (
         "u",
         "m",
@@ -122,13 +122,14 @@ class BayesRate(Scheduler):
         *,
         seed: int | None = None,
         realization: str = "stride",
-        forget: float = 0.97,
+        forget: float = 0.99,
         prior_hits: float = 0.5,
         prior_misses: float = 0.5,
         new_rate: float = 1.0,
         optimism: float = 0.0,
         resolve_every: int = 64,
         tolerance: float = 0.02,
+        whole_intervals: int = 0,
     ) -> None:
         super().__init__(capacity, seed=seed, realization=realization)
         self.forget = _check_real(forget, "forget", low=0.0, high=1.0, open_low=True)
@@ -141,6 +142,15 @@ class BayesRate(Scheduler):
         if resolve_every < 1:
             raise ValueError(f"resolve_every must be a positive integer, got {resolve_every!r}")
         self.resolve_every = int(resolve_every)
+        if (
+            isinstance(whole_intervals, bool)
+            or not isinstance(whole_intervals, int | np.integer)
+            or whole_intervals < 0
+        ):
+            raise ValueError(
+                f"whole_intervals must be a non-negative integer, got {whole_intervals!r}"
+            )
+        self.whole_intervals = int(whole_intervals)
         self.tolerance = _check_real(tolerance, "tolerance", low=0.0, open_low=True)
         self._last: I32Array = np.empty(0, dtype=np.int32)
         self._hit_time: F32Array = np.empty(0, dtype=np.float32)
@@ -167,6 +177,7 @@ class BayesRate(Scheduler):
             "optimism": self.optimism,
             "resolve_every": self.resolve_every,
             "tolerance": self.tolerance,
+            "whole_intervals": self.whole_intervals,
         }
 
     def rates(self) -> tuple[NDArray[np.int64], FloatArray]:
@@ -218,7 +229,6 @@ class BayesRate(Scheduler):
         rate = self._estimate(self._hit_time, self._miss_time, self._hit_count, self._miss_count)
         rate[np.isnan(rate)] = np.float32(self._new_value)
         self._rhat = rate
-        self._x = self._allocate(rate, None)
 
     def _wanted(self) -> FloatArray:
         if self._stale:
@@ -251,7 +261,10 @@ class BayesRate(Scheduler):
             credit += self._x * np.float32(scale)
         cand = np.flatnonzero(credit >= 1.0)
         if cand.size > k:
-            part = np.argpartition(credit[cand], cand.size - k)[cand.size - k :]
+            # Among the due URLs, those that would fall furthest behind by waiting one more
+            # slot first: short intervals keep their regularity, long ones barely notice.
+            key = credit[cand] + self._x[cand] * scale
+            part = np.argpartition(key, cand.size - k)[cand.size - k :]
             cand = cand[part]
         credit[cand] -= 1.0
         return cand.astype(np.intp)
@@ -296,10 +309,19 @@ class BayesRate(Scheduler):
         if self.capacity >= self._ids.size:
             return np.ones(rate.size, dtype=np.float32)
         if not self._weighted:
-            x: F32Array = np.minimum(rate / np.float32(self._u), np.float32(1.0))
-            return x
+            return self._equal_x(rate, self._u)
         w = self._importance if pos is None else self._importance[pos]
         return self._weighted_x(rate, w, self._m)
+
+    def _equal_x(self, rate: F32Array, u: float) -> F32Array:
+        """Equal weights: x = min(1, r / u), the short intervals rounded to whole slots."""
+        x: F32Array = np.minimum(rate / np.float32(u), np.float32(1.0))
+        big = self.whole_intervals
+        if big:
+            head = np.flatnonzero(x >= np.float32(1.0 / big))
+            if head.size:
+                x[head] = _whole(x[head], rate[head], _gain(u))
+        return x
 
     @staticmethod
     def _weighted_x(rate: F32Array, w: FloatArray, m: float) -> F32Array:
@@ -333,9 +355,45 @@ class BayesRate(Scheduler):
             self._m = self._solve_weighted(rate, capacity)
             self._x = self._allocate(rate, None)
         else:
-            self._u = _water_level(rate, capacity)
-            self._x = self._allocate(rate, None)
+            self._solve_equal(rate, capacity)
         self._total = float(self._x.sum(dtype=np.float64))
+
+    def _solve_equal(self, rate: F32Array, capacity: float) -> None:
+        """Equal weights: the water level u, then (whole_intervals) the short intervals
+        rounded to whole slots with u re-balanced; the URLs on the margin between two whole
+        intervals take up the remainder so that sum(x) = C."""
+        u0 = _water_level(rate, capacity)
+        big = self.whole_intervals
+        self._u = u0
+        if not big:
+            self._x = self._equal_x(rate, u0)
+            return
+        head = np.flatnonzero(rate >= np.float32(u0 / (2 * big)))
+        rh = rate[head]
+        tail_sum = float(rate.sum(dtype=np.float64)) - float(rh.sum(dtype=np.float64))
+
+        def total(u: float) -> float:
+            return tail_sum / u + float(self._equal_x(rh, u).sum(dtype=np.float64))
+
+        lo, hi = 0.5 * u0, 2.0 * u0
+        if total(lo) < capacity or total(hi) > capacity:
+            self._x = self._equal_x(rate, u0)
+            return
+        for _ in range(48):
+            mid = math.sqrt(lo * hi)
+            if total(mid) > capacity:
+                lo = mid
+            else:
+                hi = mid
+        self._u = hi
+        x = self._equal_x(rate, hi)
+        x_lo = self._equal_x(rh, lo)
+        gap = capacity - float(x.sum(dtype=np.float64))
+        diff = x_lo - x[head]
+        spread = float(diff.sum(dtype=np.float64))
+        if gap > 0 and spread > 0:
+            x[head] += np.float32(min(1.0, gap / spread)) * diff
+        self._x = x
 
     def _solve_weighted(self, rate: F32Array, capacity: float) -> float:
         """The multiplier m with sum_i min(1, r_i / u_i(m)) = C, by bisection on log m."""
@@ -360,6 +418,22 @@ class BayesRate(Scheduler):
             else:
                 hi = mid
         return hi
+
+
+def _gain(u: float) -> float:
+    """g(u) = 1 - e^-u (1 + u): the value of one more poll at u = r / x."""
+    return -math.expm1(-u) - u * math.exp(-u)
+
+
+def _whole(x: F32Array, rate: F32Array, level: float) -> F32Array:
+    """Round frequencies to 1 / (a whole number of slots): of the two whole intervals around
+    1 / x keep the one with the larger value net of the multiplier, (1 - e^-rk - g) / k."""
+    k1 = np.maximum(np.floor(1.0 / x.astype(np.float64)), 1.0)
+    k2 = k1 + 1.0
+    r = rate.astype(np.float64)
+    v1 = (-np.expm1(-r * k1) - level) / k1
+    v2 = (-np.expm1(-r * k2) - level) / k2
+    return np.where(v1 >= v2, 1.0 / k1, 1.0 / k2).astype(np.float32)
 
 
 def _water_level(rate: F32Array, capacity: float) -> float:
