@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from protego import Protego
 from yarl import URL
 
 from crawler.fetch._types import FetchError
 from crawler.fetch._urls import origin
+
+_MAX_MEMO = 50_000
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,17 @@ class _Entry:
     parser: Protego | None = None
     failure: FetchError | None = None
     crawl_delay: float | None = None
+    verdicts: dict[str, bool] = field(default_factory=dict)  # can_fetch per URL, memoized
+
+    def allows(self, url: str, user_agent: str) -> bool:
+        if self.parser is None:
+            return True
+        verdict = self.verdicts.get(url)
+        if verdict is None:
+            verdict = bool(self.parser.can_fetch(url, user_agent))
+            if len(self.verdicts) < _MAX_MEMO:
+                self.verdicts[url] = verdict
+        return verdict
 
 
 class RobotsCache:
@@ -60,7 +73,7 @@ class RobotsCache:
         if entry.failure is not None:
             f = entry.failure
             raise FetchError(f.kind, f.message, status=f.status)
-        if entry.parser is not None and not entry.parser.can_fetch(str(url), self.user_agent):
+        if not entry.allows(str(url), self.user_agent):
             raise FetchError("robots", f"disallowed by {origin(url)}/robots.txt: {url}")
         return entry.crawl_delay
 

@@ -97,7 +97,7 @@ async def test_endless_body_aborted_at_cap(
     async with make_fetcher(max_body_bytes=2**20) as f:
         r = await f.fetch(FetchRequest(1, site.url("/huge")))
     assert r.outcome == "error" and r.error_kind == "too_large", r.error
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < 5
     assert sent < 64 * 2**20
 
 

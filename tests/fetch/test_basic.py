@@ -91,8 +91,9 @@ async def test_per_host_concurrency_and_delay(
         results = await f.fetch_many([FetchRequest(i, site.url(f"/p/{i}")) for i in range(6)])
     assert all(r.outcome == "ok" for r in results)
     assert peak <= 2
+    # starts are seen by the server, so allow some jitter per gap but not in the total
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert min(gaps) >= 0.04
+    assert min(gaps) >= 0.02 and starts[-1] - starts[0] >= 5 * 0.05 * 0.9, gaps
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,7 @@ async def test_crawl_delay_spaces_requests(
         results = await f.fetch_many([FetchRequest(i, site.url(f"/p/{i}")) for i in range(3)])
     assert all(r.outcome == "ok" for r in results)
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert min(gaps) >= 0.25, gaps
+    assert min(gaps) >= 0.2 and starts[-1] - starts[0] >= 0.55, gaps
 
 
 async def test_robots_404_allows_all(site: Site, make_fetcher: Callable[..., Fetcher]) -> None:
@@ -143,7 +143,7 @@ async def test_429_retry_after_backs_host_off(
         r = await f.fetch(FetchRequest(1, site.url("/limited")))
         t0 = time.monotonic()
         later = await f.fetch(FetchRequest(2, site.url("/other")))
-        assert time.monotonic() - t0 < 0.1  # fails fast, no waiting
+        assert time.monotonic() - t0 < 1  # fails fast: no waiting for the 30 s back-off
     assert r.error_kind == "rate_limited" and r.status == 429 and r.retry_after_s == 30
     assert later.error_kind == "rate_limited" and later.retry_after_s is not None
     assert 29 < later.retry_after_s <= 30
