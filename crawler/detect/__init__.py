@@ -1,10 +1,23 @@
 """Change detection: normalize a page to the content that matters, hash it, judge batches.
 
 Only selectolax, xxhash and the standard library; nothing of the rest of the project.
+
+* HTML (selectolax lexbor: faster than modest here): the text nodes only, without
+  script/style/noscript/template, comments and every attribute (hidden inputs, CSRF metas,
+  nonces); ``WatchRules`` can narrow it to a CSS selector and remove regexes.
+* ``content_hash`` is xxh3-128 of that text without whitespace, so formatting never counts.
+* Charset: BOM, then the Content-Type charset, then <meta charset>, then UTF-8, then
+  windows-1252; unknown or bytes-to-bytes codec names are ignored; bad bytes are replaced.
+* Cost bounds: bodies cut at ``MAX_NORMALIZE_BYTES``; HTML cut where more than
+  ``MAX_OPEN_ELEMENTS`` elements would be open (lexbor is quadratic in nesting depth).
+* ``raw_hash`` is ``"<exact>.<skeleton>"``: the exact-bytes hash is checked in the caller
+  (~3 µs); the skeleton (scripts, styles, comments, input/meta/link tags removed by a byte
+  regex) is checked in the worker before parsing. Either match = unchanged without parsing.
 """
 
 from crawler.detect._charset import decode
 from crawler.detect._detector import ChangeDetector
+from crawler.detect._guard import MAX_OPEN_ELEMENTS
 from crawler.detect._hash import content_hash, raw_hash
 from crawler.detect._judge import DetectItem, Verdict, judge
 from crawler.detect._normalize import MAX_NORMALIZE_BYTES, content_kind, extract, normalize
@@ -12,6 +25,7 @@ from crawler.detect._rules import WatchRules
 
 __all__ = [
     "MAX_NORMALIZE_BYTES",
+    "MAX_OPEN_ELEMENTS",
     "ChangeDetector",
     "DetectItem",
     "Verdict",
