@@ -105,8 +105,9 @@ class BayesRate(Scheduler):
         "rhat",
         "x",
     )
-    #: rebuilt from the statistics by _after_restore (left out of take_delta)
-    _derived_fields: ClassVar[tuple[str, ...]] = ("rhat",)
+    #: rebuilt from the statistics and the saved multiplier by _after_restore (left out of
+    #: take_delta: a re-solve moves every x, and only the polled rows are saved each slot)
+    _derived_fields: ClassVar[tuple[str, ...]] = ("rhat", "x")
     _scalar_fields: ClassVar[tuple[str, ...]] = (
         "u",
         "m",
@@ -229,6 +230,9 @@ class BayesRate(Scheduler):
         rate = self._estimate(self._hit_time, self._miss_time, self._hit_count, self._miss_count)
         rate[np.isnan(rate)] = np.float32(self._new_value)
         self._rhat = rate
+        # x is min(1, rhat / u) (or its weighted form) at the multiplier in force, for every
+        # row: _learn and _resolve keep it so. The saved running total is kept as it was.
+        self._x = self._allocate(rate, None)
 
     def _wanted(self) -> FloatArray:
         if self._stale:
