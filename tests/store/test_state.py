@@ -74,7 +74,7 @@ def test_round_trip_resumes_learning(store: Store, name: str) -> None:
     restored = schedulers.restore(state)
     ids_b, x_b = restored.frequencies()
     assert np.array_equal(x_b, schedulers.restore(expected).frequencies()[1])
-    if name in ("uniform", "lakg"):  # these resume exactly from merged deltas
+    if name in ("uniform", "lakg", "fpa", "bayes"):  # all resume exactly from merged deltas
         ids_a, x_a = live.frequencies()
         assert np.array_equal(ids_a, ids_b)
         assert np.allclose(x_a, x_b, rtol=0, atol=1e-12)
