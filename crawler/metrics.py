@@ -47,6 +47,8 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from crawler.fetch import ERROR_KINDS as FETCH_ERROR_KINDS
+
 __all__ = [
     "COMMIT_BUCKETS",
     "ERROR_KINDS",
@@ -60,25 +62,9 @@ __all__ = [
 #: Outcomes of one poll, the label values of ``crawler_polls_total``.
 OUTCOMES: Final[tuple[str, ...]] = ("hit", "miss", "error", "not_modified")
 
-#: The fetcher's closed set of error kinds (label values of ``crawler_poll_errors_total``).
-#: An unknown kind is counted as ``other``.
-ERROR_KINDS: Final[tuple[str, ...]] = (
-    "invalid_url",
-    "unsupported_scheme",
-    "dns",
-    "connect",
-    "reset",
-    "timeout",
-    "too_large",
-    "too_many_redirects",
-    "redirect_loop",
-    "blocked_address",
-    "robots",
-    "rate_limited",
-    "http_4xx",
-    "http_5xx",
-    "other",
-)
+#: The fetcher's closed set of error kinds (label values of ``crawler_poll_errors_total``),
+#: taken from the fetcher itself so the two cannot drift. An unknown kind counts as ``other``.
+ERROR_KINDS: Final[tuple[str, ...]] = tuple(FETCH_ERROR_KINDS)
 
 #: One HTTP poll: a fast 304 on loopback takes a few ms, a slow origin up to the timeout.
 POLL_BUCKETS: Final[tuple[float, ...]] = (
