@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from collections.abc import Iterable
@@ -87,8 +88,10 @@ class AddressPolicy:
         return reason
 
 
+@functools.lru_cache(maxsize=8192)
 def ip_literal(host: str) -> str | None:
-    """The host itself if it is an IP literal (aiohttp does not resolve those)."""
+    """The host itself if it is an IP literal (aiohttp does not resolve those); cached: it
+    runs on every hop of every fetch."""
     bare = host.strip("[]")
     try:
         ipaddress.ip_address(bare.split("%", 1)[0])

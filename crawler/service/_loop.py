@@ -8,6 +8,7 @@ and the change detector are asynchronous.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +38,8 @@ log = logging.getLogger("crawler.service")
 
 #: slots kept in memory while the database refuses commits
 MAX_PENDING_SLOTS = 10_000
+#: fetched bodies handed to the change detector at a time, while the slot's fetches go on
+JUDGE_BATCH = 64
 
 #: poll outcomes as the metrics count them (a baseline poll is a successful miss)
 _METRIC_OUTCOME = {
@@ -98,6 +101,7 @@ class CrawlLoop:
         self.last_slot_monotonic: float | None = None
         self._watch_version: object = None
         self._pending: list[tuple[SlotRecord, list[PollRecord], schedulers.State]] = []
+        self._flush_lock = asyncio.Lock()
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -152,24 +156,40 @@ class CrawlLoop:
         """Run slots on the clock until ``stop`` is set (or ``max_slots`` ran); ``on_slot``
         sees every slot's summary."""
         clock = SlotClock(self.settings.slot_seconds)
-        while max_slots is None or self.slots_run < max_slots:
-            tick = await clock.wait(stop)
-            if tick is None:
-                break
-            summary = await self.run_slot(tick, clock)
-            log.info(
-                "slot %d: polls=%d hits=%d misses=%d not_modified=%d errors=%d "
-                "duration=%.3fs lag=%.3fs%s",
-                summary.seq, summary.polls, summary.hits, summary.misses,
-                summary.not_modified, summary.errors, summary.duration_s, summary.lag_s,
-                " OVERRUN" if summary.overrun else "",
-            )
-            if on_slot is not None:
-                on_slot(summary)
+        # A slot that overran (the next one is already due) commits in the background while
+        # the next slot selects and fetches; it is reported once its commit is done, before
+        # the next slot commits. Otherwise each slot commits and is reported at its end.
+        deferred: _Deferred | None = None
+        try:
+            while max_slots is None or self.slots_run < max_slots:
+                tick = await clock.wait(stop)
+                if tick is None:
+                    break
+                summary, commit = await self._slot(tick, clock, deferred, on_slot)
+                deferred = None
+                if summary.overrun:
+                    deferred = _Deferred(summary, commit)
+                else:
+                    _report(await _committed(summary, commit), on_slot)
+        finally:
+            if deferred is not None:
+                _report(await _committed(deferred.summary, deferred.commit), on_slot)
         await self.flush()
 
     async def run_slot(self, tick: Tick, clock: SlotClock | None = None) -> SlotSummary:
-        """One slot, end to end."""
+        """One slot, end to end (committed, or kept pending, when it returns)."""
+        summary, commit = await self._slot(tick, clock, None, None)
+        return await _committed(summary, commit)
+
+    async def _slot(
+        self,
+        tick: Tick,
+        clock: SlotClock | None,
+        previous: _Deferred | None,
+        on_slot: Callable[[SlotSummary], None] | None,
+    ) -> tuple[SlotSummary, asyncio.Task[bool]]:
+        """One slot; its commit is a task (started after ``previous``'s commit is done and
+        reported). The summary's ``committed`` is filled in from the task."""
         assert self.scheduler is not None
         started = time.monotonic()
         started_at = datetime.now(UTC)
@@ -184,15 +204,13 @@ class CrawlLoop:
             for i in ids.tolist()
             if (r := records.get(int(i))) is not None
         ]
-        results = await self.fetcher.fetch_many(requests)
-        verdicts = await self._judge(results, records)
+        results, verdicts = await self._fetch_and_judge(requests, records)
         polls, fb_ids, fb_hits, counts = self._outcomes(results, verdicts, records)
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
         duration = time.monotonic() - started
         overrun = clock.overran(tick.planned) if clock is not None else False
-        _, x = self.scheduler.frequencies() if self.scheduler.size else (None, np.zeros(0))
-        fill = float(np.sum(x)) / self.scheduler.capacity
+        fill = self._wanted_total() / self.scheduler.capacity
         slot = SlotRecord(
             slot=self.scheduler.slot, scheduler=self.scheduler.name, started_at=started_at,
             duration_s=duration, polls=len(polls), hits=counts["hit"], misses=counts["miss"],
@@ -200,20 +218,27 @@ class CrawlLoop:
             lag_s=tick.lag_s, capacity=self.scheduler.capacity, knapsack_fill=fill,
         )
         self._pending.append((slot, polls, self.scheduler.take_delta()))
-        committed = await self.flush()
+        if previous is not None:
+            _report(await _committed(previous.summary, previous.commit), on_slot)
+        commit = asyncio.ensure_future(self.flush())
         self.slots_run += 1
         self.last_slot_monotonic = time.monotonic()
         self.metrics.observe_slot(time.monotonic() - started, tick.lag_s, overrun)
         self.metrics.set_watch(self.scheduler.size, self.scheduler.capacity, fill)
-        return SlotSummary(
+        summary = SlotSummary(
             tick.seq, len(polls), counts["hit"], counts["miss"], counts["not_modified"],
-            counts["baseline"], counts["error"], duration, tick.lag_s, overrun, committed,
+            counts["baseline"], counts["error"], duration, tick.lag_s, overrun, False,
         )
+        return summary, commit
 
     async def flush(self) -> bool:
         """Commit every slot not yet committed, oldest first. False if the database refused
         (unavailable, or an error): the slots stay pending and are retried after the next
         slot; the oldest are dropped, loudly, only beyond ``MAX_PENDING_SLOTS``."""
+        async with self._flush_lock:  # one commit at a time, in slot order
+            return await self._flush()
+
+    async def _flush(self) -> bool:
         while self._pending:
             slot, polls, delta = self._pending[0]
             began = time.monotonic()
@@ -239,39 +264,72 @@ class CrawlLoop:
 
     # ----- steps ------------------------------------------------------------------------
 
+    def _wanted_total(self) -> float:
+        """sum(x) over the watched URLs (the knapsack fill's numerator), without copying the
+        per-URL arrays as ``frequencies()`` would."""
+        assert self.scheduler is not None
+        if not self.scheduler.size:
+            return 0.0
+        return float(self.scheduler._wanted_total())
+
     async def _records(self, ids: np.ndarray) -> dict[int, UrlRecord]:
         if ids.size == 0:
             return {}
-        pending_ids = {p.url_id for _, polls, _ in self._pending for p in polls}
+        # A URL polled in a slot whose commit is still pending: use that poll's headers and
+        # hashes. Taken before reading, so a commit finishing meanwhile changes nothing.
+        latest = {p.url_id: p for _, polls, _ in self._pending for p in polls}
         records = await asyncio.to_thread(self.store.url_records, ids.tolist())
-        if pending_ids:
-            # A URL polled in a slot whose commit is still pending: use that poll's headers.
-            latest = {p.url_id: p for _, polls, _ in self._pending for p in polls}
-            for uid in pending_ids & records.keys():
-                records[uid] = _apply_poll(records[uid], latest[uid])
+        for uid in latest.keys() & records.keys():
+            records[uid] = _apply_poll(records[uid], latest[uid])
         return records
 
-    async def _judge(
-        self, results: Sequence[FetchResult], records: dict[int, UrlRecord]
-    ) -> dict[int, Verdict]:
+    async def _fetch_and_judge(
+        self, requests: Sequence[FetchRequest], records: dict[int, UrlRecord]
+    ) -> tuple[list[FetchResult], dict[int, Verdict]]:
+        """Fetch every request and judge the bodies while the rest are still downloading:
+        bodies go to the detector in batches of ``JUDGE_BATCH`` as they arrive, so the
+        worker processes parse while this process fetches."""
+        results: list[FetchResult | None] = [None] * len(requests)
+        verdicts: dict[int, Verdict] = {}
         items: list[DetectItem] = []
         keys: list[int] = []
-        for res in results:
+        judging: list[asyncio.Task[None]] = []
+
+        async def judge(batch: list[DetectItem], ids: list[int]) -> None:
+            verdicts.update(zip(ids, await self.detector.judge_many(batch), strict=True))
+
+        def submit() -> None:
+            nonlocal items, keys
+            judging.append(asyncio.ensure_future(judge(items, keys)))
+            items, keys = [], []
+
+        async def one(j: int, request: FetchRequest) -> None:
+            res = results[j] = await self.fetcher.fetch(request)
             if res.outcome != "ok":
-                continue
+                return
             rec = records[res.url_id]
             items.append(
                 DetectItem(
                     body=res.body,
                     content_type=res.content_type,
-                    rules=WatchRules(rec.selector, tuple(rec.ignore_patterns)),
+                    rules=_rules(rec),
                     previous_hash=rec.last_hash,
                     previous_raw_hash=rec.last_raw_hash,
                 )
             )
             keys.append(res.url_id)
-        verdicts = await self.detector.judge_many(items) if items else []
-        return dict(zip(keys, verdicts, strict=True))
+            if len(items) >= JUDGE_BATCH:
+                submit()
+
+        try:
+            await asyncio.gather(*(one(j, r) for j, r in enumerate(requests)))
+            if items:
+                submit()
+            await asyncio.gather(*judging)
+        finally:
+            for task in judging:
+                task.cancel()
+        return [r for r in results if r is not None], verdicts
 
     def _outcomes(
         self,
@@ -331,6 +389,39 @@ class CrawlLoop:
                 rec.host if outcome == "error" else None,
             )
         return polls, fb_ids, fb_hits, counts
+
+
+@dataclass(frozen=True, slots=True)
+class _Deferred:
+    """A slot whose commit runs in the background during the next slot."""
+
+    summary: SlotSummary
+    commit: asyncio.Task[bool]
+
+
+async def _committed(summary: SlotSummary, commit: asyncio.Task[bool]) -> SlotSummary:
+    return dataclasses.replace(summary, committed=await commit)
+
+
+def _report(summary: SlotSummary, on_slot: Callable[[SlotSummary], None] | None) -> None:
+    log.info(
+        "slot %d: polls=%d hits=%d misses=%d not_modified=%d errors=%d "
+        "duration=%.3fs lag=%.3fs%s%s",
+        summary.seq, summary.polls, summary.hits, summary.misses,
+        summary.not_modified, summary.errors, summary.duration_s, summary.lag_s,
+        " OVERRUN" if summary.overrun else "", "" if summary.committed else " NOT COMMITTED",
+    )  # fmt: skip
+    if on_slot is not None:
+        on_slot(summary)
+
+
+_NO_RULES = WatchRules()
+
+
+def _rules(record: UrlRecord) -> WatchRules:
+    if record.selector is None and not record.ignore_patterns:
+        return _NO_RULES
+    return WatchRules(record.selector, tuple(record.ignore_patterns))
 
 
 def _apply_poll(record: UrlRecord, poll: PollRecord) -> UrlRecord:

@@ -1,0 +1,350 @@
+"""Whole-service throughput: polls per second of CrawlService (fetch, normalize, hash, feedback,
+database write) against a local site, next to a bare aiohttp GET loop against the same site.
+
+    .venv/bin/python benchmarks/service_throughput.py                 # SQLite and PostgreSQL
+    .venv/bin/python benchmarks/service_throughput.py --db sqlite --urls 10000 --per-slot 1500
+    CRAWLER_BENCH_POSTGRES_URL=postgresql+psycopg://postgres@127.0.0.1:5432/crawler_bench ...
+
+The site (crawler.testsite.ChangingSite: ~30 KB realistic pages with rotating nonces in a
+script, a comment, a hidden input and a noscript) runs in a separate process; both processes
+share the machine's cores, so the figures are for the pair. Two scenarios per database:
+
+* ``nonce``: the pages never change; only their nonces rotate (every poll a miss, and the exact
+  raw-hash pre-check cannot answer it);
+* ``changing``: each page also changes with probability ``--change-rate`` per second.
+
+The service runs with slots back to back (a tiny ``slot_seconds``, ``--per-slot`` polls per
+slot); the figure is counted after a warm-up that takes every URL's baseline. PostgreSQL runs
+in a temporary schema of the database at CRAWLER_BENCH_POSTGRES_URL (dropped afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import multiprocessing
+import os
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import psutil
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from crawler.service import CrawlService
+from crawler.service._loop import SlotSummary
+from crawler.settings import Settings, load_settings
+from crawler.store import NewUrl, Store
+from crawler.testsite import ChangingSite, PageRenderer
+
+PG_URL = os.environ.get(
+    "CRAWLER_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+_WORDS = (  # noqa: SIM905
+    "crawler budget change poll slot automaton knapsack frequency page site learn rate "
+    "estimate optimal uniform limit update monitor news price stock weather score report "
+    "article section market river city energy garden library station museum harbor "
+    "festival council school bridge forest season travel history science music theater"
+).split()
+
+
+# ----- the site, in its own process ------------------------------------------------------------
+
+
+class _BenchRenderer(PageRenderer):
+    """PageRenderer's pages (same markup and nonces), with the text drawn ~10x faster and
+    every page's latest version cached, so the site serves 10,000 pages without re-rendering
+    (the stock renderer keeps 4,096 versions and draws each word separately: ~4 ms a page)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self._latest: dict[int, tuple[int, tuple[str, str]]] = {}
+
+    def _body(self, k: int, version: int) -> tuple[str, str]:
+        hit = self._latest.get(k)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        rng = random.Random(k * 1_000_003 + version)
+        parts: list[str] = []
+        length = paragraph = 0
+        while length < self.size * 0.8:
+            words = " ".join(rng.choices(_WORDS, k=60))
+            block = (
+                f'<div class="entry" id="e{paragraph}"><h2>{rng.choice(_WORDS).title()} '
+                f"{paragraph}</h2><p>{words}.</p>"
+                f'<a href="/page/{rng.randrange(1, 1000)}">related</a></div>\n'
+            )
+            parts.append(block)
+            length += len(block)
+            paragraph += 1
+        result = (f"Page {k} - edition {version}", "".join(parts))
+        self._latest[k] = (version, result)
+        return result
+
+
+def _serve(n: int, rate: float, page_bytes: int, conn: Connection) -> None:
+    async def main() -> None:
+        site = ChangingSite(np.full(n, rate), tick_seconds=1.0, seed=11)
+        renderer = _BenchRenderer(int(page_bytes / 0.82))
+        site._renderer = renderer
+        for k in range(1, n + 1):
+            renderer._body(k, 0)
+        await site.start()
+        conn.send(site.port)
+        await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+        await site.stop()
+
+    asyncio.run(main())
+
+
+@contextmanager
+def site_process(n: int, rate: float, page_bytes: int) -> Iterator[tuple[str, int]]:
+    """Start the site in a child process; yields its base URL and process id."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(n, rate, page_bytes, child), daemon=True)
+    proc.start()
+    try:
+        if not parent.poll(120):
+            raise RuntimeError("the site did not start")
+        port = parent.recv()
+        assert proc.pid is not None
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        parent.send("stop")
+        proc.join(10)
+        if proc.is_alive():
+            proc.terminate()
+
+
+# ----- CPU accounting -------------------------------------------------------------------------
+
+
+class CpuMeter:
+    """CPU seconds (user + system) of this process, its other children (the detector's worker
+    pool) and the site process, between ``start()`` and ``stop()``: the machine is shared, so
+    CPU time per poll is the figure that does not depend on what else runs."""
+
+    def __init__(self, site_pid: int) -> None:
+        self.site = psutil.Process(site_pid)
+        self.me = psutil.Process()
+        self._start = (0.0, 0.0, 0.0)
+        self.used = (0.0, 0.0, 0.0)
+
+    def _now(self) -> tuple[float, float, float]:
+        def cpu(p: psutil.Process) -> float:
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                return 0.0
+            return float(t.user + t.system)
+
+        kids = [c for c in self.me.children(recursive=True) if c.pid != self.site.pid]
+        return cpu(self.me), sum(cpu(c) for c in kids), cpu(self.site)
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def stop(self) -> None:
+        self.used = tuple(b - a for a, b in zip(self._start, self._now(), strict=True))  # type: ignore[assignment]
+
+    def per_item_us(self, items: int) -> str:
+        me, kids, site = (v / max(1, items) * 1e6 for v in self.used)
+        return f"CPU per poll: {me:.0f} us main + {kids:.0f} us workers + {site:.0f} us site"
+
+
+# ----- the bare loop ---------------------------------------------------------------------------
+
+
+async def bare_loop(
+    base: str, n: int, total: int, concurrency: int, meter: CpuMeter
+) -> tuple[float, int]:
+    """(pages/s, mean body bytes) of plain aiohttp GETs of the pages, ``concurrency`` at once."""
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    received = 0
+    async with aiohttp.ClientSession(connector=connector) as session:
+        queue = iter(range(total))
+
+        async def worker() -> None:
+            nonlocal received
+            for i in queue:
+                async with session.get(f"{base}/page/{i % n + 1}") as resp:
+                    received += len(await resp.read())
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))  # warm the connections
+        received = 0
+        queue = iter(range(total))
+        meter.start()
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+        meter.stop()
+    return total / elapsed, received // total
+
+
+# ----- the service -----------------------------------------------------------------------------
+
+
+@contextmanager
+def database(kind: str) -> Iterator[str]:
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            yield f"sqlite:///{Path(tmp) / 'bench.db'}"
+        return
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    schema = f"crawler_bench_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    try:
+        url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+def bench_settings(database_url: str, per_slot: int, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "slot_seconds": 0.01,  # the minimum: slots run back to back (each overruns)
+        "capacity": float(per_slot),
+        "metrics_port": 0,
+        "allow_private_addresses": True,
+        "per_host_min_delay_s": 0.0,
+        "per_host_concurrency": 256,
+        "fetch_retries": 0,
+        "fetch_timeout_s": 10.0,
+        "seed": 1,
+    }
+    values.update(overrides)
+    return load_settings(values)
+
+
+@dataclass
+class ServiceRun:
+    polls: int
+    seconds: float
+    hits: int
+    misses: int
+    errors: int
+    slots: int
+    mean_slot_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.polls / self.seconds
+
+
+async def service_run(
+    settings: Settings,
+    base: str,
+    n: int,
+    measure_polls: int,
+    meter: CpuMeter,
+    profile: str | None,
+) -> ServiceRun:
+    store = Store.from_settings(settings)
+    store.upgrade()
+    store.add_urls([NewUrl(f"{base}/page/{k}") for k in range(1, n + 1)])
+    summaries: list[SlotSummary] = []
+    baselines = measured = 0
+    t0 = t1 = 0.0
+    stop = asyncio.Event()
+    prof = cProfile.Profile() if profile else None
+
+    def on_slot(s: SlotSummary) -> None:
+        nonlocal baselines, measured, t0, t1
+        now = time.perf_counter()
+        if baselines < n:  # warm-up: every URL's baseline
+            baselines += s.baselines
+            if baselines >= n:
+                t0 = now
+                meter.start()
+                if prof is not None:
+                    prof.enable()
+            return
+        summaries.append(s)
+        measured += s.polls
+        if measured >= measure_polls:
+            t1 = now
+            meter.stop()
+            if prof is not None:
+                prof.disable()
+            stop.set()
+
+    async with CrawlService(settings, store=store) as service:
+        await service.run(stop, on_slot=on_slot)
+    store.close()
+    if prof is not None and profile:
+        prof.dump_stats(profile)
+    return ServiceRun(
+        polls=measured,
+        seconds=t1 - t0,
+        hits=sum(s.hits for s in summaries),
+        misses=sum(s.misses for s in summaries),
+        errors=sum(s.errors for s in summaries),
+        slots=len(summaries),
+        mean_slot_s=float(np.mean([s.duration_s for s in summaries])),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
+    parser.add_argument("--scenario", choices=("nonce", "changing", "both"), default="both")
+    parser.add_argument("--urls", type=int, default=10_000)
+    parser.add_argument("--per-slot", type=int, default=1_500)
+    parser.add_argument("--polls", type=int, default=24_000, help="measured polls per run")
+    parser.add_argument("--change-rate", type=float, default=0.01, help="per page per second")
+    parser.add_argument("--page-bytes", type=int, default=30_000)
+    parser.add_argument("--bare", type=int, default=30_000, help="bare-loop GETs")
+    parser.add_argument("--concurrency", type=int, default=100, help="bare-loop connections")
+    parser.add_argument("--workers", type=int, default=0, help="normalize workers (0 = auto)")
+    parser.add_argument("--profile", help="cProfile the service part into this file prefix")
+    args = parser.parse_args()
+    kinds = ("sqlite", "postgresql") if args.db == "both" else (args.db,)
+    scenarios = ("nonce", "changing") if args.scenario == "both" else (args.scenario,)
+    print(
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {args.urls:,} URLs; "
+        f"{args.per_slot:,} polls per slot"
+    )
+    for scenario in scenarios:
+        rate = 0.0 if scenario == "nonce" else args.change_rate
+        with site_process(args.urls, rate, args.page_bytes) as (base, pid):
+            meter = CpuMeter(pid)
+            bare, size = asyncio.run(bare_loop(base, args.urls, args.bare, args.concurrency, meter))
+            print(
+                f"[{scenario}] bare aiohttp GET loop: {bare:,.0f} pages/s "
+                f"({size / 1000:.1f} KB pages, {args.concurrency} connections; "
+                f"{meter.per_item_us(args.bare)})"
+            )
+            for kind in kinds:
+                with database(kind) as url:
+                    settings = bench_settings(url, args.per_slot, normalize_workers=args.workers)
+                    prof = f"{args.profile}.{scenario}.{kind}" if args.profile else None
+                    run = asyncio.run(
+                        service_run(settings, base, args.urls, args.polls, meter, prof)
+                    )
+                print(
+                    f"[{scenario}] service on {kind}: {run.rate:,.0f} polls/s "
+                    f"= {run.rate / bare:.0%} of the bare loop "
+                    f"({run.polls:,} polls in {run.seconds:.1f} s, {run.slots} slots of "
+                    f"{run.mean_slot_s * 1000:.0f} ms; hits {run.hits:,}, misses {run.misses:,}, "
+                    f"errors {run.errors:,}; {meter.per_item_us(run.polls)})"
+                )
+
+
+if __name__ == "__main__":
+    main()
