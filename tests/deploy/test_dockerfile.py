@@ -8,8 +8,11 @@ import json
 import os
 import re
 import shlex
+import signal
+import socket
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -169,3 +172,47 @@ def test_install_script_in_a_fresh_venv(tmp_path: Path) -> None:
     )  # fmt: skip
     assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
     assert db.is_file()
+    # The image's start: ENTRYPOINT + CMD exactly as the Dockerfile gives them, on the
+    # installed venv; the image's HEALTHCHECK command must then report healthy, and
+    # SIGTERM (docker stop) must stop the service cleanly.
+    ins = instructions()
+    entrypoint = exec_form([a for w, a in ins if w == "ENTRYPOINT"][-1])
+    command = exec_form([a for w, a in ins if w == "CMD"][-1])
+    health = [a for w, a in ins if w == "HEALTHCHECK"][-1]
+    health_cmd = exec_form(health[health.index("CMD") + 3 :].strip())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "CRAWLER_DATABASE_URL": f"sqlite:///{tmp_path / 'service.db'}",
+        "CRAWLER_METRICS_HOST": "127.0.0.1",
+        "CRAWLER_METRICS_PORT": str(port),
+        "CRAWLER_SLOT_SECONDS": "0.2",
+    }
+    entry = REPO / "deploy" / entrypoint[0]
+    service = subprocess.Popen(
+        ["sh", str(entry), *command], env=env, cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        healthy = False
+        for _ in range(120):
+            probe = subprocess.run(
+                health_cmd, env=env, capture_output=True, timeout=10, check=False
+            )
+            if probe.returncode == 0:
+                healthy = True
+                break
+            assert service.poll() is None, service.communicate()[1][-3000:]
+            time.sleep(0.5)
+        assert healthy, "the HEALTHCHECK command never succeeded"
+        service.send_signal(signal.SIGTERM)
+        _, err = service.communicate(timeout=60)
+        assert service.returncode == 0, err[-3000:]
+        assert "applying database migrations" in err
+    finally:
+        if service.poll() is None:
+            service.kill()
+            service.wait()
