@@ -218,6 +218,10 @@ class Scheduler(ABC):
             self._dirty[pos] = True
             self._learn(pos, outcome)
 
+    def wanted_total(self) -> float:
+        """sum(x) over the watched URLs: the knapsack's fill (0 when none is watched)."""
+        return self._wanted_total() if self._ids.size else 0.0
+
     def frequencies(self) -> tuple[IdArray, FloatArray]:
         """Every watched URL's id and wanted polls per slot x_i."""
         return self._ids.copy(), np.asarray(self._wanted(), dtype=np.float64).copy()

@@ -268,9 +268,7 @@ class CrawlLoop:
         """sum(x) over the watched URLs (the knapsack fill's numerator), without copying the
         per-URL arrays as ``frequencies()`` would."""
         assert self.scheduler is not None
-        if not self.scheduler.size:
-            return 0.0
-        return float(self.scheduler._wanted_total())
+        return self.scheduler.wanted_total()
 
     async def _records(self, ids: np.ndarray) -> dict[int, UrlRecord]:
         if ids.size == 0:
