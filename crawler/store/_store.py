@@ -69,7 +69,9 @@ CHUNK = 10_000
 #: rows fetched at a time when streaming large results
 STREAM = 50_000
 WATCH_VERSION = "watch_version"
-SNAPSHOT_LEVEL = 6
+#: zlib level for change snapshots: 158 µs instead of 676 µs (level 6) for a 20 KB text, 12%
+#: larger; snapshots are written on the crawl's hot path, where CPU is the scarcer resource
+SNAPSHOT_LEVEL = 1
 
 
 def utcnow() -> datetime:
