@@ -26,7 +26,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from service_throughput import database
+from bench_databases import database
 
 from crawler import schedulers
 from crawler.service import CrawlService

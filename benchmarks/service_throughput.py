@@ -26,9 +26,8 @@ import cProfile
 import multiprocessing
 import os
 import random
-import tempfile
+import sys
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,8 +38,9 @@ from typing import Any
 import aiohttp
 import numpy as np
 import psutil
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_databases import database
 
 from crawler.service import CrawlService
 from crawler.service._loop import SlotSummary
@@ -48,9 +48,6 @@ from crawler.settings import Settings, load_settings
 from crawler.store import NewUrl, Store
 from crawler.testsite import ChangingSite, PageRenderer
 
-PG_URL = os.environ.get(
-    "CRAWLER_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
 _WORDS = (  # noqa: SIM905
     "crawler budget change poll slot automaton knapsack frequency page site learn rate "
     "estimate optimal uniform limit update monitor news price stock weather score report "
@@ -196,23 +193,6 @@ async def bare_loop(
 # ----- the service -----------------------------------------------------------------------------
 
 
-@contextmanager
-def database(kind: str) -> Iterator[str]:
-    if kind == "sqlite":
-        with tempfile.TemporaryDirectory() as tmp:
-            yield f"sqlite:///{Path(tmp) / 'bench.db'}"
-        return
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    schema = f"crawler_bench_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    try:
-        url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
 
 
 def bench_settings(database_url: str, per_slot: int, **overrides: Any) -> Settings:

@@ -13,24 +13,19 @@ import argparse
 import gc
 import os
 import resource
-import tempfile
+import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from crawler import schedulers
-from crawler.store import NewUrl, PollRecord, SlotRecord, Store
 
-PG_URL = os.environ.get(
-    "CRAWLER_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_databases import database
+
+from crawler.store import NewUrl, PollRecord, SlotRecord, Store
 
 
 def rss_mb() -> float:
@@ -43,23 +38,6 @@ def rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-@contextmanager
-def database(kind: str) -> Iterator[str]:
-    if kind == "sqlite":
-        with tempfile.TemporaryDirectory() as tmp:
-            yield f"sqlite:///{Path(tmp) / 'bench.db'}"
-        return
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    schema = f"crawler_bench_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    try:
-        url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
 
 
 def entries(n: int) -> list[NewUrl]:
