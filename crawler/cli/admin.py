@@ -99,7 +99,7 @@ def add(
             f"added {len(report.added)}, re-activated {len(report.reactivated)}, "
             f"already watched {len(report.already_watched)}, invalid {len(invalid)}"
         )
-    if invalid and not report.added and not report.reactivated:
+    if invalid and not entries:  # nothing valid at all: a usage error
         raise typer.Exit(2)
 
 
