@@ -22,6 +22,7 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 METADATA_REASON = "cloud metadata address"
 #: refused even when private addresses are allowed (only an allow-list entry opens them)
 ALWAYS_REFUSED = frozenset({METADATA_REASON, "link-local address"})
+_MAX_MEMO = 8192
 
 
 class BlockedAddressError(OSError):
@@ -71,9 +72,23 @@ class AddressPolicy:
         self.allowed: tuple[IPNetwork, ...] = tuple(
             ipaddress.ip_network(n, strict=False) for n in allowed
         )
+        self._memo: dict[tuple[str, bool, tuple[IPNetwork, ...]], str | None] = {}
 
     def refusal(self, address: str) -> str | None:
-        """None if the address may be contacted, else the reason."""
+        """None if the address may be contacted, else the reason (memoized per address and
+        policy settings: it runs on every hop of every fetch, and parsing is ~40 us)."""
+        key = (address, self.allow_private, self.allowed)
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        reason = self._refusal(address)
+        if len(self._memo) >= _MAX_MEMO:
+            self._memo.clear()
+        self._memo[key] = reason
+        return reason
+
+    def _refusal(self, address: str) -> str | None:
         try:
             ip = ipaddress.ip_address(address.strip("[]").split("%", 1)[0])
         except ValueError:

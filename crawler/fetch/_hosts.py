@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 
@@ -61,14 +59,27 @@ class HostGates:
 
     def backoff_remaining(self, host: str) -> float:
         st = self._hosts.get(host)
-        if st is None:
+        if st is None or not st.backoff_until:  # never backed off: no clock read
             return 0.0
         return max(0.0, st.backoff_until - time.monotonic())
 
-    @asynccontextmanager
-    async def slot(self, host: str) -> AsyncIterator[None]:
-        """Hold one of the host's concurrent slots, started no sooner than its delay allows."""
-        st = self.state(host)
+    def slot(self, host: str) -> HostSlot:
+        """Hold one of the host's concurrent slots, started no sooner than its delay allows
+        (``async with gates.slot(host): ...``)."""
+        return HostSlot(self.state(host))
+
+
+class HostSlot:
+    """One use of a host's gate: an async context manager written out as a class (this runs
+    around every request; a generator-based one costs several times more)."""
+
+    __slots__ = ("_st",)
+
+    def __init__(self, st: HostState) -> None:
+        self._st = st
+
+    async def __aenter__(self) -> None:
+        st = self._st
         st.users += 1
         try:
             if st.semaphore is not None:
@@ -80,10 +91,18 @@ class HostGates:
                     st.next_start = start + st.min_delay_s
                     if start > now:
                         await asyncio.sleep(start - now)
-                yield
-            finally:
+            except BaseException:
                 if st.semaphore is not None:
                     st.semaphore.release()
-        finally:
+                raise
+        except BaseException:
             st.users -= 1
             st.last_used = time.monotonic()
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        st = self._st
+        if st.semaphore is not None:
+            st.semaphore.release()
+        st.users -= 1
+        st.last_used = time.monotonic()
