@@ -25,7 +25,6 @@ import asyncio
 import cProfile
 import multiprocessing
 import os
-import random
 import sys
 import time
 from collections.abc import Iterator
@@ -48,52 +47,11 @@ from crawler.settings import Settings, load_settings
 from crawler.store import NewUrl, Store
 from crawler.testsite import ChangingSite, PageRenderer
 
-_WORDS = (  # noqa: SIM905
-    "crawler budget change poll slot automaton knapsack frequency page site learn rate "
-    "estimate optimal uniform limit update monitor news price stock weather score report "
-    "article section market river city energy garden library station museum harbor "
-    "festival council school bridge forest season travel history science music theater"
-).split()
-
-
-# ----- the site, in its own process ------------------------------------------------------------
-
-
-class _BenchRenderer(PageRenderer):
-    """PageRenderer's pages (same markup and nonces), with the text drawn ~10x faster and
-    every page's latest version cached, so the site serves 10,000 pages without re-rendering
-    (the stock renderer keeps 4,096 versions and draws each word separately: ~4 ms a page)."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__(size)
-        self._latest: dict[int, tuple[int, tuple[str, str]]] = {}
-
-    def _body(self, k: int, version: int) -> tuple[str, str]:
-        hit = self._latest.get(k)
-        if hit is not None and hit[0] == version:
-            return hit[1]
-        rng = random.Random(k * 1_000_003 + version)
-        parts: list[str] = []
-        length = paragraph = 0
-        while length < self.size * 0.8:
-            words = " ".join(rng.choices(_WORDS, k=60))
-            block = (
-                f'<div class="entry" id="e{paragraph}"><h2>{rng.choice(_WORDS).title()} '
-                f"{paragraph}</h2><p>{words}.</p>"
-                f'<a href="/page/{rng.randrange(1, 1000)}">related</a></div>\n'
-            )
-            parts.append(block)
-            length += len(block)
-            paragraph += 1
-        result = (f"Page {k} - edition {version}", "".join(parts))
-        self._latest[k] = (version, result)
-        return result
-
 
 def _serve(n: int, rate: float, page_bytes: int, conn: Connection) -> None:
     async def main() -> None:
         site = ChangingSite(np.full(n, rate), tick_seconds=1.0, seed=11)
-        renderer = _BenchRenderer(int(page_bytes / 0.82))
+        renderer = PageRenderer(int(page_bytes / 0.82))
         site._renderer = renderer
         for k in range(1, n + 1):
             renderer._body(k, 0)

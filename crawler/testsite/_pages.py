@@ -21,20 +21,18 @@ class PageRenderer:
 
     def __init__(self, size: int = 30_000) -> None:
         self.size = max(1_000, size)
-        self._cache: dict[tuple[int, int], tuple[str, str]] = {}
+        # Each page's latest version only: a site serves the current version of a page.
+        self._latest: dict[int, tuple[int, tuple[str, str]]] = {}
 
     def _body(self, k: int, version: int) -> tuple[str, str]:
-        key = (k, version)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
+        hit = self._latest.get(k)
+        if hit is not None and hit[0] == version:
+            return hit[1]
         rng = random.Random(k * 1_000_003 + version)
-        title = f"Page {k} - edition {version}"
         parts: list[str] = []
-        length = 0
-        paragraph = 0
+        length = paragraph = 0
         while length < self.size * 0.8:
-            words = " ".join(rng.choice(_WORDS) for _ in range(60))
+            words = " ".join(rng.choices(_WORDS, k=60))
             block = (
                 f'<div class="entry" id="e{paragraph}"><h2>{rng.choice(_WORDS).title()} '
                 f"{paragraph}</h2><p>{words}.</p>"
@@ -43,10 +41,8 @@ class PageRenderer:
             parts.append(block)
             length += len(block)
             paragraph += 1
-        if len(self._cache) > 4096:
-            self._cache.clear()
-        result = (title, "".join(parts))
-        self._cache[key] = result
+        result = (f"Page {k} - edition {version}", "".join(parts))
+        self._latest[k] = (version, result)
         return result
 
     def render(self, k: int, version: int, nonce: str) -> bytes:
