@@ -5,7 +5,12 @@
 """
 
 from crawler.schedulers._base import Scheduler, State
-from crawler.schedulers._optimum import expected_hits, limit, optimal_allocation
+from crawler.schedulers._optimum import (
+    expected_hits,
+    limit,
+    optimal_allocation,
+    whole_slot_limit,
+)
 from crawler.schedulers._registry import create, names, restore, scheduler_class
 
 __all__ = [
@@ -18,4 +23,5 @@ __all__ = [
     "optimal_allocation",
     "restore",
     "scheduler_class",
+    "whole_slot_limit",
 ]

@@ -183,3 +183,79 @@ def limit(
         return float(value[:whole].sum() + (frac * value[whole] if frac > 0 else 0.0))
     x = optimal_allocation(pa, capacity, None if importance is None else w)
     return expected_hits(x, pa, None if importance is None else w)
+
+
+def whole_slot_limit(
+    p: ArrayLike,
+    capacity: float,
+    importance: ArrayLike | None = None,
+) -> float:
+    """The best value per slot of any policy that polls each URL at whole-slot intervals.
+
+    Overwrite model. The analytic limit lets URL i be polled every 1/x_i slots exactly, a
+    fraction of a slot included; a real schedule polls at whole slots, so a URL whose
+    optimal interval is 1.6 slots alternates intervals of 1 and 2, and since
+    1 - q^k is concave in k that mix is worth less than the regular 1.6. Mixing the two
+    whole intervals k and k + 1 around 1/x is the best a URL can do at that frequency, so
+    its value as a function of x is the piecewise-linear curve through the points
+    (1/k, (1 - q^k) / k), k = 1, 2, ...: a concave curve below the fractional one. This
+    maximizes sum_i w_i V_i(x_i) subject to sum_i x_i = C (bisection on the multiplier;
+    only the marginal URL mixes two intervals). It is an upper bound for every schedule
+    with C polls per slot: it ignores that the URLs' whole intervals must also fit
+    together slot by slot.
+    """
+    pa = np.asarray(p, dtype=np.float64)
+    if pa.ndim != 1:
+        raise ValueError("p must be a 1-D array")
+    if not np.all(np.isfinite(pa)) or np.any((pa < 0) | (pa > 1)):
+        raise ValueError("change probabilities must be finite and in [0, 1]")
+    if not np.isfinite(capacity) or capacity <= 0:
+        raise ValueError("capacity must be a positive number")
+    w = np.ones_like(pa) if importance is None else np.asarray(importance, dtype=np.float64)
+    if w.shape != pa.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError("importance must be positive, finite and match p")
+    live = pa > 0
+    pa, w = pa[live], w[live]
+    if capacity >= pa.size:
+        return float(np.sum(w * pa))
+    r = change_rates(pa)
+
+    def point(k: FloatArray) -> FloatArray:
+        """Value per slot of polling every k slots: (1 - q^k) / k (0 for k = inf)."""
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isfinite(k), -np.expm1(-r * k) / k, 0.0)
+
+    def interval(level: float) -> FloatArray:
+        """Each URL's best whole interval when a poll costs ``level`` (weighted: level / w)."""
+        # The secant slope s_k between x = 1/(k+1) and x = 1/k lies between g(r k) and
+        # g(r (k+1)), so the first k with s_k >= level is within a step of u / r.
+        cost = np.minimum(level / w, 1.0 - 1e-12)
+        u = _inverse_marginal_gain(cost)
+        with np.errstate(divide="ignore", over="ignore"):
+            k_c = np.where(np.isfinite(r), u / r, 0.0)
+        first = np.maximum(np.floor(k_c) - 2.0, 1.0)
+        best = np.full_like(r, np.inf)
+        for step in range(5):
+            k = first + step
+            slope = (point(k) - point(k + 1.0)) / (1.0 / k - 1.0 / (k + 1.0))
+            best = np.where((slope >= cost) & ~np.isfinite(best), k, best)
+        # The slopes rise towards 1 as k grows: a URL whose poll costs 1 or more (weight
+        # below the level) is not polled at all (an infinite interval, worth nothing).
+        return np.where((level < w) & np.isfinite(best), best, np.inf)
+
+    lo, hi = 0.0, float(w.max())
+    for _ in range(_BISECT_STEPS):
+        mid = 0.5 * (lo + hi)
+        if np.sum(1.0 / interval(mid)) > capacity:
+            lo = mid
+        else:
+            hi = mid
+    k_hi = interval(hi)  # fits in the capacity
+    k_lo = interval(lo)  # just over it
+    value_hi = float(np.sum(w * point(k_hi)))
+    value_lo = float(np.sum(w * point(k_lo)))
+    x_hi, x_lo = float(np.sum(1.0 / k_hi)), float(np.sum(1.0 / k_lo))
+    if x_lo <= x_hi:
+        return value_hi
+    share = min(max((capacity - x_hi) / (x_lo - x_hi), 0.0), 1.0)
+    return value_hi + share * (value_lo - value_hi)
