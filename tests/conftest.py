@@ -17,11 +17,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from crawler.store import Store
 from crawler.store.models import Base
+
+# The property tests run with a fixed seed, so every run (CI's included) checks the same
+# examples; HYPOTHESIS_PROFILE=explore draws new ones each run, to hunt for bugs.
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 BACKENDS = ("sqlite", "postgresql")
 PG_CANDIDATES = (
