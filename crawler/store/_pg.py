@@ -56,17 +56,25 @@ URL_STATE = text(
 )
 
 
-def columns(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
-    """Row dicts -> one list per key."""
-    if not rows:
-        return {}
-    return {key: [r[key] for r in rows] for key in rows[0]}
+POLL_LOG_COLUMNS = (
+    "url_id", "slot", "polled_at", "status", "outcome", "duration_s", "bytes", "content_hash",
+    "error_kind", "error",
+)  # fmt: skip
+CHANGES_COLUMNS = ("url_id", "slot", "detected_at", "old_hash", "new_hash", "snapshot")
+OK_COLUMNS = (
+    "b_id", "b_hit", "b_miss", "b_nm", "b_at", "b_changed", "b_status", "b_etag", "b_lm",
+    "b_hash", "b_raw",
+)  # fmt: skip
+ERROR_COLUMNS = ("b_id", "b_at", "b_status")
 
 
-def execute_columns(conn: Connection, stmt: TextClause, rows: Sequence[dict[str, Any]]) -> None:
-    """Run ``stmt`` once with every key of ``rows`` as an array parameter."""
+def execute_columns(
+    conn: Connection, stmt: TextClause, names: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Run ``stmt`` once with the columns of ``rows`` (tuples in the order of ``names``) as
+    array parameters (nothing when ``rows`` is empty)."""
     if rows:
-        conn.execute(stmt, columns(rows))
+        conn.execute(stmt, dict(zip(names, map(list, zip(*rows, strict=True)), strict=True)))
 
 
 def upsert_url_state(conn: Connection, name: str, ids: list[int], blobs: list[bytes]) -> None:

@@ -13,11 +13,7 @@ from urllib.parse import urlsplit
 import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import (
-    BigInteger,
     Connection,
-    Integer,
-    String,
-    Text,
     bindparam,
     delete,
     func,
@@ -27,7 +23,7 @@ from sqlalchemy import (
     update,
 )
 
-from crawler.store import _admin, _pg, _state
+from crawler.store import _admin, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._engine import make_engine, sync_url, translate_errors
 from crawler.store._sql import among, is_postgres
@@ -45,7 +41,6 @@ from crawler.store._types import (
 from crawler.store._upsert import upsert
 from crawler.store.models import (
     UTCDateTime,
-    changes,
     meta,
     poll_log,
     scheduler_state,
@@ -125,8 +120,6 @@ class Store:
         self.engine = make_engine(database_url)
         self.store_snapshots = store_snapshots and snapshot_max_bytes != 0
         self.snapshot_max_bytes = snapshot_max_bytes
-        self._ok_update = _ok_update_statement()
-        self._error_update = _error_update_statement()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Store:
@@ -370,46 +363,60 @@ class Store:
                 self._write_state(conn, scheduler_delta)
 
     def _write_polls(self, conn: Connection, slot_no: int, polls: Sequence[PollRecord]) -> None:
+        """The poll log, the changes and the URL rows: tuples built once per poll, sent as
+        whole columns (PostgreSQL ``unnest``) or to the driver's executemany (SQLite)."""
         pg = is_postgres(conn)
-        log_rows = [_poll_values(slot_no, p) for p in polls]
-        change_rows = [
-            {
-                "url_id": p.url_id,
-                "slot": slot_no,
-                "detected_at": p.polled_at,
-                "old_hash": p.old_hash,
-                "new_hash": p.content_hash,
-                "snapshot": (
-                    compress_snapshot(p.snapshot, self.snapshot_max_bytes)
-                    if self.store_snapshots and p.snapshot is not None
+        at = (lambda t: t) if pg else _sqlite.time_binder(conn)
+        keep = self.store_snapshots
+        limit = self.snapshot_max_bytes
+        log_rows: list[tuple[Any, ...]] = []
+        change_rows: list[tuple[Any, ...]] = []
+        ok: list[tuple[Any, ...]] = []
+        bad: list[tuple[Any, ...]] = []
+        for p in polls:
+            outcome = p.outcome
+            when = at(p.polled_at)
+            log_rows.append(
+                (
+                    p.url_id, slot_no, when, p.status, outcome, p.duration_s, p.bytes,
+                    p.content_hash, p.error_kind, p.error,
+                )
+            )  # fmt: skip
+            if outcome == "error":
+                bad.append((p.url_id, when, p.status))
+                continue
+            hit = outcome == "hit"
+            if hit:
+                snapshot = (
+                    compress_snapshot(p.snapshot, limit)
+                    if keep and p.snapshot is not None
                     else None
-                ),
-            }
-            for p in polls
-            if p.outcome == "hit"
-        ]
-        ok = [_ok_values(p) for p in polls if p.outcome != "error"]
-        bad = [
-            {"b_id": p.url_id, "b_at": p.polled_at, "b_status": p.status}
-            for p in polls
-            if p.outcome == "error"
-        ]
-        if pg:
-            _pg.execute_columns(conn, _pg.POLL_LOG, log_rows)
-            _pg.execute_columns(conn, _pg.CHANGES, change_rows)
-        else:
-            conn.execute(insert(poll_log), log_rows)
-            if change_rows:
-                conn.execute(insert(changes), change_rows)
-        # UPDATE ... FROM unnest() applies one row per URL: repeated URLs go row by row
-        if pg and len({p.url_id for p in polls}) == len(polls):
-            _pg.execute_columns(conn, _pg.OK_UPDATE, ok)
-            _pg.execute_columns(conn, _pg.ERROR_UPDATE, bad)
+                )
+                change_rows.append((p.url_id, slot_no, when, p.old_hash, p.content_hash, snapshot))
+            ok.append(
+                (
+                    p.url_id, int(hit), int(outcome == "miss"), int(outcome == "not_modified"),
+                    when, when if hit else None, p.status, p.etag, p.last_modified,
+                    p.content_hash, p.raw_hash,
+                )
+            )  # fmt: skip
+        if not pg:
+            _sqlite.execute_rows(conn, _sqlite.POLL_LOG, log_rows)
+            _sqlite.execute_rows(conn, _sqlite.CHANGES, change_rows)
+            _sqlite.execute_rows(conn, _sqlite.OK_UPDATE, ok)
+            _sqlite.execute_rows(conn, _sqlite.ERROR_UPDATE, bad)
             return
-        if ok:
-            conn.execute(self._ok_update, ok)
-        if bad:
-            conn.execute(self._error_update, bad)
+        _pg.execute_columns(conn, _pg.POLL_LOG, _pg.POLL_LOG_COLUMNS, log_rows)
+        _pg.execute_columns(conn, _pg.CHANGES, _pg.CHANGES_COLUMNS, change_rows)
+        # UPDATE ... FROM unnest() applies one row per URL: repeated URLs go one at a time
+        if len({p.url_id for p in polls}) == len(polls):
+            _pg.execute_columns(conn, _pg.OK_UPDATE, _pg.OK_COLUMNS, ok)
+            _pg.execute_columns(conn, _pg.ERROR_UPDATE, _pg.ERROR_COLUMNS, bad)
+            return
+        for row in ok:
+            _pg.execute_columns(conn, _pg.OK_UPDATE, _pg.OK_COLUMNS, [row])
+        for row in bad:
+            _pg.execute_columns(conn, _pg.ERROR_UPDATE, _pg.ERROR_COLUMNS, [row])
 
     def _write_state(self, conn: Connection, delta: State) -> None:
         name = delta.get("scheduler")
@@ -433,13 +440,9 @@ class Store:
         if is_postgres(conn):
             _pg.upsert_url_state(conn, name, ids.tolist(), blobs)
         else:
-            rows = [
-                {"scheduler": name, "url_id": i, "data": b}
-                for i, b in zip(ids.tolist(), blobs, strict=True)
-            ]
+            rows = [(name, i, b) for i, b in zip(ids.tolist(), blobs, strict=True)]
             for start in range(0, len(rows), CHUNK):
-                chunk = rows[start : start + CHUNK]
-                upsert(conn, url_state, chunk, ["scheduler", "url_id"], ["data"])
+                _sqlite.execute_rows(conn, _sqlite.URL_STATE, rows[start : start + CHUNK])
         upsert(
             conn,
             scheduler_state,
@@ -599,72 +602,3 @@ def _slot_values(s: SlotRecord) -> dict[str, Any]:
         "capacity": s.capacity,
         "knapsack_fill": s.knapsack_fill,
     }
-
-
-def _poll_values(slot_no: int, p: PollRecord) -> dict[str, Any]:
-    return {
-        "url_id": p.url_id,
-        "slot": slot_no,
-        "polled_at": p.polled_at,
-        "status": p.status,
-        "outcome": p.outcome,
-        "duration_s": p.duration_s,
-        "bytes": p.bytes,
-        "content_hash": p.content_hash,
-        "error_kind": p.error_kind,
-        "error": p.error,
-    }
-
-
-def _ok_values(p: PollRecord) -> dict[str, Any]:
-    return {
-        "b_id": p.url_id,
-        "b_hit": int(p.outcome == "hit"),
-        "b_miss": int(p.outcome == "miss"),
-        "b_nm": int(p.outcome == "not_modified"),
-        "b_at": p.polled_at,
-        "b_changed": p.polled_at if p.outcome == "hit" else None,
-        "b_status": p.status,
-        "b_etag": p.etag,
-        "b_lm": p.last_modified,
-        "b_hash": p.content_hash,
-        "b_raw": p.raw_hash,
-    }
-
-
-def _ok_update_statement() -> Any:
-    at = bindparam("b_at", type_=UTCDateTime())
-    h = bindparam("b_hash", type_=String())
-    return (
-        update(urls)
-        .where(urls.c.id == bindparam("b_id", type_=BigInteger()))
-        .values(
-            polls=urls.c.polls + 1,
-            hits=urls.c.hits + bindparam("b_hit", type_=Integer()),
-            misses=urls.c.misses + bindparam("b_miss", type_=Integer()),
-            not_modified=urls.c.not_modified + bindparam("b_nm", type_=Integer()),
-            last_polled_at=at,
-            last_changed_at=func.coalesce(
-                bindparam("b_changed", type_=UTCDateTime()), urls.c.last_changed_at
-            ),
-            last_status=bindparam("b_status", type_=Integer()),
-            etag=bindparam("b_etag", type_=Text()),
-            last_modified=bindparam("b_lm", type_=Text()),
-            last_hash=func.coalesce(h, urls.c.last_hash),
-            last_raw_hash=func.coalesce(bindparam("b_raw", type_=String()), urls.c.last_raw_hash),
-            first_seen_hash=func.coalesce(urls.c.first_seen_hash, h),
-        )
-    )
-
-
-def _error_update_statement() -> Any:
-    return (
-        update(urls)
-        .where(urls.c.id == bindparam("b_id", type_=BigInteger()))
-        .values(
-            polls=urls.c.polls + 1,
-            errors=urls.c.errors + 1,
-            last_polled_at=bindparam("b_at", type_=UTCDateTime()),
-            last_status=bindparam("b_status", type_=Integer()),
-        )
-    )
