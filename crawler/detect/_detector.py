@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import multiprocessing
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 from crawler.detect._judge import DetectItem, Verdict, judge_batch, precheck
+from crawler.detect._pool import WorkerLostError, WorkerPool
+from crawler.detect._worker import job
+from crawler.detect._worker import verdict as to_verdict
 
 log = logging.getLogger(__name__)
 
-#: Linux fcntl F_SETPIPE_SZ, and the pipe size asked for the pool's call queue
-_F_SETPIPE_SZ = 1031
-_CALL_PIPE_BYTES = 1 << 20
-
-
-def _widen_pipe(pool: ProcessPoolExecutor) -> None:
-    """Enlarge the pipe that carries the batches (~0.5 MB of bodies each) to the workers, so
-    one is written in one system call instead of 64 KB at a time with a wake-up per piece.
-    Best effort: where it is not possible (not Linux, a lower pipe-max-size) nothing changes."""
-    try:
-        import fcntl
-
-        writer = pool._call_queue._writer  # type: ignore[attr-defined]
-        fcntl.fcntl(writer.fileno(), _F_SETPIPE_SZ, _CALL_PIPE_BYTES)
-    except (ImportError, AttributeError, OSError, ValueError):
-        pass
+#: jobs per batch sent to one worker, at least (fewer, larger writes and wake-ups)
+_MIN_PART = 16
 
 
 class ChangeDetector:
@@ -37,8 +22,10 @@ class ChangeDetector:
 
     ``workers``: processes for normalization (None = one per CPU, 0 = inline in the caller's
     thread). Bodies whose raw bytes equal the previous version are answered in the caller
-    without parsing; the others go to the pool in ``workers * 2`` chunks (batches smaller than
-    ``min_pool_batch`` are judged inline: the IPC would cost more than it saves).
+    without parsing; the others go to the pool, split over the least-loaded workers (batches
+    smaller than ``min_pool_batch`` are judged inline: the IPC would cost more than it saves).
+    The pool is driven by the caller's event loop (no helper threads); it is started on first
+    use, and again after a worker died (that batch is judged inline).
     """
 
     def __init__(self, workers: int | None = None, *, min_pool_batch: int = 4) -> None:
@@ -48,25 +35,22 @@ class ChangeDetector:
             raise ValueError("workers must be >= 0")
         self.workers = workers
         self.min_pool_batch = min_pool_batch
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: WorkerPool | None = None
 
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
-            )
-            _widen_pipe(self._pool)
-        return self._pool
+    def _executor(self) -> WorkerPool:
+        pool = self._pool
+        if pool is not None and not pool.usable:
+            self._shutdown(wait=False)
+            pool = None
+        if pool is None:
+            pool = self._pool = WorkerPool(self.workers)
+        return pool
 
     async def start(self) -> None:
         """Start the worker processes now (they take a second or two to spawn)."""
         if self.workers == 0:
             return
-        loop = asyncio.get_running_loop()
-        pool = self._executor()
-        await asyncio.gather(
-            *(loop.run_in_executor(pool, judge_batch, []) for _ in range(self.workers))
-        )
+        await self._executor().ready()
 
     def judge_inline(self, items: Sequence[DetectItem]) -> list[Verdict]:
         out: list[Verdict] = []
@@ -96,27 +80,20 @@ class ChangeDetector:
         batch = [(item, exact) for _, item, exact in pending]
         if self.workers == 0 or len(batch) < self.min_pool_batch:
             return judge_batch(batch)
-        chunks = max(1, min(len(batch), self.workers * 2))
-        size = -(-len(batch) // chunks)
-        loop = asyncio.get_running_loop()
+        jobs = [job(item, exact) for item, exact in batch]
+        parts = min(self.workers, max(1, len(jobs) // _MIN_PART))
         try:
-            pool = self._executor()
-            parts = await asyncio.gather(
-                *(
-                    loop.run_in_executor(pool, judge_batch, batch[k : k + size])
-                    for k in range(0, len(batch), size)
-                )
-            )
-        except BrokenProcessPool:
-            log.warning("change-detection worker pool broke; judging this batch inline")
+            answers = await self._executor().judge(jobs, parts)
+        except WorkerLostError:
+            log.warning("change-detection worker died; judging this batch inline")
             self._shutdown(wait=False)
             return judge_batch(batch)
-        return [verdict for part in parts for verdict in part]
+        return [to_verdict(a) for a in answers]
 
     def _shutdown(self, wait: bool) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=True)
-            self._pool = None
+            pool, self._pool = self._pool, None
+            pool.close(wait)
 
     def close(self) -> None:
         """Stop the worker processes (idempotent)."""

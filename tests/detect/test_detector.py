@@ -112,3 +112,36 @@ async def test_start_warms_the_pool() -> None:
         verdicts = await detector.judge_many([DetectItem(page(9), HTML)])
     assert verdicts[0].changed is None
     await ChangeDetector(workers=0).start()  # inline: nothing to start
+
+
+async def test_pool_streams_batches_larger_than_the_pipe_and_keeps_rules() -> None:
+    """Several MB per batch (the writes finish from the event loop), answers in order, and
+    watch rules reach the workers."""
+    rules = WatchRules(selector="p", ignore_patterns=(r"\d+ views",))
+    items = [
+        DetectItem(page(i, size=40_000), HTML, rules if i % 2 else WatchRules()) for i in range(120)
+    ]
+    with ChangeDetector(workers=2, min_pool_batch=1) as detector:
+        pooled = await detector.judge_many(items)
+    inline = ChangeDetector(workers=0).judge_inline(items)
+    assert [(v.content_hash, v.raw_hash) for v in pooled] == [
+        (v.content_hash, v.raw_hash) for v in inline
+    ]
+
+
+async def test_a_dead_worker_costs_one_inline_batch_then_the_pool_is_restarted() -> None:
+    items = _items(24)
+    with ChangeDetector(workers=2, min_pool_batch=1) as detector:
+        await detector.start()
+        pool = detector._pool
+        assert pool is not None
+        for worker in pool.workers:
+            worker.process.kill()
+            worker.process.join(5)
+        first = await detector.judge_many(items)  # the workers are gone: judged inline
+        second = await detector.judge_many(items)  # a fresh pool
+        assert detector._pool is not None and detector._pool is not pool
+        assert all(w.process.is_alive() for w in detector._pool.workers)
+    expected = [v.content_hash for v in ChangeDetector(workers=0).judge_inline(items)]
+    assert [v.content_hash for v in first] == expected
+    assert [v.content_hash for v in second] == expected

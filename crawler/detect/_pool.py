@@ -1,0 +1,209 @@
+"""A pool of judging processes driven by the event loop itself: no helper threads.
+
+``concurrent.futures.ProcessPoolExecutor`` pickles and writes in a feeder thread and reads in
+a manager thread; both compete with the crawl loop for the GIL (and every hand-over can cost
+the loop a switch interval). Here the loop writes each batch to a worker's pipe without
+blocking (``add_writer`` finishes big batches) and reads the answers with ``add_reader``.
+A worker that dies fails its outstanding batches with ``WorkerLostError``; the pool is then
+discarded and the caller judges inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import pickle
+from collections import deque
+from typing import Any
+
+from crawler.detect._worker import HEADER, Answer, Job, frame, own_fd, serve
+
+#: Linux fcntl F_SETPIPE_SZ, and the pipe size asked for (a batch in one write)
+_F_SETPIPE_SZ = 1031
+_PIPE_BYTES = 1 << 20
+_READ_BYTES = 1 << 20
+
+
+class WorkerLostError(RuntimeError):
+    """A worker process exited (or its pipe broke) with batches outstanding."""
+
+
+def _widen(fd: int) -> None:
+    """Best effort: where not possible (not Linux, a lower pipe-max-size) nothing changes."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_BYTES)
+    except (ImportError, OSError, ValueError):
+        pass
+
+
+class _Worker:
+    """One process, its two pipes, and the futures of its batches in order."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        req_r, req_w = ctx.Pipe(duplex=False)
+        ans_r, ans_w = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(target=serve, args=(req_r, ans_w), daemon=True)
+        self.process.start()
+        req_r.close()
+        ans_w.close()
+        self.loop = loop
+        self.out_fd = own_fd(req_w)
+        self.in_fd = own_fd(ans_r)
+        _widen(self.out_fd)
+        os.set_blocking(self.out_fd, False)
+        os.set_blocking(self.in_fd, False)
+        self.waiting: deque[tuple[asyncio.Future[list[Answer]], int]] = deque()
+        self.load = 0  # jobs outstanding
+        self._out = bytearray()
+        self._in = bytearray()
+        self._need = 0
+        self._header = True
+        self.alive = True
+        loop.add_reader(self.in_fd, self._readable)
+
+    def submit(self, jobs: list[Job]) -> asyncio.Future[list[Answer]]:
+        future: asyncio.Future[list[Answer]] = self.loop.create_future()
+        if not self.alive:
+            future.set_exception(WorkerLostError("judging worker is gone"))
+            return future
+        payload = pickle.dumps(jobs, pickle.HIGHEST_PROTOCOL)
+        self.waiting.append((future, len(jobs)))
+        self.load += len(jobs)
+        self._write(frame(payload), payload)
+        return future
+
+    def _write(self, *parts: bytes) -> None:
+        if self._out:
+            for part in parts:
+                self._out += part
+            return
+        for k, part in enumerate(parts):
+            try:
+                sent = os.write(self.out_fd, part)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self._lost()
+                return
+            if sent < len(part):
+                self._out += memoryview(part)[sent:]
+                for rest in parts[k + 1 :]:
+                    self._out += rest
+                self.loop.add_writer(self.out_fd, self._writable)
+                return
+
+    def _writable(self) -> None:
+        try:
+            sent = os.write(self.out_fd, self._out)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._lost()
+            return
+        del self._out[:sent]
+        if not self._out:
+            self.loop.remove_writer(self.out_fd)
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self.in_fd, _READ_BYTES)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._lost()
+            return
+        self._in += data
+        while True:
+            if self._header:
+                if len(self._in) < HEADER:
+                    return
+                self._need = int.from_bytes(self._in[:HEADER], "big")
+                del self._in[:HEADER]
+                self._header = False
+            if len(self._in) < self._need:
+                return
+            chunk = self._in[: self._need]
+            del self._in[: self._need]
+            self._header = True
+            future, size = self.waiting.popleft()
+            self.load -= size
+            if not future.done():
+                future.set_result(pickle.loads(chunk))
+
+    def _lost(self) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        self._detach()
+        while self.waiting:
+            future, _ = self.waiting.popleft()
+            if not future.done():
+                future.set_exception(WorkerLostError("judging worker exited"))
+        self.load = 0
+
+    def _detach(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.remove_reader(self.in_fd)
+        self.loop.remove_writer(self.out_fd)
+
+    def close(self, wait: bool) -> None:
+        """Close the pipes (the worker then leaves by itself); reap or kill the process."""
+        if self.alive:
+            self.alive = False
+            self._detach()
+        for fd in (self.out_fd, self.in_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.out_fd = self.in_fd = -1
+        for future, _ in self.waiting:
+            if not future.done() and not future.get_loop().is_closed():
+                future.cancel()
+        self.waiting.clear()
+        self.process.join(5.0 if wait else 0.0)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(1.0)
+
+
+class WorkerPool:
+    """``size`` judging processes bound to the running event loop."""
+
+    def __init__(self, size: int) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.workers = [_Worker(self.loop) for _ in range(size)]
+
+    @property
+    def usable(self) -> bool:
+        return all(w.alive for w in self.workers) and asyncio.get_running_loop() is self.loop
+
+    async def ready(self) -> None:
+        """Wait until every worker answers (spawning takes a second or two)."""
+        await asyncio.gather(*(w.submit([]) for w in self.workers))
+
+    async def judge(self, jobs: list[Job], parts: int) -> list[Answer]:
+        """The answers of ``jobs``, in order, split in up to ``parts`` batches over the
+        least-loaded workers. Raises ``WorkerLostError`` if a worker died meanwhile."""
+        parts = max(1, min(parts, len(jobs)))
+        size = -(-len(jobs) // parts)
+        futures = []
+        for k in range(0, len(jobs), size):
+            worker = min(self.workers, key=_load)
+            futures.append(worker.submit(jobs[k : k + size]))
+        done: list[Any] = await asyncio.gather(*futures)
+        return [a for part in done for a in part]
+
+    def close(self, wait: bool = True) -> None:
+        for worker in self.workers:
+            worker.close(wait)
+
+
+def _load(worker: _Worker) -> int:
+    return worker.load if worker.alive else 1 << 62
