@@ -98,3 +98,18 @@ def _decode(value: Any) -> Any:
     if isinstance(value, dict) and "__ndarray__" in value:
         return np.asarray(value["__ndarray__"], dtype=np.dtype(value["dtype"]))
     return value
+
+
+def convert_rows(blobs: list[bytes], old: np.dtype[Any], new: np.dtype[Any]) -> list[bytes]:
+    """Records of format ``old`` re-packed as ``new``: the fields they share are carried
+    over (cast to the new type), fields only ``new`` has start at zero, fields only ``old``
+    had are dropped. Every blob must be ``old.itemsize`` bytes long."""
+    assert old.names is not None and new.names is not None
+    rec = np.frombuffer(b"".join(blobs), dtype=old) if old.itemsize else np.empty(0, old)
+    out = np.zeros(rec.size, dtype=new)
+    for key in new.names:
+        if key in old.names:
+            out[key] = rec[key]
+    raw = out.tobytes()
+    size = new.itemsize
+    return [raw[i * size : (i + 1) * size] for i in range(rec.size)]

@@ -428,21 +428,9 @@ class Store:
             select(scheduler_state.c.url_dtype).where(scheduler_state.c.name == name)
         ).scalar()
         if stored is not None and stored != dtype_json:
-            log.warning(
-                "scheduler %s: per-URL state format changed (%s -> %s): dropping the old rows",
-                name,
-                stored,
-                dtype_json,
-            )
-            conn.execute(delete(url_state).where(url_state.c.scheduler == name))
+            self._convert_url_state(conn, name, stored, dtype)
         ids = np.asarray(delta["ids"], dtype=np.int64)
-        blobs = _state.pack_rows(delta, dtype)
-        if is_postgres(conn):
-            _pg.upsert_url_state(conn, name, ids.tolist(), blobs)
-        else:
-            rows = [(name, i, b) for i, b in zip(ids.tolist(), blobs, strict=True)]
-            for start in range(0, len(rows), CHUNK):
-                _sqlite.execute_rows(conn, _sqlite.URL_STATE, rows[start : start + CHUNK])
+        self._write_url_rows(conn, name, ids.tolist(), _state.pack_rows(delta, dtype))
         upsert(
             conn,
             scheduler_state,
@@ -456,6 +444,50 @@ class Store:
             ],
             ["name"],
             ["scalars", "url_dtype", "updated_at"],
+        )
+
+    @staticmethod
+    def _write_url_rows(conn: Connection, name: str, ids: list[int], blobs: list[bytes]) -> None:
+        if is_postgres(conn):
+            _pg.upsert_url_state(conn, name, ids, blobs)
+            return
+        rows = [(name, i, b) for i, b in zip(ids, blobs, strict=True)]
+        for start in range(0, len(rows), CHUNK):
+            _sqlite.execute_rows(conn, _sqlite.URL_STATE, rows[start : start + CHUNK])
+
+    def _convert_url_state(
+        self, conn: Connection, name: str, stored: str, dtype: np.dtype[Any]
+    ) -> None:
+        """The scheduler's per-URL record format changed (a new release added or dropped a
+        field): re-pack the saved rows in the new format, so that an upgrade keeps what
+        was learned. Fields the new format adds start at zero (what ``from_state`` gives a
+        missing optional field); rows that cannot be read are dropped."""
+        try:
+            old = _state.dtype_from_json(stored)
+        except (ValueError, TypeError):
+            old = None
+        rows = conn.execute(
+            select(url_state.c.url_id, url_state.c.data)
+            .where(url_state.c.scheduler == name)
+            .order_by(url_state.c.url_id)
+        ).all()
+        conn.execute(delete(url_state).where(url_state.c.scheduler == name))
+        kept = (
+            []
+            if old is None
+            else [r for r in rows if r[1] is not None and len(r[1]) == old.itemsize]
+        )
+        if old is not None and kept:
+            blobs = _state.convert_rows([bytes(r[1]) for r in kept], old, dtype)
+            self._write_url_rows(conn, name, [int(r[0]) for r in kept], blobs)
+        log.warning(
+            "scheduler %s: per-URL state format changed (%s -> %s): %d row(s) converted, "
+            "%d unreadable row(s) dropped",
+            name,
+            stored,
+            _state.dtype_to_json(dtype),
+            len(kept),
+            len(rows) - len(kept),
         )
 
     def save_scheduler_state(self, state: State) -> None:

@@ -7,6 +7,7 @@ import pytest
 
 from crawler import schedulers
 from crawler.store import NewUrl, Store
+from crawler.store.models import url_state
 from tests.schedulers.test_delta import merge
 from tests.store._helpers import poll, slot_record
 
@@ -89,20 +90,44 @@ def test_no_saved_state(store: Store) -> None:
     assert store.wanted_frequencies("lakg") == {}
 
 
-def test_format_change_drops_stale_rows(store: Store) -> None:
+def test_format_change_converts_the_saved_rows(store: Store) -> None:
+    """A release that adds a per-URL field keeps what was learned: the saved rows are
+    re-packed, shared fields carried over, the new field zero, a dropped field gone."""
     store.add_urls([NewUrl(f"https://a.example/{i}") for i in range(4)])
     ids, _ = store.active_urls()
     base = {"scheduler": "custom", "format": 1, "slot": 1, "ids": ids}
-    store.commit_slot(slot_record(1, []), [], base | {"url_a": np.arange(4.0)})
+    old = {"url_a": np.arange(4.0), "url_gone": np.arange(4, dtype=np.int8)}
+    store.commit_slot(slot_record(1, []), [], base | old)
     store.commit_slot(
         slot_record(2, []),
         [],
-        base | {"ids": ids[:2], "url_a": np.ones(2), "url_b": np.zeros(2, np.int32)},
+        base | {"ids": ids[:2], "url_a": np.ones(2), "url_b": np.full(2, 7, np.float16)},
+    )
+    state = store.load_scheduler_state("custom")
+    assert state is not None
+    assert state["ids"].tolist() == ids.tolist()
+    assert state["url_a"].tolist() == [1.0, 1.0, 2.0, 3.0]
+    assert state["url_b"].dtype == np.float16
+    assert state["url_b"].tolist() == [7.0, 7.0, 0.0, 0.0]
+    assert "url_gone" not in state and state["slot"] == 1
+
+
+def test_format_change_drops_unreadable_rows(store: Store) -> None:
+    store.add_urls([NewUrl(f"https://a.example/{i}") for i in range(3)])
+    ids, _ = store.active_urls()
+    base = {"scheduler": "custom", "format": 1, "slot": 1, "ids": ids}
+    store.commit_slot(slot_record(1, []), [], base | {"url_a": np.arange(3.0)})
+    with store.engine.begin() as conn:  # one row damaged on disk
+        conn.execute(
+            url_state.update().where(url_state.c.url_id == int(ids[2])).values(data=b"xx")
+        )
+    store.commit_slot(
+        slot_record(2, []), [], base | {"ids": ids[:1], "url_a": np.ones(1), "url_b": np.ones(1)}
     )
     state = store.load_scheduler_state("custom")
     assert state is not None
     assert state["ids"].tolist() == ids[:2].tolist()
-    assert state["url_b"].dtype == np.int32 and state["slot"] == 1
+    assert state["url_a"].tolist() == [1.0, 1.0] and state["url_b"].tolist() == [1.0, 0.0]
 
 
 def test_save_full_state_replaces(store: Store) -> None:
