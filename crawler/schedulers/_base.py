@@ -65,6 +65,9 @@ class Scheduler(ABC):
     #: per-URL caches (a subset of ``_url_fields``) that ``_after_restore`` rebuilds from the
     #: rest; left out of ``take_delta()`` and optional in ``from_state()``
     _derived_fields: ClassVar[tuple[str, ...]] = ()
+    #: per-URL fields added by a later release: a state saved before has none, and
+    #: ``from_state()`` starts them at zero
+    _added_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self, capacity: float, *, seed: int | None = None, realization: str = "stride"
@@ -278,7 +281,7 @@ class Scheduler(ABC):
         if ids.size > 1 and np.any(np.diff(ids) <= 0):
             raise ValueError("corrupt scheduler state: ids are not strictly increasing")
         obj._ids = ids.copy()
-        optional = {"credit", "dirty", *obj._derived_fields}
+        optional = {"credit", "dirty", *obj._derived_fields, *obj._added_fields}
         for field in obj._all_url_fields():
             key = URL_PREFIX + field
             if key not in st and field in optional:

@@ -25,6 +25,17 @@ correct themselves under the overwrite model: a URL polled too rarely hits almos
 time, which raises its estimate. ``optimism`` adds an upper-confidence bonus,
 ``r (1 + optimism / sqrt(1 + H + M))``, for URLs with few observations.
 
+**Shifts.** Forgetting alone is slow for a URL that was polled rarely because it changed
+rarely and then starts changing often (a mirror that becomes the primary, a page that goes
+live): its long record of misses outweighs the new hits for many polls. Each URL runs a
+CUSUM test of "the rate is now ``shift_factor`` times the estimate" against "it is the
+estimate": every poll adds the log-likelihood ratio of its outcome, ``ln((1 - e^(-k r tau)) /
+(1 - e^(-r tau)))`` for a hit and ``-(k - 1) r tau`` for a miss, and the sum is floored at 0.
+When it passes ``shift_threshold`` nats the URL's statistics are scaled down to
+``shift_keep`` of their weight, so the new regime dominates the estimate at once. Only
+increases are tested: a URL that slows down is polled often enough for forgetting to
+follow it, and resetting on decreases cost accuracy on the static environments.
+
 **Allocation.** With equal importance the Lagrange optimum is ``x_i = min(1, r_i / u)``
 with ``sum x = C``. Only the polled URLs' estimates change in a slot, so their ``x`` and
 the running ``sum(x)`` are updated in O(C); the multiplier ``u`` is re-solved over all
@@ -38,7 +49,8 @@ multiplier ``m`` is re-solved by bisection on the same schedule.
 k URLs with the largest credit >= 1 are polled (only the candidates with credit >= 1 are
 ranked). ``realization="sampling"`` uses the base class's sampler.
 
-Memory per URL: the base's 32 bytes plus 28 (int32 last poll slot, six float32 arrays).
+Memory per URL: the base's 32 bytes plus 30 (int32 last poll slot, six float32 arrays, the
+float16 CUSUM statistic).
 """
 
 from __future__ import annotations
@@ -104,7 +116,10 @@ class BayesRate(Scheduler):
         "miss_count",
         "rhat",
         "x",
+        "surge",
     )
+    #: the CUSUM statistic came in a later release: older saved states start it at zero
+    _added_fields: ClassVar[tuple[str, ...]] = ("surge",)
     #: rebuilt from the statistics and the saved multiplier by _after_restore (left out of
     #: take_delta: a re-solve moves every x, and only the polled rows are saved each slot)
     _derived_fields: ClassVar[tuple[str, ...]] = ("rhat", "x")
@@ -131,6 +146,9 @@ class BayesRate(Scheduler):
         resolve_every: int = 64,
         tolerance: float = 0.02,
         whole_intervals: int = 0,
+        shift_factor: float = 4.0,
+        shift_threshold: float = 8.0,
+        shift_keep: float = 0.1,
     ) -> None:
         super().__init__(capacity, seed=seed, realization=realization)
         self.forget = _check_real(forget, "forget", low=0.0, high=1.0, open_low=True)
@@ -153,6 +171,10 @@ class BayesRate(Scheduler):
             )
         self.whole_intervals = int(whole_intervals)
         self.tolerance = _check_real(tolerance, "tolerance", low=0.0, open_low=True)
+        self.shift_factor = _check_real(shift_factor, "shift_factor", low=1.0, open_low=True)
+        #: 0 turns the shift test off
+        self.shift_threshold = _check_real(shift_threshold, "shift_threshold", low=0.0)
+        self.shift_keep = _check_real(shift_keep, "shift_keep", low=0.0, high=1.0)
         self._last: I32Array = np.empty(0, dtype=np.int32)
         self._hit_time: F32Array = np.empty(0, dtype=np.float32)
         self._miss_time: F32Array = np.empty(0, dtype=np.float32)
@@ -160,6 +182,7 @@ class BayesRate(Scheduler):
         self._miss_count: F32Array = np.empty(0, dtype=np.float32)
         self._rhat: F32Array = np.empty(0, dtype=np.float32)  # rate used for allocation
         self._x: F32Array = np.empty(0, dtype=np.float32)  # wanted frequency
+        self._surge: NDArray[np.float16] = np.empty(0, dtype=np.float16)  # CUSUM, nats
         self._u = 1.0  # equal weights: x = min(1, rhat / u)
         self._m = 0.5  # weights: x = min(1, rhat / u_i), w_i g(u_i) = m
         self._total = 0.0  # sum(x), kept incrementally
@@ -179,6 +202,9 @@ class BayesRate(Scheduler):
             "resolve_every": self.resolve_every,
             "tolerance": self.tolerance,
             "whole_intervals": self.whole_intervals,
+            "shift_factor": self.shift_factor,
+            "shift_threshold": self.shift_threshold,
+            "shift_keep": self.shift_keep,
         }
 
     def rates(self) -> tuple[NDArray[np.int64], FloatArray]:
@@ -207,6 +233,7 @@ class BayesRate(Scheduler):
             "miss_count": zeros,
             "rhat": np.full(count, self._new_value, dtype=np.float32),
             "x": zeros,
+            "surge": np.zeros(count, dtype=np.float16),
         }
 
     def _after_add(self) -> None:
@@ -276,7 +303,9 @@ class BayesRate(Scheduler):
     def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
         tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
         self._last[pos] = self._slot
-        g = np.float32(self.forget)
+        g: np.float32 | F32Array = np.float32(self.forget)
+        if self.shift_threshold > 0:
+            g = g * self._shift_discount(pos, hits, tau)
         hit = hits.astype(np.float32)
         miss = np.float32(1.0) - hit
         a = self._hit_time[pos] * g + tau * hit
@@ -292,6 +321,26 @@ class BayesRate(Scheduler):
         new_x = self._allocate(rate, pos)
         self._total += float(new_x.sum(dtype=np.float64) - self._x[pos].sum(dtype=np.float64))
         self._x[pos] = new_x
+
+    def _shift_discount(self, pos: IndexArray, hits: BoolArray, tau: F32Array) -> F32Array:
+        """Advance the URLs' CUSUM tests by this poll; 1 where no shift was detected,
+        ``shift_keep`` where one was (those statistics restart from zero)."""
+        rt = np.maximum(self._rhat[pos].astype(np.float64) * tau, 1e-12)
+        k = self.shift_factor
+        with np.errstate(divide="ignore", over="ignore"):
+            ratio = np.where(
+                hits,
+                np.log(-np.expm1(-k * rt)) - np.log(-np.expm1(-rt)),
+                -(k - 1.0) * rt,
+            )
+        surge = np.maximum(self._surge[pos].astype(np.float64) + ratio, 0.0)
+        # a URL's first observation has nothing to shift from
+        shifted = (surge > self.shift_threshold) & (
+            (self._hit_count[pos] + self._miss_count[pos]) > 0
+        )
+        surge[shifted] = 0.0
+        self._surge[pos] = surge.astype(np.float16)
+        return np.where(shifted, np.float32(self.shift_keep), np.float32(1.0)).astype(np.float32)
 
     def _estimate(
         self, a: NDArray[Any], b: NDArray[Any], h: NDArray[Any], mc: NDArray[Any]

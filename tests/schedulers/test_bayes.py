@@ -111,6 +111,79 @@ def test_scheduler_follows_a_swap_of_rates() -> None:
     assert x[20] == pytest.approx(x.max())
 
 
+def test_shift_test_catches_a_cold_url_turning_hot() -> None:
+    """A URL that changed rarely for a long time starts changing 400x as often: with the
+    shift test its estimate reaches half the new rate within ~40 polls; forgetting alone
+    needs ~330."""
+
+    def polls_to_notice(shift_threshold: float, seed: int) -> int:
+        rng = np.random.default_rng(seed)
+        s = BayesRate(1, seed=0, shift_threshold=shift_threshold)
+        s.add(np.arange(2))
+        for _ in range(60):  # rate 0.0005, polled every 200 slots
+            s._slot += 200
+            s._learn(np.array([0]), np.array([rng.random() < -np.expm1(-0.0005 * 200)]))
+        for k in range(1, 400):  # rate 0.2, polled every 5 slots
+            s._slot += 5
+            s._learn(np.array([0]), np.array([rng.random() < -np.expm1(-0.2 * 5)]))
+            if s._rhat[0] > 0.1:
+                return k
+        return 400
+
+    with_test = [polls_to_notice(8.0, seed) for seed in range(4)]
+    without = [polls_to_notice(0.0, seed) for seed in range(4)]
+    assert max(with_test) <= 80
+    assert min(without) >= 3 * max(with_test)
+
+
+def test_shift_test_rarely_fires_on_a_static_env() -> None:
+    rng = np.random.default_rng(4)
+    p = zipf(0.3, 1.5, 200)
+    s = BayesRate(2, seed=1)
+    s.add(np.arange(p.size))
+    shifts = 0
+    discount = s._shift_discount
+
+    def counting(pos: Any, hits: Any, tau: Any) -> Any:
+        nonlocal shifts
+        out = discount(pos, hits, tau)
+        shifts += int(np.count_nonzero(out < 1))
+        return out
+
+    s._shift_discount = counting  # type: ignore[method-assign]
+    simulate(s, p, 20_000, rng)
+    assert shifts <= 20  # of 40,000 polls
+
+
+def test_shift_test_recovers_a_mirror_swap_sooner() -> None:
+    """The thesis's mirror switching (every 2,500 slots URL k and n+1-k trade rates and
+    weights): the shift test lifts the ratio to the limit well above forgetting alone."""
+    from crawler.sim import runner
+    from crawler.sim.catalog import get_env
+
+    env = get_env("thesis-switch")
+    on = runner.run("bayes", env, 12_500, seed=1).summary["final_ratio"]
+    off = runner.run("bayes", env, 12_500, seed=1, params={"shift_threshold": 0}).summary[
+        "final_ratio"
+    ]
+    assert on is not None and off is not None
+    assert on > off + 0.08
+
+
+def test_state_saved_before_the_shift_test_restores() -> None:
+    rng = np.random.default_rng(6)
+    p = zipf(0.6, 1.2, 40)
+    s = BayesRate(2, seed=3)
+    s.add(np.arange(p.size))
+    simulate(s, p, 500, rng)
+    st = s.state()
+    old = {k: v for k, v in st.items() if k != "url_surge"}  # as an older release saved it
+    s2 = schedulers.restore(old)
+    assert isinstance(s2, BayesRate)
+    np.testing.assert_array_equal(s2._surge, np.zeros(p.size, dtype=np.float16))
+    np.testing.assert_array_equal(s2.frequencies()[1], s.frequencies()[1])
+
+
 # ----- the allocation -------------------------------------------------------------------
 
 
@@ -260,6 +333,9 @@ def test_remove_and_feedback_for_removed_ids() -> None:
         {"resolve_every": 2.5},
         {"tolerance": 0},
         {"whole_intervals": -1},
+        {"shift_factor": 1.0},
+        {"shift_threshold": -1},
+        {"shift_keep": 1.5},
         {"realization": "magic"},
     ],
 )
