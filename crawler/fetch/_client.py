@@ -18,7 +18,7 @@ from crawler.fetch._addresses import AddressPolicy, GuardedResolver, ip_literal
 from crawler.fetch._body import read_capped
 from crawler.fetch._errors import classify, parse_retry_after, status_failure
 from crawler.fetch._hosts import HostGates
-from crawler.fetch._robots import RobotsAnswer, RobotsCache
+from crawler.fetch._robots import MISSING, RobotsAnswer, RobotsCache
 from crawler.fetch._types import FetchConfig, FetchError, FetchRequest, FetchResult
 from crawler.fetch._urls import UnsupportedSchemeError, validate_url
 
@@ -126,12 +126,38 @@ class Fetcher:
             raise RuntimeError("Fetcher is not open: use 'async with Fetcher(config)'")
         started = time.monotonic()
         try:
-            return await self._fetch(request, started)
+            url = _canonical_url(request.url)
+        except UnsupportedSchemeError as exc:
+            return self._error(
+                request, request.url, FetchError("unsupported_scheme", str(exc)), started
+            )
+        except ValueError as exc:
+            return self._error(request, request.url, FetchError("invalid_url", str(exc)), started)
+        except Exception as exc:
+            return self._error(request, request.url, classify(exc, request.url), started)
+        headers: dict[str, str] = {}
+        if request.etag:
+            headers["If-None-Match"] = request.etag
+        if request.last_modified:
+            headers["If-Modified-Since"] = request.last_modified
+        cfg = self.config
+        try:
+            resp = await self._follow(
+                url,
+                headers,
+                _Budget(cfg.timeout_s),
+                cap=cfg.max_body_bytes,
+                truncate=False,
+                retries=cfg.retries,
+                robots=cfg.respect_robots,
+            )
+        except FetchError as failure:
+            return self._error(request, failure.final_url or str(url), failure, started)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            failure = classify(exc, request.url)
-            return self._error(request, request.url, failure, started)
+            return self._error(request, request.url, classify(exc, request.url), started)
+        return self._result(request, resp, started)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -154,35 +180,6 @@ class Fetcher:
             bytes_received=0,
             retry_after_s=failure.retry_after_s,
         )
-
-    async def _fetch(self, request: FetchRequest, started: float) -> FetchResult:
-        try:
-            url = _canonical_url(request.url)
-        except UnsupportedSchemeError as exc:
-            return self._error(
-                request, request.url, FetchError("unsupported_scheme", str(exc)), started
-            )
-        except ValueError as exc:
-            return self._error(request, request.url, FetchError("invalid_url", str(exc)), started)
-        headers: dict[str, str] = {}
-        if request.etag:
-            headers["If-None-Match"] = request.etag
-        if request.last_modified:
-            headers["If-Modified-Since"] = request.last_modified
-        final = url
-        try:
-            resp = await self._follow(
-                url,
-                headers,
-                _Budget(self.config.timeout_s),
-                cap=self.config.max_body_bytes,
-                truncate=False,
-                retries=self.config.retries,
-                robots=self.config.respect_robots,
-            )
-        except FetchError as failure:
-            return self._error(request, failure.final_url or str(final), failure, started)
-        return self._result(request, resp, started)
 
     def _result(self, request: FetchRequest, resp: _Response, started: float) -> FetchResult:
         h = resp.headers
@@ -271,7 +268,9 @@ class Fetcher:
                 retry_after_s=waiting,
             )
         if robots:
-            delay = await self.robots.check(url)
+            delay = self.robots.check_cached(url)
+            if delay is MISSING:
+                delay = await self.robots.check(url)
             if delay:
                 self.gates.set_min_delay(host, min(delay, self.config.max_crawl_delay_s))
         return await self._attempts(url, headers, budget, cap, truncate, retries)
@@ -330,33 +329,30 @@ class Fetcher:
     async def _once(
         self, url: URL, headers: dict[str, str], budget: _Budget, cap: int, truncate: bool
     ) -> _Response:
+        """One GET within the budget, holding a host gate (unless none can limit) and one of
+        the fetcher's connection slots."""
         host = url.raw_host or ""
         if budget.remaining <= 0:
             raise TimeoutError()
         slots = self._slots
         assert slots is not None, "Fetcher is not open"
-        if self.gates.trivial:  # no per-host limits configured: skip the gate machinery
-            async with slots:
-                return await self._timed(url, headers, budget, cap, truncate, host)
-        async with self.gates.slot(host), slots:
-            return await self._timed(url, headers, budget, cap, truncate, host)
-
-    async def _timed(
-        self,
-        url: URL,
-        headers: dict[str, str],
-        budget: _Budget,
-        cap: int,
-        truncate: bool,
-        host: str,
-    ) -> _Response:
-        t0 = time.monotonic()
+        gate = None if self.gates.trivial else self.gates.slot(host)
+        if gate is not None:
+            await gate.__aenter__()
         try:
-            async with asyncio.timeout(budget.remaining):
-                async with self.session.get(url, headers=headers, allow_redirects=False) as resp:
-                    return await self._read(resp, url, host, cap, truncate)
+            async with slots:
+                t0 = time.monotonic()
+                try:
+                    async with asyncio.timeout(budget.remaining):
+                        async with self.session.get(
+                            url, headers=headers, allow_redirects=False
+                        ) as resp:
+                            return await self._read(resp, url, host, cap, truncate)
+                finally:
+                    budget.remaining -= time.monotonic() - t0
         finally:
-            budget.remaining -= time.monotonic() - t0
+            if gate is not None:
+                await gate.__aexit__(None, None, None)
 
     async def _read(
         self, resp: aiohttp.ClientResponse, url: URL, host: str, cap: int, truncate: bool

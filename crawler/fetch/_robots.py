@@ -9,6 +9,7 @@ reported with the network error's own kind. Crawl-delay becomes the host's minim
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,14 @@ from crawler.fetch._types import FetchError
 from crawler.fetch._urls import origin
 
 _MAX_MEMO = 50_000
+
+
+class _Missing(enum.Enum):
+    MISSING = "not cached"
+
+
+#: ``RobotsCache.check_cached``'s answer when it would have to fetch robots.txt
+MISSING = _Missing.MISSING
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,20 @@ class RobotsCache:
 
     async def check(self, url: URL) -> float | None:
         """Raise FetchError if ``url`` may not be fetched; else return the Crawl-delay."""
-        entry = await self._entry(url)
+        entry = self._entries.get(origin(url))
+        if entry is None or entry.expires <= time.monotonic():
+            entry = await self._entry(url)
+        return self._verdict(entry, url)
+
+    def check_cached(self, url: URL) -> float | _Missing | None:
+        """``check`` without awaiting: ``MISSING`` when robots.txt of the URL's origin is not
+        cached (or expired); then call ``check``."""
+        entry = self._entries.get(origin(url))
+        if entry is None or entry.expires <= time.monotonic():
+            return MISSING
+        return self._verdict(entry, url)
+
+    def _verdict(self, entry: _Entry, url: URL) -> float | None:
         if entry.failure is not None:
             f = entry.failure
             raise FetchError(f.kind, f.message, status=f.status)

@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -319,8 +319,12 @@ class CrawlLoop:
             if len(items) >= JUDGE_BATCH:
                 submit()
 
+        async def drain(queue: Iterator[int]) -> None:
+            for j in queue:
+                await one(j, requests[j])
+
         try:
-            await asyncio.gather(*(one(j, r) for j, r in enumerate(requests)))
+            await asyncio.gather(*(drain(q) for q in self._fetch_queues(requests, records)))
             if items:
                 submit()
             await asyncio.gather(*judging)
@@ -328,6 +332,24 @@ class CrawlLoop:
             for task in judging:
                 task.cancel()
         return [r for r in results if r is not None], verdicts
+
+    def _fetch_queues(
+        self, requests: Sequence[FetchRequest], records: dict[int, UrlRecord]
+    ) -> list[Iterator[int]]:
+        """Indexes of ``requests`` for the fetching coroutines: each host's requests in one
+        shared queue, drained by as many coroutines as the host may have requests in flight
+        (at most the fetcher's total). A few coroutines per host instead of a task per
+        request: no task, and no wait on a gate's semaphore, per poll; a host that makes its
+        requests wait (delay, Crawl-delay) holds up only its own queue."""
+        by_host: dict[str, list[int]] = {}
+        for j, request in enumerate(requests):
+            by_host.setdefault(records[request.url_id].host, []).append(j)
+        width = min(self.settings.per_host_concurrency, self.fetcher.config.total_concurrency)
+        queues: list[Iterator[int]] = []
+        for indexes in by_host.values():
+            queue = iter(indexes)
+            queues.extend([queue] * min(len(indexes), max(1, width)))
+        return queues
 
     def _outcomes(
         self,

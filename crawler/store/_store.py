@@ -306,36 +306,23 @@ class Store:
         """What the polls of one slot need, by URL id (unknown ids are left out)."""
         wanted = [int(i) for i in ids]
         out: dict[int, UrlRecord] = {}
-        cols = (
-            urls.c.id,
-            urls.c.url,
-            sites.c.host,
-            urls.c.etag,
-            urls.c.last_modified,
-            urls.c.last_hash,
-            urls.c.last_raw_hash,
-            urls.c.selector,
-            urls.c.ignore_patterns,
-        )
         with translate_errors("loading URL records"), self.engine.connect() as conn:
+            pg = is_postgres(conn)
+            sql = _PG_URL_RECORDS if pg else _SQLITE_URL_RECORDS
             for start in range(0, len(wanted), CHUNK):
                 chunk = wanted[start : start + CHUNK]
-                rows = conn.execute(
-                    select(*cols)
-                    .join(sites, sites.c.id == urls.c.site_id)
-                    .where(among(conn, urls.c.id, chunk))
-                )
-                for r in rows:
-                    out[int(r[0])] = UrlRecord(
-                        id=int(r[0]),
-                        url=r[1],
-                        host=r[2],
-                        etag=r[3],
-                        last_modified=r[4],
-                        last_hash=r[5],
-                        last_raw_hash=r[6],
-                        selector=r[7],
-                        ignore_patterns=parse_patterns(r[8]),
+                param: Any = {"ids": chunk} if pg else (json.dumps(chunk),)
+                for i, url, host, etag, lm, h, raw, sel, ign in conn.exec_driver_sql(sql, param):
+                    out[i] = UrlRecord(
+                        id=i,
+                        url=url,
+                        host=host,
+                        etag=etag,
+                        last_modified=lm,
+                        last_hash=h,
+                        last_raw_hash=raw,
+                        selector=sel,
+                        ignore_patterns=parse_patterns(ign),
                     )
         return out
 
@@ -560,6 +547,15 @@ class Store:
         with translate_errors("pruning the poll log"), self.engine.begin() as conn:
             result = conn.execute(delete(poll_log).where(poll_log.c.polled_at < older_than))
             return int(result.rowcount)
+
+
+_URL_RECORD_COLUMNS = (
+    "SELECT u.id, u.url, s.host, u.etag, u.last_modified, u.last_hash, u.last_raw_hash, "
+    "u.selector, u.ignore_patterns FROM urls u JOIN sites s ON s.id = u.site_id "
+)
+#: straight to the driver: a slot reads its URLs' records on the crawl's critical path
+_PG_URL_RECORDS = _URL_RECORD_COLUMNS + "WHERE u.id = ANY(CAST(%(ids)s AS bigint[]))"
+_SQLITE_URL_RECORDS = _URL_RECORD_COLUMNS + "WHERE u.id IN (SELECT value FROM json_each(?))"
 
 
 _PG_INSERT_URLS = text(
