@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import multiprocessing
 import os
 import pickle
 from collections import deque
 from typing import Any
 
-from crawler.detect._worker import HEADER, Answer, Job, frame, own_fd, serve
+from crawler.detect._worker import HEADER, Answer, Job, encode_jobs, own_fd, serve
 
 #: Linux fcntl F_SETPIPE_SZ, and the pipe size asked for (a batch in one write)
 _F_SETPIPE_SZ = 1031
 _PIPE_BYTES = 1 << 20
 _READ_BYTES = 1 << 20
+#: buffers per writev (Linux allows 1024)
+_IOV_MAX = 512
 
 
 class WorkerLostError(RuntimeError):
@@ -59,7 +62,8 @@ class _Worker:
         os.set_blocking(self.in_fd, False)
         self.waiting: deque[tuple[asyncio.Future[list[Answer]], int]] = deque()
         self.load = 0  # jobs outstanding
-        self._out = bytearray()
+        self._out: deque[memoryview] = deque()
+        self._writing = False
         self._in = bytearray()
         self._need = 0
         self._header = True
@@ -71,42 +75,35 @@ class _Worker:
         if not self.alive:
             future.set_exception(WorkerLostError("judging worker is gone"))
             return future
-        payload = pickle.dumps(jobs, pickle.HIGHEST_PROTOCOL)
         self.waiting.append((future, len(jobs)))
         self.load += len(jobs)
-        self._write(frame(payload), payload)
+        self._out.extend(memoryview(part) for part in encode_jobs(jobs) if part)
+        if not self._writing:
+            self._flush()
         return future
 
-    def _write(self, *parts: bytes) -> None:
-        if self._out:
-            for part in parts:
-                self._out += part
-            return
-        for k, part in enumerate(parts):
+    def _flush(self) -> None:
+        """Write what is queued, as far as the pipe takes it without blocking; the event loop
+        calls again when it has room."""
+        out = self._out
+        while out:
             try:
-                sent = os.write(self.out_fd, part)
+                sent = os.writev(self.out_fd, list(itertools.islice(out, _IOV_MAX)))
             except BlockingIOError:
-                sent = 0
+                break
             except OSError:
                 self._lost()
                 return
-            if sent < len(part):
-                self._out += memoryview(part)[sent:]
-                for rest in parts[k + 1 :]:
-                    self._out += rest
-                self.loop.add_writer(self.out_fd, self._writable)
-                return
-
-    def _writable(self) -> None:
-        try:
-            sent = os.write(self.out_fd, self._out)
-        except BlockingIOError:
-            return
-        except OSError:
-            self._lost()
-            return
-        del self._out[:sent]
-        if not self._out:
+            while sent and sent >= len(out[0]):
+                sent -= len(out.popleft())
+            if sent:
+                out[0] = out[0][sent:]
+                break  # a partial write: the pipe is full
+        if out and not self._writing:
+            self._writing = True
+            self.loop.add_writer(self.out_fd, self._flush)
+        elif not out and self._writing:
+            self._writing = False
             self.loop.remove_writer(self.out_fd)
 
     def _readable(self) -> None:
