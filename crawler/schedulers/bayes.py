@@ -31,10 +31,12 @@ live): its long record of misses outweighs the new hits for many polls. Each URL
 CUSUM test of "the rate is now ``shift_factor`` times the estimate" against "it is the
 estimate": every poll adds the log-likelihood ratio of its outcome, ``ln((1 - e^(-k r tau)) /
 (1 - e^(-r tau)))`` for a hit and ``-(k - 1) r tau`` for a miss, and the sum is floored at 0.
-When it passes ``shift_threshold`` nats the URL's statistics are scaled down to
-``shift_keep`` of their weight, so the new regime dominates the estimate at once. Only
-increases are tested: a URL that slows down is polled often enough for forgetting to
-follow it, and resetting on decreases cost accuracy on the static environments.
+When it passes ``shift_threshold`` nats the URL's miss statistics (the evidence against a
+higher rate) are scaled down to ``shift_keep`` of their weight, so the new hits dominate the
+estimate at once; the hit statistics stay (scaling them too would lower the estimate of a
+URL that hits at every poll). Only increases are tested: a URL that slows down is polled
+often enough for forgetting to follow it, and resetting on decreases cost accuracy on the
+static environments.
 
 **Allocation.** With equal importance the Lagrange optimum is ``x_i = min(1, r_i / u)``
 with ``sum x = C``. Only the polled URLs' estimates change in a slot, so their ``x`` and
@@ -303,28 +305,34 @@ class BayesRate(Scheduler):
     def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
         tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
         self._last[pos] = self._slot
-        g: np.float32 | F32Array = np.float32(self.forget)
-        if self.shift_threshold > 0:
-            g = g * self._shift_discount(pos, hits, tau)
+        shifted = self._shift_test(pos, hits, tau) if self.shift_threshold > 0 else None
+        g = np.float32(self.forget)
         hit = hits.astype(np.float32)
         miss = np.float32(1.0) - hit
         a = self._hit_time[pos] * g + tau * hit
         b = self._miss_time[pos] * g + tau * miss
         h = self._hit_count[pos] * g + hit
         mc = self._miss_count[pos] * g + miss
+        if shifted is not None and shifted.any():
+            # The evidence against a higher rate, the misses, mostly go: what the old regime
+            # said for a lower rate no longer holds. (Scaling the hits down as well would
+            # lower the estimate of a URL that hits at every poll.)
+            keep = np.where(shifted, np.float32(self.shift_keep), np.float32(1.0))
+            b = b - self._miss_time[pos] * g * (1 - keep)
+            mc = mc - self._miss_count[pos] * g * (1 - keep)
+        rate = self._estimate(a, b, h, mc)
         self._hit_time[pos] = a
         self._miss_time[pos] = b
         self._hit_count[pos] = h
         self._miss_count[pos] = mc
-        rate = self._estimate(a, b, h, mc)
         self._rhat[pos] = rate
         new_x = self._allocate(rate, pos)
         self._total += float(new_x.sum(dtype=np.float64) - self._x[pos].sum(dtype=np.float64))
         self._x[pos] = new_x
 
-    def _shift_discount(self, pos: IndexArray, hits: BoolArray, tau: F32Array) -> F32Array:
-        """Advance the URLs' CUSUM tests by this poll; 1 where no shift was detected,
-        ``shift_keep`` where one was (those statistics restart from zero)."""
+    def _shift_test(self, pos: IndexArray, hits: BoolArray, tau: F32Array) -> BoolArray:
+        """Advance the URLs' CUSUM tests by this poll; True where a rise of the rate is
+        detected (the test then restarts from zero)."""
         rt = np.maximum(self._rhat[pos].astype(np.float64) * tau, 1e-12)
         k = self.shift_factor
         with np.errstate(divide="ignore", over="ignore"):
@@ -340,7 +348,7 @@ class BayesRate(Scheduler):
         )
         surge[shifted] = 0.0
         self._surge[pos] = surge.astype(np.float16)
-        return np.where(shifted, np.float32(self.shift_keep), np.float32(1.0)).astype(np.float32)
+        return shifted
 
     def _estimate(
         self, a: NDArray[Any], b: NDArray[Any], h: NDArray[Any], mc: NDArray[Any]

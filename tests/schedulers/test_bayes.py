@@ -142,15 +142,15 @@ def test_shift_test_rarely_fires_on_a_static_env() -> None:
     s = BayesRate(2, seed=1)
     s.add(np.arange(p.size))
     shifts = 0
-    discount = s._shift_discount
+    test = s._shift_test
 
     def counting(pos: Any, hits: Any, tau: Any) -> Any:
         nonlocal shifts
-        out = discount(pos, hits, tau)
-        shifts += int(np.count_nonzero(out < 1))
+        out = test(pos, hits, tau)
+        shifts += int(np.count_nonzero(out))
         return out
 
-    s._shift_discount = counting  # type: ignore[method-assign]
+    s._shift_test = counting  # type: ignore[method-assign]
     simulate(s, p, 20_000, rng)
     assert shifts <= 20  # of 40,000 polls
 
