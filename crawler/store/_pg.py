@@ -1,7 +1,10 @@
-"""PostgreSQL fast paths: whole batches as array parameters expanded with ``unnest``.
+"""PostgreSQL fast paths: a slot's rows by COPY, scheduler rows as ``unnest`` arrays.
 
-One statement per table per slot, a handful of parameters each: no per-row round trips and
-no statement text that grows with the batch (see ``_sql.py``).
+One statement per table per slot: no per-row round trips and no statement text that grows
+with the batch (see ``_sql.py``). The poll log, the changes and the URL updates go through
+COPY (psycopg formats the rows in C; array parameters are dumped element by element in Python,
+holding the GIL that the crawl loop needs): the URL updates are copied into a temporary table
+emptied at every commit, then applied with one ``UPDATE ... FROM``.
 """
 
 from __future__ import annotations
@@ -9,23 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 from sqlalchemy import Connection, TextClause, text
 
-POLL_LOG = text(
-    "INSERT INTO poll_log (url_id, slot, polled_at, status, outcome, duration_s, bytes, "
-    "content_hash, error_kind, error) SELECT * FROM unnest("
-    "CAST(:url_id AS bigint[]), CAST(:slot AS bigint[]), CAST(:polled_at AS timestamptz[]), "
-    "CAST(:status AS int[]), CAST(:outcome AS text[]), CAST(:duration_s AS float8[]), "
-    "CAST(:bytes AS bigint[]), CAST(:content_hash AS text[]), CAST(:error_kind AS text[]), "
-    "CAST(:error AS text[]))"
-)
-
-CHANGES = text(
-    "INSERT INTO changes (url_id, slot, detected_at, old_hash, new_hash, snapshot) "
-    "SELECT * FROM unnest(CAST(:url_id AS bigint[]), CAST(:slot AS bigint[]), "
-    "CAST(:detected_at AS timestamptz[]), CAST(:old_hash AS text[]), "
-    "CAST(:new_hash AS text[]), CAST(:snapshot AS bytea[]))"
-)
+from crawler.store._types import StoreError, StoreUnavailable
 
 OK_UPDATE = text(
     "UPDATE urls SET polls = urls.polls + 1, hits = urls.hits + v.hit, "
@@ -56,11 +46,6 @@ URL_STATE = text(
 )
 
 
-POLL_LOG_COLUMNS = (
-    "url_id", "slot", "polled_at", "status", "outcome", "duration_s", "bytes", "content_hash",
-    "error_kind", "error",
-)  # fmt: skip
-CHANGES_COLUMNS = ("url_id", "slot", "detected_at", "old_hash", "new_hash", "snapshot")
 OK_COLUMNS = (
     "b_id", "b_hit", "b_miss", "b_nm", "b_at", "b_changed", "b_status", "b_etag", "b_lm",
     "b_hash", "b_raw",
@@ -80,3 +65,69 @@ def execute_columns(
 def upsert_url_state(conn: Connection, name: str, ids: list[int], blobs: list[bytes]) -> None:
     if ids:
         conn.execute(URL_STATE, {"name": name, "ids": ids, "data": blobs})
+
+
+POLL_LOG_COPY = (
+    "COPY poll_log (url_id, slot, polled_at, status, outcome, duration_s, bytes, content_hash, "
+    "error_kind, error) FROM STDIN"
+)
+CHANGES_COPY = "COPY changes (url_id, slot, detected_at, old_hash, new_hash, snapshot) FROM STDIN"
+
+#: the slot's successful polls, in the order of ``OK_COLUMNS``; emptied at every commit
+_OK_TABLE = (
+    "CREATE TEMP TABLE IF NOT EXISTS crawler_slot_ok (id bigint, hit int, miss int, nm int, "
+    "at timestamptz, changed timestamptz, status int, etag text, lm text, hash text, raw text) "
+    "ON COMMIT DELETE ROWS"
+)
+_OK_COPY = "COPY crawler_slot_ok FROM STDIN"
+_OK_APPLY = (
+    "UPDATE urls SET polls = urls.polls + 1, hits = urls.hits + v.hit, "
+    "misses = urls.misses + v.miss, not_modified = urls.not_modified + v.nm, "
+    "last_polled_at = v.at, last_changed_at = coalesce(v.changed, urls.last_changed_at), "
+    "last_status = v.status, etag = v.etag, last_modified = v.lm, "
+    "last_hash = coalesce(v.hash, urls.last_hash), "
+    "last_raw_hash = coalesce(v.raw, urls.last_raw_hash), "
+    "first_seen_hash = coalesce(urls.first_seen_hash, v.hash) "
+    "FROM crawler_slot_ok AS v WHERE urls.id = v.id"
+)
+
+
+def _cursor(conn: Connection) -> psycopg.Cursor[Any]:
+    """A cursor of the connection's own psycopg connection (same transaction)."""
+    raw = conn.connection.dbapi_connection
+    assert isinstance(raw, psycopg.Connection)
+    return raw.cursor()
+
+
+def _translate(exc: psycopg.Error) -> StoreError:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreUnavailable(f"committing the slot: database unavailable: {message}")
+    return StoreError(f"committing the slot failed: {message}")
+
+
+def copy_rows(conn: Connection, copy_sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """COPY ``rows`` (nothing when empty)."""
+    if not rows:
+        return
+    try:
+        with _cursor(conn) as cur, cur.copy(copy_sql) as copy:
+            for row in rows:
+                copy.write_row(row)
+    except psycopg.Error as exc:
+        raise _translate(exc) from exc
+
+
+def update_ok(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Apply the successful polls' rows (``OK_COLUMNS`` order) to ``urls``; one row per URL."""
+    if not rows:
+        return
+    try:
+        with _cursor(conn) as cur:
+            cur.execute(_OK_TABLE)
+            with cur.copy(_OK_COPY) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            cur.execute(_OK_APPLY)
+    except psycopg.Error as exc:
+        raise _translate(exc) from exc

@@ -393,11 +393,11 @@ class Store:
             _sqlite.execute_rows(conn, _sqlite.OK_UPDATE, ok)
             _sqlite.execute_rows(conn, _sqlite.ERROR_UPDATE, bad)
             return
-        _pg.execute_columns(conn, _pg.POLL_LOG, _pg.POLL_LOG_COLUMNS, log_rows)
-        _pg.execute_columns(conn, _pg.CHANGES, _pg.CHANGES_COLUMNS, change_rows)
-        # UPDATE ... FROM unnest() applies one row per URL: repeated URLs go one at a time
+        _pg.copy_rows(conn, _pg.POLL_LOG_COPY, log_rows)
+        _pg.copy_rows(conn, _pg.CHANGES_COPY, change_rows)
+        # UPDATE ... FROM applies one row per URL: repeated URLs go one at a time
         if len({p.url_id for p in polls}) == len(polls):
-            _pg.execute_columns(conn, _pg.OK_UPDATE, _pg.OK_COLUMNS, ok)
+            _pg.update_ok(conn, ok)
             _pg.execute_columns(conn, _pg.ERROR_UPDATE, _pg.ERROR_COLUMNS, bad)
             return
         for row in ok:
