@@ -151,8 +151,6 @@ async def bare_loop(
 # ----- the service -----------------------------------------------------------------------------
 
 
-
-
 def bench_settings(database_url: str, per_slot: int, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "database_url": database_url,

@@ -38,8 +38,6 @@ def rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-
-
 def entries(n: int) -> list[NewUrl]:
     return [NewUrl(f"https://site{i % 5000}.example/page/{i}") for i in range(n)]
 

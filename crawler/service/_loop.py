@@ -43,7 +43,10 @@ JUDGE_BATCH = 64
 
 #: poll outcomes as the metrics count them (a baseline poll is a successful miss)
 _METRIC_OUTCOME = {
-    "hit": "hit", "miss": "miss", "not_modified": "not_modified", "baseline": "miss",
+    "hit": "hit",
+    "miss": "miss",
+    "not_modified": "not_modified",
+    "baseline": "miss",
     "error": "error",
 }
 
@@ -113,7 +116,9 @@ class CrawlLoop:
             self.scheduler = schedulers.restore(state)
             log.info(
                 "restored scheduler %s: %d URLs, slot %s",
-                name, self.scheduler.size, state.get("slot"),
+                name,
+                self.scheduler.size,
+                state.get("slot"),
             )
         else:
             self.scheduler = schedulers.create(
@@ -141,7 +146,10 @@ class CrawlLoop:
         if gone.size or new.any():
             log.info(
                 "watch list: %d URLs (+%d, -%d), capacity %.3g polls per slot",
-                self.scheduler.size, int(new.sum()), gone.size, self.scheduler.capacity,
+                self.scheduler.size,
+                int(new.sum()),
+                gone.size,
+                self.scheduler.capacity,
             )
         return True
 
@@ -212,10 +220,19 @@ class CrawlLoop:
         overrun = clock.overran(tick.planned) if clock is not None else False
         fill = self._wanted_total() / self.scheduler.capacity
         slot = SlotRecord(
-            slot=self.scheduler.slot, scheduler=self.scheduler.name, started_at=started_at,
-            duration_s=duration, polls=len(polls), hits=counts["hit"], misses=counts["miss"],
-            not_modified=counts["not_modified"], errors=counts["error"], overrun=overrun,
-            lag_s=tick.lag_s, capacity=self.scheduler.capacity, knapsack_fill=fill,
+            slot=self.scheduler.slot,
+            scheduler=self.scheduler.name,
+            started_at=started_at,
+            duration_s=duration,
+            polls=len(polls),
+            hits=counts["hit"],
+            misses=counts["miss"],
+            not_modified=counts["not_modified"],
+            errors=counts["error"],
+            overrun=overrun,
+            lag_s=tick.lag_s,
+            capacity=self.scheduler.capacity,
+            knapsack_fill=fill,
         )
         self._pending.append((slot, polls, self.scheduler.take_delta()))
         if previous is not None:
@@ -226,8 +243,17 @@ class CrawlLoop:
         self.metrics.observe_slot(time.monotonic() - started, tick.lag_s, overrun)
         self.metrics.set_watch(self.scheduler.size, self.scheduler.capacity, fill)
         summary = SlotSummary(
-            tick.seq, len(polls), counts["hit"], counts["miss"], counts["not_modified"],
-            counts["baseline"], counts["error"], duration, tick.lag_s, overrun, False,
+            tick.seq,
+            len(polls),
+            counts["hit"],
+            counts["miss"],
+            counts["not_modified"],
+            counts["baseline"],
+            counts["error"],
+            duration,
+            tick.lag_s,
+            overrun,
+            False,
         )
         return summary, commit
 
@@ -248,14 +274,17 @@ class CrawlLoop:
                 unavailable = isinstance(exc, StoreUnavailable)
                 (log.warning if unavailable else log.error)(
                     "slot %d not committed, %d slot(s) kept for retry: %s",
-                    slot.slot, len(self._pending), exc,
+                    slot.slot,
+                    len(self._pending),
+                    exc,
                 )
                 if len(self._pending) > MAX_PENDING_SLOTS:
                     dropped = self._pending.pop(0)
                     log.error(
                         "dropped the records of slot %d after %d pending slots; its URLs' "
                         "learning rows are saved again when they are next polled",
-                        dropped[0].slot, MAX_PENDING_SLOTS,
+                        dropped[0].slot,
+                        MAX_PENDING_SLOTS,
                     )
                 return False
             self.metrics.observe_commit(time.monotonic() - began)
@@ -369,16 +398,26 @@ class CrawlLoop:
             if res.outcome == "error":
                 outcome = "error"
                 poll = PollRecord(
-                    url_id=res.url_id, outcome="error", polled_at=now, status=res.status,
-                    duration_s=res.duration_s, bytes=res.bytes_received,
-                    error_kind=res.error_kind, error=res.error,
+                    url_id=res.url_id,
+                    outcome="error",
+                    polled_at=now,
+                    status=res.status,
+                    duration_s=res.duration_s,
+                    bytes=res.bytes_received,
+                    error_kind=res.error_kind,
+                    error=res.error,
                 )
             elif res.outcome == "not_modified":
                 outcome = "not_modified" if rec.last_hash is not None else "baseline"
                 poll = PollRecord(
-                    url_id=res.url_id, outcome=outcome, polled_at=now, status=res.status,
-                    duration_s=res.duration_s, bytes=res.bytes_received,
-                    content_hash=rec.last_hash, etag=res.etag or rec.etag,
+                    url_id=res.url_id,
+                    outcome=outcome,
+                    polled_at=now,
+                    status=res.status,
+                    duration_s=res.duration_s,
+                    bytes=res.bytes_received,
+                    content_hash=rec.last_hash,
+                    etag=res.etag or rec.etag,
                     last_modified=res.last_modified or rec.last_modified,
                 )
             else:
@@ -393,10 +432,17 @@ class CrawlLoop:
                         "utf-8", "replace"
                     )
                 poll = PollRecord(
-                    url_id=res.url_id, outcome=outcome, polled_at=now, status=res.status,
-                    duration_s=res.duration_s, bytes=res.bytes_received,
-                    content_hash=verdict.content_hash, raw_hash=verdict.raw_hash,
-                    old_hash=rec.last_hash, etag=res.etag, last_modified=res.last_modified,
+                    url_id=res.url_id,
+                    outcome=outcome,
+                    polled_at=now,
+                    status=res.status,
+                    duration_s=res.duration_s,
+                    bytes=res.bytes_received,
+                    content_hash=verdict.content_hash,
+                    raw_hash=verdict.raw_hash,
+                    old_hash=rec.last_hash,
+                    etag=res.etag,
+                    last_modified=res.last_modified,
                     snapshot=snapshot,
                 )
             counts[outcome] += 1
@@ -405,7 +451,10 @@ class CrawlLoop:
                 fb_ids.append(res.url_id)
                 fb_hits.append(outcome == "hit")
             self.metrics.observe_poll(
-                _METRIC_OUTCOME[outcome], res.duration_s, res.bytes_received, res.error_kind,
+                _METRIC_OUTCOME[outcome],
+                res.duration_s,
+                res.bytes_received,
+                res.error_kind,
                 rec.host if outcome == "error" else None,
             )
         return polls, fb_ids, fb_hits, counts
@@ -448,9 +497,13 @@ def _apply_poll(record: UrlRecord, poll: PollRecord) -> UrlRecord:
     if poll.outcome == "error":
         return record
     return UrlRecord(
-        id=record.id, url=record.url, host=record.host,
-        etag=poll.etag, last_modified=poll.last_modified,
+        id=record.id,
+        url=record.url,
+        host=record.host,
+        etag=poll.etag,
+        last_modified=poll.last_modified,
         last_hash=poll.content_hash or record.last_hash,
         last_raw_hash=poll.raw_hash or record.last_raw_hash,
-        selector=record.selector, ignore_patterns=record.ignore_patterns,
+        selector=record.selector,
+        ignore_patterns=record.ignore_patterns,
     )

@@ -62,13 +62,19 @@ class CrawlService:
         await self.loop.load()
         if self.settings.metrics_port:
             self._http = await start_http_server(
-                self.settings.metrics_host, self.settings.metrics_port, self.registry,
+                self.settings.metrics_host,
+                self.settings.metrics_port,
+                self.registry,
                 self.is_healthy,
             )
         self._housekeeping.add_job(
-            self.prune, "interval", minutes=PRUNE_EVERY_MINUTES, id="prune-poll-log",
+            self.prune,
+            "interval",
+            minutes=PRUNE_EVERY_MINUTES,
+            id="prune-poll-log",
             next_run_time=datetime.now(UTC) + timedelta(seconds=5),
-            coalesce=True, max_instances=1,
+            coalesce=True,
+            max_instances=1,
         )
         self._housekeeping.start()
         return self
@@ -135,9 +141,11 @@ async def serve(settings: Settings, max_slots: int | None = None) -> None:
     async with CrawlService(settings) as service:
         log.info(
             "crawling with %s: %d URLs, %.3g polls per %.3g s slot, database %s",
-            settings.scheduler, service.loop.scheduler.size if service.loop.scheduler else 0,
+            settings.scheduler,
+            service.loop.scheduler.size if service.loop.scheduler else 0,
             service.loop.scheduler.capacity if service.loop.scheduler else 0,
-            settings.slot_seconds, settings.database_url.split("@")[-1],
+            settings.slot_seconds,
+            settings.database_url.split("@")[-1],
         )
         await service.run(stop, max_slots)
     log.info("stopped cleanly")

@@ -22,26 +22,32 @@ pytestmark = pytest.mark.slow
 
 def crawler_env(database_url: str, scheduler: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "CRAWLER_DATABASE_URL": database_url,
-        "CRAWLER_SCHEDULER": scheduler,
-        "CRAWLER_SLOT_SECONDS": "0.05",
-        "CRAWLER_CAPACITY": "2",
-        "CRAWLER_METRICS_PORT": "0",
-        "CRAWLER_ALLOW_PRIVATE_ADDRESSES": "true",
-        "CRAWLER_PER_HOST_MIN_DELAY_S": "0",
-        "CRAWLER_PER_HOST_CONCURRENCY": "8",
-        "CRAWLER_NORMALIZE_WORKERS": "1",
-        "CRAWLER_FETCH_RETRIES": "0",
-        "CRAWLER_SEED": "7",
-    })
+    env.update(
+        {
+            "CRAWLER_DATABASE_URL": database_url,
+            "CRAWLER_SCHEDULER": scheduler,
+            "CRAWLER_SLOT_SECONDS": "0.05",
+            "CRAWLER_CAPACITY": "2",
+            "CRAWLER_METRICS_PORT": "0",
+            "CRAWLER_ALLOW_PRIVATE_ADDRESSES": "true",
+            "CRAWLER_PER_HOST_MIN_DELAY_S": "0",
+            "CRAWLER_PER_HOST_CONCURRENCY": "8",
+            "CRAWLER_NORMALIZE_WORKERS": "1",
+            "CRAWLER_FETCH_RETRIES": "0",
+            "CRAWLER_SEED": "7",
+        }
+    )
     return env
 
 
 def cli(env: dict[str, str], *args: str) -> Any:
     done = subprocess.run(
-        [sys.executable, "-m", "crawler", *args], env=env, capture_output=True, text=True,
-        timeout=120, check=False,
+        [sys.executable, "-m", "crawler", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout) if "--json" in args else done.stderr
@@ -55,8 +61,13 @@ def wanted(env: dict[str, str]) -> dict[str, tuple[float | None, int]]:
 async def run_until(env: dict[str, str], database_url: str, slots: int, sig: int) -> str:
     """Start ``crawler run``; once ``slots`` slots are committed, send ``sig``."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "crawler", "run", env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "crawler",
+        "run",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         with Store(database_url) as store:

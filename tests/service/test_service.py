@@ -135,9 +135,15 @@ async def misbehaving_server() -> AsyncIterator[tuple[str, str]]:
 async def test_bad_targets_are_recorded_failures_not_crashes(database_url: str) -> None:
     async with misbehaving_server() as (base, busy_base):
         urls = [
-            f"{base}/loop", f"{busy_base}/busy", f"{base}/reset", f"{base}/binary",
-            f"{base}/bad-html", f"{base}/metadata", f"{base}/missing",
-            "http://127.0.0.1:9/closed-port", "http://no-such-host.invalid/",
+            f"{base}/loop",
+            f"{busy_base}/busy",
+            f"{base}/reset",
+            f"{base}/binary",
+            f"{base}/bad-html",
+            f"{base}/metadata",
+            f"{base}/missing",
+            "http://127.0.0.1:9/closed-port",
+            "http://no-such-host.invalid/",
         ]
         with Store(database_url) as store:
             watch(store, urls)

@@ -118,9 +118,7 @@ def test_format_change_drops_unreadable_rows(store: Store) -> None:
     base = {"scheduler": "custom", "format": 1, "slot": 1, "ids": ids}
     store.commit_slot(slot_record(1, []), [], base | {"url_a": np.arange(3.0)})
     with store.engine.begin() as conn:  # one row damaged on disk
-        conn.execute(
-            url_state.update().where(url_state.c.url_id == int(ids[2])).values(data=b"xx")
-        )
+        conn.execute(url_state.update().where(url_state.c.url_id == int(ids[2])).values(data=b"xx"))
     store.commit_slot(
         slot_record(2, []), [], base | {"ids": ids[:1], "url_a": np.ones(1), "url_b": np.ones(1)}
     )
