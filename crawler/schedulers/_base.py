@@ -91,6 +91,8 @@ class Scheduler(ABC):
         # Row positions of the last selection, ascending (None after add/remove): lets
         # feedback() find its rows among ~C instead of searching all n ids.
         self._selected_rows: IndexArray | None = None
+        self._selected_order: IndexArray = np.empty(0, dtype=np.intp)
+        self._selected_ids: IdArray = np.empty(0, dtype=np.int64)
 
     # ----- public API -------------------------------------------------------------------
 
@@ -195,7 +197,10 @@ class Scheduler(ABC):
         # never more than one slot's worth, and never beyond ceil(C) polls in a slot.
         self._budget = min(self._budget - chosen.size, float(most))
         self._selected_rows = np.sort(chosen)
-        return self._ids[chosen]
+        self._selected_order = chosen
+        selected: IdArray = self._ids[chosen]
+        self._selected_ids = selected
+        return selected.copy()
 
     def feedback(self, ids: ArrayLike, hits: ArrayLike) -> None:
         """Outcomes of this slot's successful polls: ``hits[j]`` is True if URL ``ids[j]``
@@ -362,6 +367,9 @@ class Scheduler(ABC):
         rows = self._selected_rows
         if rows is None or ids.size == 0 or rows.size == 0:
             return None
+        # the common case: feedback for exactly the selection, in its order
+        if ids.size == self._selected_ids.size and np.array_equal(ids, self._selected_ids):
+            return self._selected_order.astype(np.intp, copy=False)
         chosen_ids = self._ids[rows]  # ascending, as rows are
         at = np.searchsorted(chosen_ids, ids)
         if np.any(at >= chosen_ids.size):

@@ -53,8 +53,12 @@ def stride_pick(credit: FloatArray, shares: FloatArray, k: int) -> IndexArray:
     ``credit`` is updated in place.
     """
     credit += shares
-    chosen = top_k(credit, k)
-    chosen = chosen[credit[chosen] >= 1.0]
+    # Only the due URLs (credit >= 1) compete: ranking those few instead of all n credits
+    # is the same choice, several times cheaper at a million URLs.
+    due = np.flatnonzero(credit >= 1.0)
+    if due.size > k:
+        due = due[np.argpartition(credit[due], due.size - k)[due.size - k :]]
+    chosen = due.astype(np.intp, copy=False)
     credit[chosen] -= 1.0
     return chosen
 
