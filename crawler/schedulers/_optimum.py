@@ -85,13 +85,8 @@ def _water_fill_equal_weights(r: FloatArray, capacity: float) -> FloatArray:
     return x
 
 
-def optimal_allocation(
-    p: ArrayLike, capacity: float, importance: ArrayLike | None = None
-) -> FloatArray:
-    """The frequencies x (polls per slot, in [0, 1], summing to C) that maximize expected value.
-
-    ``p`` are change probabilities per slot, ``importance`` the weights w_i in (0, 1].
-    """
+def _checked_problem(p: ArrayLike, capacity: float) -> FloatArray:
+    """p as a float array, after checking it and the capacity (ValueError if bad)."""
     pa = np.asarray(p, dtype=np.float64)
     if pa.ndim != 1:
         raise ValueError("p must be a 1-D array")
@@ -99,12 +94,29 @@ def optimal_allocation(
         raise ValueError("change probabilities must be finite and in [0, 1]")
     if not np.isfinite(capacity) or capacity <= 0:
         raise ValueError("capacity must be a positive number")
-    r = change_rates(pa)
-    if importance is None:
-        return _water_fill_equal_weights(r, float(capacity))
+    return pa
+
+
+def _checked_weights(importance: ArrayLike, pa: FloatArray) -> FloatArray:
+    """The importance weights as a float array matching p (ValueError if bad)."""
     w = np.asarray(importance, dtype=np.float64)
     if w.shape != pa.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
         raise ValueError("importance must be positive, finite and match p")
+    return w
+
+
+def optimal_allocation(
+    p: ArrayLike, capacity: float, importance: ArrayLike | None = None
+) -> FloatArray:
+    """The frequencies x (polls per slot, in [0, 1], summing to C) that maximize expected value.
+
+    ``p`` are change probabilities per slot, ``importance`` the weights w_i in (0, 1].
+    """
+    pa = _checked_problem(p, capacity)
+    r = change_rates(pa)
+    if importance is None:
+        return _water_fill_equal_weights(r, float(capacity))
+    w = _checked_weights(importance, pa)
     if np.allclose(w, w[0]):
         return _water_fill_equal_weights(r, float(capacity))
     positive = r > 0
@@ -204,16 +216,8 @@ def whole_slot_limit(
     with C polls per slot: it ignores that the URLs' whole intervals must also fit
     together slot by slot.
     """
-    pa = np.asarray(p, dtype=np.float64)
-    if pa.ndim != 1:
-        raise ValueError("p must be a 1-D array")
-    if not np.all(np.isfinite(pa)) or np.any((pa < 0) | (pa > 1)):
-        raise ValueError("change probabilities must be finite and in [0, 1]")
-    if not np.isfinite(capacity) or capacity <= 0:
-        raise ValueError("capacity must be a positive number")
-    w = np.ones_like(pa) if importance is None else np.asarray(importance, dtype=np.float64)
-    if w.shape != pa.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
-        raise ValueError("importance must be positive, finite and match p")
+    pa = _checked_problem(p, capacity)
+    w = np.ones_like(pa) if importance is None else _checked_weights(importance, pa)
     live = pa > 0
     pa, w = pa[live], w[live]
     if capacity >= pa.size:
