@@ -17,7 +17,8 @@ from sqlalchemy import Connection, TextClause, text
 
 from crawler.store._types import StoreError, StoreUnavailable
 
-OK_UPDATE = text(
+#: a successful poll's effect on its URL row, from a row ``v`` of the slot's values
+_OK_SET = (
     "UPDATE urls SET polls = urls.polls + 1, hits = urls.hits + v.hit, "
     "misses = urls.misses + v.miss, not_modified = urls.not_modified + v.nm, "
     "last_polled_at = v.at, last_changed_at = coalesce(v.changed, urls.last_changed_at), "
@@ -25,7 +26,9 @@ OK_UPDATE = text(
     "last_hash = coalesce(v.hash, urls.last_hash), "
     "last_raw_hash = coalesce(v.raw, urls.last_raw_hash), "
     "first_seen_hash = coalesce(urls.first_seen_hash, v.hash) "
-    "FROM unnest(CAST(:b_id AS bigint[]), CAST(:b_hit AS int[]), CAST(:b_miss AS int[]), "
+)
+OK_UPDATE = text(
+    _OK_SET + "FROM unnest(CAST(:b_id AS bigint[]), CAST(:b_hit AS int[]), CAST(:b_miss AS int[]), "
     "CAST(:b_nm AS int[]), CAST(:b_at AS timestamptz[]), CAST(:b_changed AS timestamptz[]), "
     "CAST(:b_status AS int[]), CAST(:b_etag AS text[]), CAST(:b_lm AS text[]), "
     "CAST(:b_hash AS text[]), CAST(:b_raw AS text[])) "
@@ -80,16 +83,7 @@ _OK_TABLE = (
     "ON COMMIT DELETE ROWS"
 )
 _OK_COPY = "COPY crawler_slot_ok FROM STDIN"
-_OK_APPLY = (
-    "UPDATE urls SET polls = urls.polls + 1, hits = urls.hits + v.hit, "
-    "misses = urls.misses + v.miss, not_modified = urls.not_modified + v.nm, "
-    "last_polled_at = v.at, last_changed_at = coalesce(v.changed, urls.last_changed_at), "
-    "last_status = v.status, etag = v.etag, last_modified = v.lm, "
-    "last_hash = coalesce(v.hash, urls.last_hash), "
-    "last_raw_hash = coalesce(v.raw, urls.last_raw_hash), "
-    "first_seen_hash = coalesce(urls.first_seen_hash, v.hash) "
-    "FROM crawler_slot_ok AS v WHERE urls.id = v.id"
-)
+_OK_APPLY = _OK_SET + "FROM crawler_slot_ok AS v WHERE urls.id = v.id"
 
 
 def _cursor(conn: Connection) -> psycopg.Cursor[Any]:
