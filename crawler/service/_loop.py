@@ -395,56 +395,46 @@ class CrawlLoop:
         for res in results:
             rec = records[res.url_id]
             outcome: Outcome
+            content_hash = raw_hash = old_hash = snapshot = None
+            etag, last_modified = res.etag, res.last_modified
             if res.outcome == "error":
                 outcome = "error"
-                poll = PollRecord(
-                    url_id=res.url_id,
-                    outcome="error",
-                    polled_at=now,
-                    status=res.status,
-                    duration_s=res.duration_s,
-                    bytes=res.bytes_received,
-                    error_kind=res.error_kind,
-                    error=res.error,
-                )
             elif res.outcome == "not_modified":
                 outcome = "not_modified" if rec.last_hash is not None else "baseline"
-                poll = PollRecord(
-                    url_id=res.url_id,
-                    outcome=outcome,
-                    polled_at=now,
-                    status=res.status,
-                    duration_s=res.duration_s,
-                    bytes=res.bytes_received,
-                    content_hash=rec.last_hash,
-                    etag=res.etag or rec.etag,
-                    last_modified=res.last_modified or rec.last_modified,
-                )
+                content_hash = rec.last_hash
+                etag, last_modified = etag or rec.etag, last_modified or rec.last_modified
             else:
                 verdict = verdicts[res.url_id]
                 if verdict.changed is None:
                     outcome = "baseline"
                 else:
                     outcome = "hit" if verdict.changed else "miss"
-                snapshot = None
                 if outcome == "hit" and keep_text and verdict.text is not None:
                     snapshot = verdict.text[: self.settings.snapshot_max_bytes].decode(
                         "utf-8", "replace"
                     )
-                poll = PollRecord(
-                    url_id=res.url_id,
-                    outcome=outcome,
-                    polled_at=now,
-                    status=res.status,
-                    duration_s=res.duration_s,
-                    bytes=res.bytes_received,
-                    content_hash=verdict.content_hash,
-                    raw_hash=verdict.raw_hash,
-                    old_hash=rec.last_hash,
-                    etag=res.etag,
-                    last_modified=res.last_modified,
-                    snapshot=snapshot,
+                content_hash, raw_hash, old_hash = (
+                    verdict.content_hash,
+                    verdict.raw_hash,
+                    rec.last_hash,
                 )
+            failed = outcome == "error"
+            poll = PollRecord(
+                url_id=res.url_id,
+                outcome=outcome,
+                polled_at=now,
+                status=res.status,
+                duration_s=res.duration_s,
+                bytes=res.bytes_received,
+                content_hash=content_hash,
+                raw_hash=raw_hash,
+                old_hash=old_hash,
+                etag=None if failed else etag,
+                last_modified=None if failed else last_modified,
+                error_kind=res.error_kind if failed else None,
+                error=res.error if failed else None,
+                snapshot=snapshot,
+            )
             counts[outcome] += 1
             polls.append(poll)
             if outcome in ("hit", "miss", "not_modified"):
