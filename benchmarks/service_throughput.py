@@ -37,6 +37,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 import psutil
+from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_databases import database
@@ -48,7 +49,7 @@ from crawler.store import NewUrl, Store
 from crawler.testsite import ChangingSite, PageRenderer
 
 
-def _serve(n: int, rate: float, page_bytes: int, conn: Connection) -> None:
+def _serve(n: int, rate: float, page_bytes: int, hosts: int, conn: Connection) -> None:
     async def main() -> None:
         site = ChangingSite(np.full(n, rate), tick_seconds=1.0, seed=11)
         renderer = PageRenderer(int(page_bytes / 0.82))
@@ -56,6 +57,9 @@ def _serve(n: int, rate: float, page_bytes: int, conn: Connection) -> None:
         for k in range(1, n + 1):
             renderer._body(k, 0)
         await site.start()
+        assert site._runner is not None
+        for h in range(2, hosts + 1):  # the same server on more loopback addresses
+            await web.TCPSite(site._runner, f"127.0.0.{h}", site.port).start()
         conn.send(site.port)
         await asyncio.get_running_loop().run_in_executor(None, conn.recv)
         await site.stop()
@@ -63,19 +67,24 @@ def _serve(n: int, rate: float, page_bytes: int, conn: Connection) -> None:
     asyncio.run(main())
 
 
+def page_url(port: int, hosts: int, k: int) -> str:
+    """Page ``k`` (1-based) of the site answering on ``hosts`` loopback addresses."""
+    return f"http://127.0.0.{(k - 1) % hosts + 1}:{port}/page/{k}"
+
+
 @contextmanager
-def site_process(n: int, rate: float, page_bytes: int) -> Iterator[tuple[str, int]]:
-    """Start the site in a child process; yields its base URL and process id."""
+def site_process(n: int, rate: float, page_bytes: int, hosts: int) -> Iterator[tuple[int, int]]:
+    """Start the site in a child process; yields its port and process id."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_serve, args=(n, rate, page_bytes, child), daemon=True)
+    proc = ctx.Process(target=_serve, args=(n, rate, page_bytes, hosts, child), daemon=True)
     proc.start()
     try:
         if not parent.poll(120):
             raise RuntimeError("the site did not start")
         port = parent.recv()
         assert proc.pid is not None
-        yield f"http://127.0.0.1:{port}", proc.pid
+        yield port, proc.pid
     finally:
         parent.send("stop")
         proc.join(10)
@@ -123,7 +132,7 @@ class CpuMeter:
 
 
 async def bare_loop(
-    base: str, n: int, total: int, concurrency: int, meter: CpuMeter
+    urls: list[str], total: int, concurrency: int, meter: CpuMeter
 ) -> tuple[float, int]:
     """(pages/s, mean body bytes) of plain aiohttp GETs of the pages, ``concurrency`` at once."""
     connector = aiohttp.TCPConnector(limit=concurrency)
@@ -134,7 +143,7 @@ async def bare_loop(
         async def worker() -> None:
             nonlocal received
             for i in queue:
-                async with session.get(f"{base}/page/{i % n + 1}") as resp:
+                async with session.get(urls[i % len(urls)]) as resp:
                     received += len(await resp.read())
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))  # warm the connections
@@ -185,15 +194,15 @@ class ServiceRun:
 
 async def service_run(
     settings: Settings,
-    base: str,
-    n: int,
+    urls: list[str],
     measure_polls: int,
     meter: CpuMeter,
     profile: str | None,
 ) -> ServiceRun:
     store = Store.from_settings(settings)
     store.upgrade()
-    store.add_urls([NewUrl(f"{base}/page/{k}") for k in range(1, n + 1)])
+    store.add_urls([NewUrl(u) for u in urls])
+    n = len(urls)
     summaries: list[SlotSummary] = []
     baselines = measured = 0
     t0 = t1 = 0.0
@@ -247,6 +256,12 @@ def main() -> None:
     parser.add_argument("--page-bytes", type=int, default=30_000)
     parser.add_argument("--bare", type=int, default=30_000, help="bare-loop GETs")
     parser.add_argument("--concurrency", type=int, default=100, help="bare-loop connections")
+    parser.add_argument(
+        "--hosts", type=int, default=4, help="loopback addresses the site answers on (1-250)"
+    )
+    parser.add_argument(
+        "--fetch-workers", type=int, default=-1, help="crawl workers (-1 = auto, 0 = none)"
+    )
     parser.add_argument("--workers", type=int, default=0, help="normalize workers (0 = auto)")
     parser.add_argument("--profile", help="cProfile the service part into this file prefix")
     args = parser.parse_args()
@@ -254,13 +269,14 @@ def main() -> None:
     scenarios = ("nonce", "changing") if args.scenario == "both" else (args.scenario,)
     print(
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {args.urls:,} URLs; "
-        f"{args.per_slot:,} polls per slot"
+        f"{args.per_slot:,} polls per slot; the site on {args.hosts} loopback address(es)"
     )
     for scenario in scenarios:
         rate = 0.0 if scenario == "nonce" else args.change_rate
-        with site_process(args.urls, rate, args.page_bytes) as (base, pid):
+        with site_process(args.urls, rate, args.page_bytes, args.hosts) as (port, pid):
+            urls = [page_url(port, args.hosts, k) for k in range(1, args.urls + 1)]
             meter = CpuMeter(pid)
-            bare, size = asyncio.run(bare_loop(base, args.urls, args.bare, args.concurrency, meter))
+            bare, size = asyncio.run(bare_loop(urls, args.bare, args.concurrency, meter))
             print(
                 f"[{scenario}] bare aiohttp GET loop: {bare:,.0f} pages/s "
                 f"({size / 1000:.1f} KB pages, {args.concurrency} connections; "
@@ -268,10 +284,15 @@ def main() -> None:
             )
             for kind in kinds:
                 with database(kind) as url:
-                    settings = bench_settings(url, args.per_slot, normalize_workers=args.workers)
+                    settings = bench_settings(
+                        url,
+                        args.per_slot,
+                        normalize_workers=args.workers,
+                        fetch_workers=args.fetch_workers,
+                    )
                     prof = f"{args.profile}.{scenario}.{kind}" if args.profile else None
                     run = asyncio.run(
-                        service_run(settings, base, args.urls, args.polls, meter, prof)
+                        service_run(settings, urls, args.polls, meter, prof)
                     )
                 print(
                     f"[{scenario}] service on {kind}: {run.rate:,.0f} polls/s "

@@ -76,6 +76,13 @@ class Settings(BaseSettings):
     per_host_min_delay_s: float = Field(1.0, ge=0)
     respect_robots: bool = True
     normalize_workers: int = Field(0, ge=0, le=256, description="0 = auto (CPU count)")
+    fetch_workers: int = Field(
+        -1,
+        ge=-1,
+        le=64,
+        description="crawl worker processes that fetch and judge, each owning a share of the "
+        "hosts: -1 = auto (one per CPU), 0 = fetch in the service's own process",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -121,6 +128,12 @@ class Settings(BaseSettings):
         if not value.strip() or any(c in value for c in "\r\n"):
             raise ValueError("user_agent must be one non-empty line")
         return value
+
+    def effective_fetch_workers(self) -> int:
+        """Crawl worker processes to start (0 = fetch in the service's own process)."""
+        if self.fetch_workers >= 0:
+            return self.fetch_workers
+        return max(1, os.cpu_count() or 1)
 
     def effective_capacity(self, n_urls: int) -> float:
         """Polls per slot: the configured capacity, or :func:`auto_capacity`."""

@@ -17,9 +17,10 @@ import multiprocessing
 import os
 import pickle
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-from crawler.detect._worker import HEADER, Answer, Job, encode_jobs, own_fd, serve
+from crawler.detect._worker import HEADER, encode_jobs, own_fd, serve
 
 #: Linux fcntl F_SETPIPE_SZ, and the pipe size asked for (a batch in one write)
 _F_SETPIPE_SZ = 1031
@@ -33,7 +34,7 @@ class WorkerLostError(RuntimeError):
     """A worker process exited (or its pipe broke) with batches outstanding."""
 
 
-def _widen(fd: int) -> None:
+def widen_pipe(fd: int) -> None:
     """Best effort: where not possible (not Linux, a lower pipe-max-size) nothing changes."""
     try:
         import fcntl
@@ -43,24 +44,36 @@ def _widen(fd: int) -> None:
         pass
 
 
-class _Worker:
-    """One process, its two pipes, and the futures of its batches in order."""
+class PipeWorker:
+    """One process, its two pipes, and the futures of its batches in order.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    The process runs ``target(requests, answers, *args)`` (two ``Connection`` ends); it reads
+    request frames made by ``encode`` and writes one answer frame (a pickled list) per request,
+    in order. The defaults are the judging worker's."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        target: Callable[..., None] = serve,
+        args: tuple[Any, ...] = (),
+        encode: Callable[[list[Any]], list[bytes]] = encode_jobs,
+    ) -> None:
         ctx = multiprocessing.get_context("spawn")
         req_r, req_w = ctx.Pipe(duplex=False)
         ans_r, ans_w = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(target=serve, args=(req_r, ans_w), daemon=True)
+        self.process = ctx.Process(target=target, args=(req_r, ans_w, *args), daemon=True)
         self.process.start()
         req_r.close()
         ans_w.close()
         self.loop = loop
+        self.encode = encode
         self.out_fd = own_fd(req_w)
         self.in_fd = own_fd(ans_r)
-        _widen(self.out_fd)
+        widen_pipe(self.out_fd)
+        widen_pipe(self.in_fd)
         os.set_blocking(self.out_fd, False)
         os.set_blocking(self.in_fd, False)
-        self.waiting: deque[tuple[asyncio.Future[list[Answer]], int]] = deque()
+        self.waiting: deque[tuple[asyncio.Future[list[Any]], int]] = deque()
         self.load = 0  # jobs outstanding
         self._out: deque[memoryview] = deque()
         self._writing = False
@@ -70,14 +83,14 @@ class _Worker:
         self.alive = True
         loop.add_reader(self.in_fd, self._readable)
 
-    def submit(self, jobs: list[Job]) -> asyncio.Future[list[Answer]]:
-        future: asyncio.Future[list[Answer]] = self.loop.create_future()
+    def submit(self, jobs: list[Any]) -> asyncio.Future[list[Any]]:
+        future: asyncio.Future[list[Any]] = self.loop.create_future()
         if not self.alive:
-            future.set_exception(WorkerLostError("judging worker is gone"))
+            future.set_exception(WorkerLostError("worker process is gone"))
             return future
         self.waiting.append((future, len(jobs)))
         self.load += len(jobs)
-        self._out.extend(memoryview(part) for part in encode_jobs(jobs) if part)
+        self._out.extend(memoryview(part) for part in self.encode(jobs) if part)
         if not self._writing:
             self._flush()
         return future
@@ -142,7 +155,7 @@ class _Worker:
         while self.waiting:
             future, _ = self.waiting.popleft()
             if not future.done():
-                future.set_exception(WorkerLostError("judging worker exited"))
+                future.set_exception(WorkerLostError("worker process exited"))
         self.load = 0
 
     def _detach(self) -> None:
@@ -175,7 +188,7 @@ class WorkerPool:
 
     def __init__(self, size: int) -> None:
         self.loop = asyncio.get_running_loop()
-        self.workers = [_Worker(self.loop) for _ in range(size)]
+        self.workers = [PipeWorker(self.loop) for _ in range(size)]
 
     @property
     def usable(self) -> bool:
@@ -185,7 +198,7 @@ class WorkerPool:
         """Wait until every worker answers (spawning takes a second or two)."""
         await asyncio.gather(*(w.submit([]) for w in self.workers))
 
-    async def judge(self, jobs: list[Job], parts: int) -> list[Answer]:
+    async def judge(self, jobs: list[Any], parts: int) -> list[Any]:
         """The answers of ``jobs``, in order, split in up to ``parts`` batches over the
         least-loaded workers. Raises ``WorkerLostError`` if a worker died meanwhile."""
         parts = max(1, min(parts, len(jobs)))
@@ -202,5 +215,5 @@ class WorkerPool:
             worker.close(wait)
 
 
-def _load(worker: _Worker) -> int:
+def _load(worker: PipeWorker) -> int:
     return worker.load if worker.alive else 1 << 62

@@ -22,6 +22,8 @@ from crawler.detect import ChangeDetector, DetectItem, Verdict, WatchRules
 from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult
 from crawler.metrics import CrawlerMetrics
 from crawler.service._clock import SlotClock, Tick
+from crawler.service._poll_worker import PollJob
+from crawler.service._pollers import CrawlWorkers, results_of
 from crawler.settings import Settings
 from crawler.store import (
     OUTCOMES,
@@ -93,12 +95,14 @@ class CrawlLoop:
         fetcher: Fetcher,
         detector: ChangeDetector,
         metrics: CrawlerMetrics,
+        workers: CrawlWorkers | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.fetcher = fetcher
         self.detector = detector
         self.metrics = metrics
+        self.workers = workers
         self.scheduler: schedulers.Scheduler | None = None
         self.slots_run = 0
         self.last_slot_monotonic: float | None = None
@@ -313,9 +317,13 @@ class CrawlLoop:
     async def _fetch_and_judge(
         self, requests: Sequence[FetchRequest], records: dict[int, UrlRecord]
     ) -> tuple[list[FetchResult], dict[int, Verdict]]:
-        """Fetch every request and judge the bodies while the rest are still downloading:
-        bodies go to the detector in batches of ``JUDGE_BATCH`` as they arrive, so the
-        worker processes parse while this process fetches."""
+        """Fetch every request and judge the bodies: in the crawl workers if there are any,
+        else here, while the rest are still downloading: bodies go to the detector in batches
+        of ``JUDGE_BATCH`` as they arrive, so its worker processes parse while this process
+        fetches."""
+        if self.workers is not None:
+            jobs = [_poll_job(r, records[r.url_id]) for r in requests]
+            return results_of(jobs, await self.workers.poll(jobs))
         results: list[FetchResult | None] = [None] * len(requests)
         verdicts: dict[int, Verdict] = {}
         items: list[DetectItem] = []
@@ -481,6 +489,14 @@ def _rules(record: UrlRecord) -> WatchRules:
     if record.selector is None and not record.ignore_patterns:
         return _NO_RULES
     return WatchRules(record.selector, tuple(record.ignore_patterns))
+
+
+def _poll_job(request: FetchRequest, record: UrlRecord) -> PollJob:
+    r = record
+    return (
+        request.url_id, request.url, r.host, request.etag, request.last_modified, r.selector,
+        tuple(r.ignore_patterns), r.last_hash, r.last_raw_hash,
+    )  # fmt: skip
 
 
 def _apply_poll(record: UrlRecord, poll: PollRecord) -> UrlRecord:

@@ -18,6 +18,7 @@ from crawler.fetch import Fetcher
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
 from crawler.service._loop import CrawlLoop, SlotSummary, fetch_config
+from crawler.service._pollers import CrawlWorkers
 from crawler.settings import Settings
 from crawler.store import Store, StoreError
 
@@ -50,7 +51,19 @@ class CrawlService:
         workers = settings.normalize_workers or None
         self.detector = ChangeDetector(workers=workers)
         self.fetcher = Fetcher(fetch_config(settings))
-        self.loop = CrawlLoop(settings, self.store, self.fetcher, self.detector, self.metrics)
+        n_workers = settings.effective_fetch_workers()
+        self.workers = (
+            CrawlWorkers(
+                n_workers,
+                fetch_config(settings),
+                settings.snapshot_max_bytes if settings.store_snapshots else None,
+            )
+            if n_workers
+            else None
+        )
+        self.loop = CrawlLoop(
+            settings, self.store, self.fetcher, self.detector, self.metrics, self.workers
+        )
         self._housekeeping = AsyncIOScheduler(timezone="UTC")
         self._http: AsyncServer | None = None
         self._running = False
@@ -59,6 +72,8 @@ class CrawlService:
     async def __aenter__(self) -> CrawlService:
         await asyncio.to_thread(self.store.upgrade)
         await self.fetcher.__aenter__()
+        if self.workers is not None:
+            await self.workers.start()
         await self.loop.load()
         if self.settings.metrics_port:
             self._http = await start_http_server(
@@ -93,6 +108,8 @@ class CrawlService:
                 await self._http.close()
             await self.fetcher.__aexit__(exc_type, exc, tb)
             self.detector.close()
+            if self.workers is not None:
+                self.workers.close()
             if self._own_store:
                 self.store.close()
 

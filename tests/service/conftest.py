@@ -25,6 +25,7 @@ def service_settings(database_url: str, **overrides: Any) -> Settings:
         "fetch_timeout_s": 2.0,
         "fetch_retries": 0,
         "normalize_workers": 1,
+        "fetch_workers": 1,
         "seed": 3,
     }
     values.update(overrides)

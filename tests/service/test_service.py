@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
+import pytest
 from aiohttp import web
 
 from crawler import schedulers
@@ -32,12 +33,13 @@ async def run_service(
     return summaries, service
 
 
+@pytest.mark.parametrize("fetch_workers", [1, 0], ids=["crawl-workers", "in-process"])
 async def test_learns_and_counts_exactly_the_true_changes(
-    database_url: str, site: ChangingSite
+    database_url: str, site: ChangingSite, fetch_workers: int
 ) -> None:
     with Store(database_url) as store:
         watch(store, site.urls())
-    summaries, service = await run_service(database_url, 300)
+    summaries, service = await run_service(database_url, 300, fetch_workers=fetch_workers)
     hits = sum(s.hits for s in summaries)
     errors = sum(s.errors for s in summaries)
     assert errors == 0

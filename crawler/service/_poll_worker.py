@@ -1,0 +1,190 @@
+"""A crawl worker process: fetch a batch of URLs and judge the bodies, all in this process.
+
+The service's own process keeps the scheduler, the database and the metrics; the fetching
+(aiohttp's request and response handling is most of a poll's CPU) and the change detection run
+here, so both fit on more than one core. Each worker owns a fixed share of the hosts (the
+coordinator sends a host's URLs to one worker only), so its ``Fetcher`` keeps exact per-host
+politeness, robots.txt and back-off state, as the in-process fetcher does.
+
+Wire format, both ways (the framing of ``crawler.detect._worker``): an 8-byte big-endian
+length, then a pickle. A request is a list of ``PollJob`` tuples; the answer is the list of
+``PollAnswer`` tuples in the same order (no bodies: only what the service records). Batches are
+worked concurrently and answered in the order they came. The worker leaves when its input
+closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+from collections import deque
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+
+from crawler.detect import DetectItem, WatchRules
+from crawler.detect._judge import judge
+from crawler.detect._worker import HEADER, own_fd
+from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult
+
+#: (url_id, url, host, etag, last_modified, selector, ignore_patterns, previous_hash,
+#:  previous_raw_hash)
+PollJob = tuple[
+    int, str, str, str | None, str | None, str | None, tuple[str, ...], str | None, str | None
+]
+#: (url_id, outcome, status, content_type, etag, last_modified, error_kind, error, duration_s,
+#:  bytes_received, retry_after_s, final_url, content_hash, raw_hash, changed, text, parsed);
+#: the last five are None unless the outcome is "ok"
+PollAnswer = tuple[
+    int,
+    str,
+    int | None,
+    str | None,
+    str | None,
+    str | None,
+    str | None,
+    str | None,
+    float,
+    int,
+    float | None,
+    str,
+    str | None,
+    str | None,
+    bool | None,
+    bytes | None,
+    bool | None,
+]
+
+_NO_RULES = WatchRules()
+
+
+def encode_polls(jobs: list[PollJob]) -> list[bytes]:
+    """A request frame as parts for ``os.writev``."""
+    payload = pickle.dumps(jobs, pickle.HIGHEST_PROTOCOL)
+    return [len(payload).to_bytes(HEADER, "big"), payload]
+
+
+def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> PollAnswer:
+    """What the service records of one poll: the fetch result without its body, and the
+    verdict of the body (``text`` of a changed page kept up to ``text_bytes``; None = none)."""
+    r = result
+    head = (
+        r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
+        r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
+    )  # fmt: skip
+    if r.outcome != "ok":
+        return (*head, None, None, None, None, None)
+    _, _, _, _, _, selector, patterns, previous, previous_raw = job
+    rules = _NO_RULES if selector is None and not patterns else WatchRules(selector, patterns)
+    v = judge(DetectItem(r.body, r.content_type, rules, previous, previous_raw))
+    text = v.text[:text_bytes] if v.text is not None and text_bytes is not None else None
+    return (*head, v.content_hash, v.raw_hash, v.changed, text, v.parsed)
+
+
+def failed_answer(job: PollJob, message: str) -> PollAnswer:
+    """An error answer (kind "other") for a poll that could not be done."""
+    return (
+        job[0], "error", None, None, None, None, "other", message, 0.0, 0, None, job[1],
+        None, None, None, None, None,
+    )  # fmt: skip
+
+
+def host_queues(hosts: list[str], width: int) -> list[Iterator[int]]:
+    """Indexes of a batch for the fetching coroutines: each host's in one shared queue, drained
+    by as many coroutines as the host may have requests in flight (``width``)."""
+    by_host: dict[str, list[int]] = {}
+    for j, host in enumerate(hosts):
+        by_host.setdefault(host, []).append(j)
+    queues: list[Iterator[int]] = []
+    for indexes in by_host.values():
+        queue = iter(indexes)
+        queues.extend([queue] * min(len(indexes), max(1, width)))
+    return queues
+
+
+class _Worker:
+    """The process's event loop side: read batches, poll them, write the answers in order."""
+
+    def __init__(self, fetcher: Fetcher, text_bytes: int | None) -> None:
+        self.fetcher = fetcher
+        self.text_bytes = text_bytes
+        cfg = fetcher.config
+        self.width = min(cfg.per_host_concurrency or cfg.total_concurrency, cfg.total_concurrency)
+        self.batches: deque[asyncio.Task[bytes]] = deque()
+        self.more = asyncio.Event()
+
+    async def work(self, jobs: list[PollJob]) -> bytes:
+        answers: list[PollAnswer | None] = [None] * len(jobs)
+        fetch, text_bytes = self.fetcher.fetch, self.text_bytes
+
+        async def drain(queue: Iterator[int]) -> None:
+            for j in queue:
+                job = jobs[j]
+                try:
+                    result = await fetch(FetchRequest(job[0], job[1], job[3], job[4]))
+                    answers[j] = poll_answer(result, job, text_bytes)
+                except Exception as exc:  # a bug, not a network problem: one failed poll
+                    answers[j] = failed_answer(job, f"crawl worker: {type(exc).__name__}: {exc}")
+
+        await asyncio.gather(*(drain(q) for q in host_queues([j[2] for j in jobs], self.width)))
+        return pickle.dumps(answers, pickle.HIGHEST_PROTOCOL)
+
+    async def read(self, reader: asyncio.StreamReader) -> None:
+        """Start a task per batch as the batches arrive, until the input closes."""
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(HEADER), "big")
+                jobs: list[PollJob] = pickle.loads(await reader.readexactly(size))
+                self.batches.append(asyncio.ensure_future(self.work(jobs)))
+                self.more.set()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+
+    async def write(self, sink_fd: int) -> None:
+        """Answer the batches in the order they came (blocking writes: the service reads its
+        end of the pipe all the time; a closed end ends this process)."""
+        while True:
+            while not self.batches:
+                self.more.clear()
+                await self.more.wait()
+            payload = await self.batches[0]
+            self.batches.popleft()
+            data = memoryview(len(payload).to_bytes(HEADER, "big") + payload)
+            while data:
+                data = data[os.write(sink_fd, data) :]
+
+
+async def _serve(source_fd: int, sink_fd: int, config: FetchConfig, text_bytes: int | None) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 24)
+    source = open(source_fd, "rb", buffering=0)  # noqa: SIM115 (the transport closes it)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), source
+    )
+    async with Fetcher(config) as fetcher:
+        worker = _Worker(fetcher, text_bytes)
+        writer = asyncio.ensure_future(worker.write(sink_fd))
+        try:
+            await worker.read(reader)
+        finally:
+            writer.cancel()
+            for task in worker.batches:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(writer, *worker.batches, return_exceptions=True)
+            transport.close()
+
+
+def serve(
+    requests: Connection, answers: Connection, config: FetchConfig, text_bytes: int | None
+) -> None:
+    """Worker entry point (a spawned process): poll batches until the input closes."""
+    source_fd, sink_fd = own_fd(requests), own_fd(answers)
+    try:
+        asyncio.run(_serve(source_fd, sink_fd, config, text_bytes))
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(sink_fd)

@@ -1,0 +1,131 @@
+"""Crawl workers: processes that fetch and judge, each owning a share of the hosts.
+
+The crawl loop hands a slot's polls to ``CrawlWorkers.poll``; every host is given to one
+worker the first time it is seen (the least-loaded one) and stays there, so per-host
+concurrency, delays, Crawl-delay, back-off and the robots.txt cache stay exact. A worker that
+dies fails its outstanding polls (recorded as errors of kind "other"; no feedback) and is
+started again for the next batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from crawler.detect import Verdict
+from crawler.detect._pool import PipeWorker, WorkerLostError
+from crawler.fetch import FetchConfig, FetchResult
+from crawler.service._poll_worker import PollAnswer, PollJob, encode_polls, failed_answer, serve
+
+log = logging.getLogger("crawler.service")
+
+LOST = "the crawl worker process exited during the poll; the URL is polled again later"
+
+
+def host_key(host: str) -> str:
+    """The politeness key of a store host (``host[:port]``): the host without its port, as the
+    fetcher's per-host gates see it."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    name, sep, port = host.rpartition(":")
+    return name if sep and port.isdigit() else host
+
+
+class CrawlWorkers:
+    """``size`` crawl worker processes bound to the running event loop (started on first use,
+    or by ``start``)."""
+
+    def __init__(self, size: int, config: FetchConfig, text_bytes: int | None) -> None:
+        if size < 1:
+            raise ValueError("a crawl worker pool needs at least one worker")
+        self.size = size
+        self.config = config
+        self.text_bytes = text_bytes
+        self._workers: list[PipeWorker | None] = [None] * size
+        self._owner: dict[str, int] = {}
+        self._load = [0] * size  # polls routed to each worker so far
+        self.restarts = 0
+
+    def _worker(self, k: int) -> PipeWorker:
+        worker = self._workers[k]
+        if worker is not None and worker.alive:
+            return worker
+        if worker is not None:
+            worker.close(wait=False)
+            self.restarts += 1
+            log.warning("crawl worker %d exited; starting a new one", k)
+        worker = self._workers[k] = PipeWorker(
+            asyncio.get_running_loop(),
+            target=serve,
+            args=(self.config, self.text_bytes),
+            encode=encode_polls,
+        )
+        return worker
+
+    async def start(self) -> None:
+        """Start every worker and wait until each answers (spawning takes a second or two)."""
+        await asyncio.gather(*(self._worker(k).submit([]) for k in range(self.size)))
+
+    def owners(self, hosts: Sequence[str]) -> list[int]:
+        """The worker of each host; a new host goes to the worker with the fewest polls so far
+        (the hosts new in this batch largest first)."""
+        keys = [host_key(h) for h in hosts]
+        new: dict[str, int] = {}
+        for key in keys:
+            if key not in self._owner:
+                new[key] = new.get(key, 0) + 1
+        load = list(self._load)
+        for key, count in sorted(new.items(), key=lambda kv: -kv[1]):
+            k = min(range(self.size), key=load.__getitem__)
+            self._owner[key] = k
+            load[k] += count
+        owner = self._owner
+        return [owner[key] for key in keys]
+
+    async def poll(self, jobs: Sequence[PollJob]) -> list[PollAnswer]:
+        """The answers of ``jobs``, in order."""
+        parts: list[list[int]] = [[] for _ in range(self.size)]
+        for j, k in enumerate(self.owners([job[2] for job in jobs])):
+            parts[k].append(j)
+        for k, part in enumerate(parts):
+            self._load[k] += len(part)
+        busy = [k for k in range(self.size) if parts[k]]
+        futures = [self._worker(k).submit([jobs[j] for j in parts[k]]) for k in busy]
+        answers: list[PollAnswer | None] = [None] * len(jobs)
+        done = await asyncio.gather(*futures, return_exceptions=True)
+        for k, part_answers in zip(busy, done, strict=True):
+            if isinstance(part_answers, WorkerLostError):
+                log.error("crawl worker %d exited with %d polls outstanding", k, len(parts[k]))
+                part_answers = [failed_answer(jobs[j], LOST) for j in parts[k]]
+            elif isinstance(part_answers, BaseException):
+                raise part_answers
+            for j, answer in zip(parts[k], part_answers, strict=True):
+                answers[j] = answer
+        return [a for a in answers if a is not None]
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the processes (idempotent)."""
+        for k, worker in enumerate(self._workers):
+            if worker is not None:
+                self._workers[k] = None
+                worker.close(wait)
+
+
+def results_of(
+    jobs: Sequence[PollJob], answers: Sequence[PollAnswer]
+) -> tuple[list[FetchResult], dict[int, Verdict]]:
+    """The answers as the loop's fetch results (without bodies) and verdicts by URL id."""
+    results: list[FetchResult] = []
+    verdicts: dict[int, Verdict] = {}
+    for job, a in zip(jobs, answers, strict=True):
+        results.append(
+            FetchResult(
+                a[0], job[1], a[11], a[1], a[2], b"", a[3], a[4], a[5], a[6], a[7], a[8],  # type: ignore[arg-type]
+                a[9], a[10],
+            )
+        )  # fmt: skip
+        if a[1] == "ok":
+            assert a[12] is not None and a[13] is not None
+            verdicts[a[0]] = Verdict(a[12], a[13], a[14], a[15], bool(a[16]))
+    return results, verdicts

@@ -1,0 +1,148 @@
+"""Crawl workers: processes that fetch and judge a share of the hosts, on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+from aiohttp import web
+
+from crawler.fetch import FetchConfig
+from crawler.service._poll_worker import PollAnswer, PollJob
+from crawler.service._pollers import LOST, CrawlWorkers, host_key, results_of
+from crawler.testsite import ChangingSite
+
+CONFIG = FetchConfig(
+    user_agent="crawler-tests/1.0",
+    timeout_s=5.0,
+    per_host_concurrency=4,
+    per_host_min_delay_s=0.0,
+    allow_private_addresses=True,
+    retries=0,
+)
+
+
+def job(url_id: int, url: str, previous: PollAnswer | None = None) -> PollJob:
+    host = url.split("/")[2]
+    if previous is None:
+        return (url_id, url, host, None, None, None, (), None, None)
+    return (url_id, url, host, previous[4], previous[5], None, (), previous[12], previous[13])
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[ChangingSite]:
+    changing = ChangingSite(np.zeros(6), page_size=3_000, manual=True, seed=2)
+    await changing.start()
+    try:
+        yield changing
+    finally:
+        await changing.stop()
+
+
+@pytest.fixture
+async def workers() -> AsyncIterator[CrawlWorkers]:
+    pool = CrawlWorkers(2, CONFIG, text_bytes=200)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def test_host_key_drops_the_port_only() -> None:
+    assert host_key("example.org:8080") == "example.org"
+    assert host_key("example.org") == "example.org"
+    assert host_key("[::1]:8080") == "[::1]"
+    assert host_key("[::1]") == "[::1]"
+    assert host_key("127.0.0.1:80") == "127.0.0.1"
+
+
+def test_each_host_has_one_worker_and_new_hosts_go_to_the_least_loaded() -> None:
+    pool = CrawlWorkers(3, CONFIG, text_bytes=None)  # no process is started for owners()
+    hosts = ["a.org"] * 5 + ["b.org:81"] * 3 + ["b.org:82"] * 2 + ["c.org", "d.org"]
+    owners = pool.owners(hosts)
+    by_host: dict[str, set[int]] = {}
+    for host, k in zip(hosts, owners, strict=True):
+        by_host.setdefault(host_key(host), set()).add(k)
+    assert all(len(ks) == 1 for ks in by_host.values())  # ports of one host: one worker
+    assert {k for ks in by_host.values() for k in ks} == {0, 1, 2}
+    assert by_host["a.org"] != by_host["b.org"]  # the two busiest hosts are spread
+    assert pool.owners(list(reversed(hosts))) == list(reversed(owners))  # sticky
+
+
+async def test_baseline_miss_hit_and_errors_come_back_in_order(
+    site: ChangingSite, workers: CrawlWorkers
+) -> None:
+    urls = site.urls()[:4]
+    bad = [(90, "http://127.0.0.1:9/closed"), (91, "ftp://example.org/file")]
+    jobs = [job(k + 1, u) for k, u in enumerate(urls)] + [job(i, u) for i, u in bad]
+    first = await workers.poll(jobs)
+    assert [a[0] for a in first] == [1, 2, 3, 4, 90, 91]
+    assert [a[1] for a in first] == ["ok"] * 4 + ["error", "error"]
+    assert [a[14] for a in first[:4]] == [None] * 4  # baselines
+    assert first[4][6] == "connect" and first[5][6] == "unsupported_scheme"
+
+    site.versions[1] += 1  # page 2 changes; the others only rotate their nonces
+    second = await workers.poll([job(k + 1, u, first[k]) for k, u in enumerate(urls)])
+    assert [a[14] for a in second] == [False, True, False, False]
+    assert [a[12] == p[12] for a, p in zip(second, first[:4], strict=True)] == [
+        True, False, True, True,
+    ]  # fmt: skip
+    text = second[1][15]
+    assert text is not None and 0 < len(text) <= 200 and b"edition 1" in text
+    assert all(a[15] is None for k, a in enumerate(second) if k != 1)  # text of hits only
+
+    results, verdicts = results_of(jobs[:4], second)
+    assert [r.outcome for r in results] == ["ok"] * 4 and results[0].body == b""
+    assert verdicts[2].changed is True and verdicts[1].changed is False
+    assert site.truth.served == 8 and site.truth.true_changes_seen == 1
+
+
+async def test_conditional_get_answers_not_modified(workers: CrawlWorkers) -> None:
+    site = ChangingSite(np.zeros(2), page_size=2_000, manual=True, etags=True)
+    await site.start()
+    try:
+        first = await workers.poll([job(1, site.url(1))])
+        assert first[0][1] == "ok" and first[0][4]  # an ETag was kept
+        second = await workers.poll([job(1, site.url(1), first[0])])
+        assert second[0][1] == "not_modified" and second[0][2] == 304
+    finally:
+        await site.stop()
+
+
+async def test_a_killed_worker_fails_its_polls_and_is_replaced(site: ChangingSite) -> None:
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.wait_for(release.wait(), 30)
+        return web.Response(text="late")
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    tcp = web.TCPSite(runner, "127.0.0.1", 0)
+    await tcp.start()
+    port = runner.addresses[0][1]
+    pool = CrawlWorkers(1, CONFIG, text_bytes=None)
+    try:
+        await pool.start()
+        pending = asyncio.ensure_future(
+            pool.poll([job(7, f"http://127.0.0.1:{port}/slow", None)])
+        )
+        await asyncio.sleep(0.5)
+        worker = pool._workers[0]
+        assert worker is not None and worker.process.pid is not None
+        os.kill(worker.process.pid, signal.SIGKILL)
+        answers = await asyncio.wait_for(pending, 10)
+        assert answers[0][:2] == (7, "error") and answers[0][6] == "other"
+        assert answers[0][7] == LOST
+        again = await pool.poll([job(1, site.url(1))])  # a new worker takes over
+        assert again[0][1] == "ok" and pool.restarts == 1
+    finally:
+        release.set()
+        pool.close()
+        await runner.cleanup()
