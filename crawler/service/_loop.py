@@ -22,8 +22,6 @@ from crawler.detect import ChangeDetector, DetectItem, Verdict, WatchRules
 from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult
 from crawler.metrics import CrawlerMetrics
 from crawler.service._clock import SlotClock, Tick
-from crawler.service._poll_worker import PollJob
-from crawler.service._pollers import CrawlWorkers, results_of
 from crawler.settings import Settings
 from crawler.store import (
     OUTCOMES,
@@ -35,6 +33,7 @@ from crawler.store import (
     StoreUnavailable,
     UrlRecord,
 )
+from crawler.workers import CrawlWorkers, PollJob, results_of
 
 log = logging.getLogger("crawler.service")
 

@@ -18,9 +18,9 @@ from crawler.fetch import Fetcher
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
 from crawler.service._loop import CrawlLoop, SlotSummary, fetch_config
-from crawler.service._pollers import CrawlWorkers
 from crawler.settings import Settings
 from crawler.store import Store, StoreError
+from crawler.workers import CrawlWorkers
 
 log = logging.getLogger("crawler.service")
 

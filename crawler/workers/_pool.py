@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from crawler.detect import Verdict
 from crawler.detect._pool import PipeWorker, WorkerLostError
 from crawler.fetch import FetchConfig, FetchResult
-from crawler.service._poll_worker import PollAnswer, PollJob, encode_polls, failed_answer, serve
+from crawler.workers._process import PollAnswer, PollJob, encode_polls, failed_answer, serve
 
 log = logging.getLogger("crawler.service")
 

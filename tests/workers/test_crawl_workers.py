@@ -12,9 +12,8 @@ import pytest
 from aiohttp import web
 
 from crawler.fetch import FetchConfig
-from crawler.service._poll_worker import PollAnswer, PollJob
-from crawler.service._pollers import LOST, CrawlWorkers, host_key, results_of
 from crawler.testsite import ChangingSite
+from crawler.workers import LOST, CrawlWorkers, PollAnswer, PollJob, host_key, results_of
 
 CONFIG = FetchConfig(
     user_agent="crawler-tests/1.0",

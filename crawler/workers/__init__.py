@@ -1,0 +1,10 @@
+"""Crawl workers: processes that fetch and judge, each owning a share of the hosts.
+
+Imports only ``crawler.fetch`` and ``crawler.detect`` (a worker process starts in well under a
+second): the store, the schedulers and the service stay in the coordinating process.
+"""
+
+from crawler.workers._pool import LOST, CrawlWorkers, host_key, results_of
+from crawler.workers._process import PollAnswer, PollJob
+
+__all__ = ["LOST", "CrawlWorkers", "PollAnswer", "PollJob", "host_key", "results_of"]
