@@ -106,3 +106,14 @@ def test_settings_are_frozen() -> None:
     s: Settings = load_settings()
     with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen-instance error
         s.slot_seconds = 1.0  # type: ignore[misc]
+
+
+def test_fetch_workers_auto_none_or_fixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    assert load_settings({}).effective_fetch_workers() == 6  # -1 = one per CPU
+    assert load_settings({"fetch_workers": 0}).effective_fetch_workers() == 0
+    assert load_settings({"fetch_workers": 3}).effective_fetch_workers() == 3
+    monkeypatch.setattr("os.cpu_count", lambda: None)
+    assert load_settings({}).effective_fetch_workers() == 1
+    with pytest.raises(SettingsError, match="fetch_workers"):
+        load_settings({"fetch_workers": -2})
