@@ -6,8 +6,9 @@
 For each database: the URLs are added (Store.add_urls), then a fresh process starts
 CrawlService (store.upgrade, then the loop's load: active_urls, load_scheduler_state,
 scheduler.add/restore) twice: a first start (no saved scheduler state) and, after a full
-state was saved, a restart. Measured in that process: the wall time of ``__aenter__`` and the
-RSS it added (after imports and a warm-up of the libraries), divided by the number of URLs.
+state was saved, a restart. Measured in that process: the wall time of ``__aenter__`` (crawl
+workers started included) and the RSS it added (after imports and a warm-up of the libraries),
+divided by the number of URLs; and the crawl worker processes' RSS.
 PostgreSQL runs in a temporary schema of CRAWLER_BENCH_POSTGRES_URL (dropped afterwards).
 """
 
@@ -51,9 +52,15 @@ def child(database_url: str) -> None:
             seconds = time.perf_counter() - started
             gc.collect()
             after = proc.memory_info().rss
+            workers = sum(c.memory_info().rss for c in proc.children(recursive=True))
             assert service.loop.scheduler is not None
             urls = service.loop.scheduler.size
-        return {"seconds": seconds, "rss_mb": (after - before) / 2**20, "urls": urls}
+        return {
+            "seconds": seconds,
+            "rss_mb": (after - before) / 2**20,
+            "urls": urls,
+            "workers_mb": workers / 2**20,
+        }
 
     print(json.dumps(asyncio.run(main())))
 
@@ -87,7 +94,8 @@ def run(kind: str, n: int) -> None:
             per_url = r["rss_mb"] * 2**20 / max(1, r["urls"])
             print(
                 f"[{kind}] {label}: {r['urls']:,.0f} URLs in {r['seconds']:.1f} s, "
-                f"RSS +{r['rss_mb']:.0f} MB = {per_url:.0f} bytes per URL"
+                f"RSS +{r['rss_mb']:.0f} MB = {per_url:.0f} bytes per URL; the crawl workers "
+                f"{r['workers_mb']:.0f} MB in all (their size does not grow with the URLs)"
             )
         store.close()
 

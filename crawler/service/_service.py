@@ -72,9 +72,13 @@ class CrawlService:
     async def __aenter__(self) -> CrawlService:
         await asyncio.to_thread(self.store.upgrade)
         await self.fetcher.__aenter__()
-        if self.workers is not None:
-            await self.workers.start()
-        await self.loop.load()
+        # the crawl workers start (import, open their fetchers) while the scheduler loads
+        starting = asyncio.ensure_future(self.workers.start()) if self.workers else None
+        try:
+            await self.loop.load()
+        finally:
+            if starting is not None:
+                await starting
         if self.settings.metrics_port:
             self._http = await start_http_server(
                 self.settings.metrics_host,
