@@ -2,9 +2,10 @@
 
     .venv/bin/python benchmarks/normalize_speed.py [--pages 2000] [--workers 2]
 
-Prints: parser choice (lexbor vs modest), inline normalize+hash, ChangeDetector with a worker
-pool on pages that all need parsing, and the two raw-hash pre-checks (byte-identical pages;
-pages whose only differences are nonces in scripts/comments/hidden inputs).
+Prints: parser choice (lexbor vs modest), inline normalize+hash, the raw hashes per page
+(exact and skeleton, also on the test site's pages), ChangeDetector with a worker pool on pages
+that all need parsing, and the two raw-hash pre-checks (byte-identical pages; pages whose only
+differences are nonces in scripts/comments/hidden inputs).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from crawler.detect import (
     judge,
     normalize,
 )
+from crawler.detect._hash import exact_hash, skeleton_hash
+from crawler.testsite import PageRenderer
 
 HTML = "text/html; charset=utf-8"
 _VOCABULARY = (
@@ -110,6 +113,20 @@ def parser_choice(pages: Sequence[bytes]) -> None:
     rate("selectolax modest, text(separator=' ', strip=True)", len(pages), modest)
 
 
+def raw_hashes(pages: Sequence[bytes], nonce_pages: Sequence[bytes]) -> None:
+    print("\nraw hashes, inline (one core):")
+    rate("exact_hash()  (the byte-identical pre-check)", len(pages),
+         lambda: [exact_hash(p) for p in pages])  # fmt: skip
+    rate("skeleton_hash()  (the nonces-only pre-check)", len(pages),
+         lambda: [skeleton_hash(p, HTML) for p in nonce_pages])  # fmt: skip
+    for size in (30_000, 200_000):
+        renderer = PageRenderer(int(size / 0.82))  # as in the test site
+        count = max(50, len(pages) // (size // 10_000))
+        site = [renderer.render(k % 50, 0, f"{k:x}") for k in range(count)]
+        label = f"skeleton_hash(), test-site pages of {len(site[0]) / 1024:.0f} KiB"
+        rate(label, len(site), lambda site=site: [skeleton_hash(p, "text/html") for p in site])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--pages", type=int, default=2000)
@@ -126,6 +143,7 @@ def main() -> None:
          lambda: [content_hash(extract(p, HTML)[0]) for p in pages])  # fmt: skip
     rate("normalize() + content_hash()  (also collapses whitespace)", len(pages),
          lambda: [content_hash(normalize(p, HTML)) for p in pages])  # fmt: skip
+    raw_hashes(pages, nonce_pages)
     base: list[Verdict] = [judge(DetectItem(p, HTML)) for p in pages[:1]]
 
     def items(bodies: Sequence[bytes], prev: Sequence[Verdict] | None) -> list[DetectItem]:
