@@ -11,8 +11,10 @@ Only selectolax, xxhash and the standard library; nothing of the rest of the pro
 * Cost bounds: bodies cut at ``MAX_NORMALIZE_BYTES``; HTML cut where more than
   ``MAX_OPEN_ELEMENTS`` elements would be open (lexbor is quadratic in nesting depth).
 * ``raw_hash`` is ``"<exact>.<skeleton>"``: the exact-bytes hash is checked in the caller
-  (~3 µs); the skeleton (scripts, styles, comments, input/meta/link tags removed by a byte
-  regex) is checked in the worker before parsing. Either match = unchanged without parsing.
+  (~3 µs); the skeleton (the page with its comments, scripts, styles and input/meta/link
+  tags cut out, each leaving a marker, found by a walk that knows the tokenizer's context and
+  falls back to the exact hash where it does not model the page) is checked next, before
+  parsing. Equal skeletons imply equal normalized text, so either match = unchanged.
 """
 
 from crawler.detect._charset import decode
