@@ -16,8 +16,9 @@ import itertools
 import multiprocessing
 import os
 import pickle
+import sys
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from crawler.detect._worker import HEADER, encode_jobs, own_fd, serve
@@ -44,6 +45,26 @@ def widen_pipe(fd: int) -> None:
         pass
 
 
+@contextlib.contextmanager
+def _main_not_imported() -> Iterator[None]:
+    """Start a spawned worker without it importing the parent's ``__main__`` module.
+
+    A spawned child imports the parent's main module first (by module name, or by path), so
+    that pickled functions of it resolve. Our workers' targets live in this package, and the
+    parent's main is often heavy (the ``crawler`` command imports the whole CLI, the store, the
+    schedulers: seconds per worker on a busy start). While ``start()`` takes its preparation
+    data, the main module shows neither a module spec nor a file."""
+    main = sys.modules["__main__"]
+    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if k in main.__dict__}
+    main.__dict__["__spec__"] = None
+    main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
 class PipeWorker:
     """One process, its two pipes, and the futures of its batches in order.
 
@@ -62,7 +83,8 @@ class PipeWorker:
         req_r, req_w = ctx.Pipe(duplex=False)
         ans_r, ans_w = ctx.Pipe(duplex=False)
         self.process = ctx.Process(target=target, args=(req_r, ans_w, *args), daemon=True)
-        self.process.start()
+        with _main_not_imported():
+            self.process.start()
         req_r.close()
         ans_w.close()
         self.loop = loop
