@@ -147,6 +147,13 @@ class ChangingSite:
         if not self.manual:
             self._clock = asyncio.create_task(self._run_clock())
 
+    async def __aenter__(self) -> ChangingSite:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
     async def stop(self) -> None:
         if self._clock is not None:
             self._clock.cancel()

@@ -34,12 +34,8 @@ def job(url_id: int, url: str, previous: PollAnswer | None = None) -> PollJob:
 
 @pytest.fixture
 async def site() -> AsyncIterator[ChangingSite]:
-    changing = ChangingSite(np.zeros(6), page_size=3_000, manual=True, seed=2)
-    await changing.start()
-    try:
+    async with ChangingSite(np.zeros(6), page_size=3_000, manual=True, seed=2) as changing:
         yield changing
-    finally:
-        await changing.stop()
 
 
 @pytest.fixture
@@ -101,15 +97,11 @@ async def test_baseline_miss_hit_and_errors_come_back_in_order(
 
 
 async def test_conditional_get_answers_not_modified(workers: CrawlWorkers) -> None:
-    site = ChangingSite(np.zeros(2), page_size=2_000, manual=True, etags=True)
-    await site.start()
-    try:
+    async with ChangingSite(np.zeros(2), page_size=2_000, manual=True, etags=True) as site:
         first = await workers.poll([job(1, site.url(1))])
         assert first[0][1] == "ok" and first[0][4]  # an ETag was kept
         second = await workers.poll([job(1, site.url(1), first[0])])
         assert second[0][1] == "not_modified" and second[0][2] == 304
-    finally:
-        await site.stop()
 
 
 async def test_a_killed_worker_fails_its_polls_and_is_replaced(site: ChangingSite) -> None:
