@@ -81,7 +81,7 @@ class Settings(BaseSettings):
         ge=-1,
         le=64,
         description="crawl worker processes that fetch and judge, each owning a share of the "
-        "hosts: -1 = auto (one per CPU), 0 = fetch in the service's own process",
+        "hosts: -1 = auto (one per usable CPU, at most 8), 0 = fetch in the service's own process",
     )
 
     @classmethod
@@ -133,11 +133,22 @@ class Settings(BaseSettings):
         """Crawl worker processes to start (0 = fetch in the service's own process)."""
         if self.fetch_workers >= 0:
             return self.fetch_workers
-        return max(1, os.cpu_count() or 1)
+        return max(1, min(MAX_AUTO_FETCH_WORKERS, usable_cpus()))
 
     def effective_capacity(self, n_urls: int) -> float:
         """Polls per slot: the configured capacity, or :func:`auto_capacity`."""
         return self.capacity if self.capacity is not None else auto_capacity(n_urls)
+
+
+#: the most crawl workers "auto" starts (each is a process of ~45 MB)
+MAX_AUTO_FETCH_WORKERS = 8
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
 
 
 def auto_capacity(n_urls: int) -> float:

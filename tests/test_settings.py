@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from crawler.settings import (
     SettingsError,
     auto_capacity,
     load_settings,
+    usable_cpus,
 )
 
 
@@ -109,11 +111,13 @@ def test_settings_are_frozen() -> None:
 
 
 def test_fetch_workers_auto_none_or_fixed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("os.cpu_count", lambda: 6)
-    assert load_settings({}).effective_fetch_workers() == 6  # -1 = one per CPU
+    monkeypatch.setattr("crawler.settings.usable_cpus", lambda: 6)
+    assert load_settings({}).effective_fetch_workers() == 6  # -1 = one per usable CPU
     assert load_settings({"fetch_workers": 0}).effective_fetch_workers() == 0
     assert load_settings({"fetch_workers": 3}).effective_fetch_workers() == 3
-    monkeypatch.setattr("os.cpu_count", lambda: None)
-    assert load_settings({}).effective_fetch_workers() == 1
+    monkeypatch.setattr("crawler.settings.usable_cpus", lambda: 64)
+    assert load_settings({}).effective_fetch_workers() == 8  # at most 8 by default
+    assert load_settings({"fetch_workers": 16}).effective_fetch_workers() == 16
+    assert 1 <= usable_cpus() <= (os.cpu_count() or 1)
     with pytest.raises(SettingsError, match="fetch_workers"):
         load_settings({"fetch_workers": -2})
