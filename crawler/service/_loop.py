@@ -33,7 +33,7 @@ from crawler.store import (
     StoreUnavailable,
     UrlRecord,
 )
-from crawler.workers import CrawlWorkers, PollJob, results_of
+from crawler.workers import CrawlWorkers, PollJob, host_queues, results_of
 
 log = logging.getLogger("crawler.service")
 
@@ -377,15 +377,8 @@ class CrawlLoop:
         (at most the fetcher's total). A few coroutines per host instead of a task per
         request: no task, and no wait on a gate's semaphore, per poll; a host that makes its
         requests wait (delay, Crawl-delay) holds up only its own queue."""
-        by_host: dict[str, list[int]] = {}
-        for j, request in enumerate(requests):
-            by_host.setdefault(records[request.url_id].host, []).append(j)
         width = min(self.settings.per_host_concurrency, self.fetcher.config.total_concurrency)
-        queues: list[Iterator[int]] = []
-        for indexes in by_host.values():
-            queue = iter(indexes)
-            queues.extend([queue] * min(len(indexes), max(1, width)))
-        return queues
+        return host_queues([records[r.url_id].host for r in requests], width)
 
     def _outcomes(
         self,

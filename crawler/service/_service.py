@@ -71,7 +71,8 @@ class CrawlService:
 
     async def __aenter__(self) -> CrawlService:
         await asyncio.to_thread(self.store.upgrade)
-        await self.fetcher.__aenter__()
+        if self.workers is None:  # else the crawl workers fetch, each with its own Fetcher
+            await self.fetcher.__aenter__()
         # the crawl workers start (import, open their fetchers) while the scheduler loads
         starting = asyncio.ensure_future(self.workers.start()) if self.workers else None
         try:

@@ -5,6 +5,14 @@ second): the store, the schedulers and the service stay in the coordinating proc
 """
 
 from crawler.workers._pool import LOST, CrawlWorkers, host_key, results_of
-from crawler.workers._process import PollAnswer, PollJob
+from crawler.workers._process import PollAnswer, PollJob, host_queues
 
-__all__ = ["LOST", "CrawlWorkers", "PollAnswer", "PollJob", "host_key", "results_of"]
+__all__ = [
+    "LOST",
+    "CrawlWorkers",
+    "PollAnswer",
+    "PollJob",
+    "host_key",
+    "host_queues",
+    "results_of",
+]
