@@ -21,6 +21,7 @@ from crawler import schedulers
 from crawler.detect import ChangeDetector, DetectItem, Verdict, WatchRules
 from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult
 from crawler.metrics import CrawlerMetrics
+from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._clock import SlotClock, Tick
 from crawler.settings import Settings
 from crawler.store import (
@@ -114,7 +115,9 @@ class CrawlLoop:
     async def load(self) -> None:
         """Restore the scheduler from the database (or start one) and sync the watch list."""
         name = self.settings.scheduler
+        # one scan after the other: run at once, they contend for the GIL and are slower
         state = await asyncio.to_thread(self.store.load_scheduler_state, name)
+        watched = await asyncio.to_thread(self._watch_list)
         if state is not None:
             self.scheduler = schedulers.restore(state)
             log.info(
@@ -128,15 +131,25 @@ class CrawlLoop:
                 name, capacity=1.0, seed=self.settings.seed, **self.settings.scheduler_params
             )
             log.info("started a new %s scheduler", name)
-        await self.sync_watch_list(force=True)
+        self._apply_watch_list(*watched)
+
+    def _watch_list(self) -> tuple[int, IdArray, FloatArray]:
+        """(version, ids, importances) of the watch list; the version read first, so an edit
+        made during the read is seen again at the next look."""
+        version = self.store.watch_list_version()
+        return (version, *self.store.active_urls())
 
     async def sync_watch_list(self, *, force: bool = False) -> bool:
         """Add and remove URLs the operator changed since the last look; True if any."""
-        assert self.scheduler is not None
         version = await asyncio.to_thread(self.store.watch_list_version)
         if not force and version == self._watch_version:
             return False
-        ids, importance = await asyncio.to_thread(self.store.active_urls)
+        _, ids, importance = await asyncio.to_thread(self._watch_list)
+        self._apply_watch_list(version, ids, importance)
+        return True
+
+    def _apply_watch_list(self, version: int, ids: IdArray, importance: FloatArray) -> None:
+        assert self.scheduler is not None
         known, _ = self.scheduler.frequencies()
         gone = np.setdiff1d(known, ids, assume_unique=True)
         new = ~np.isin(ids, known, assume_unique=True)
@@ -154,7 +167,6 @@ class CrawlLoop:
                 gone.size,
                 self.scheduler.capacity,
             )
-        return True
 
     # ----- the loop ---------------------------------------------------------------------
 

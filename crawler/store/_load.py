@@ -1,8 +1,10 @@
-"""Loading a scheduler's saved state: one streamed query, the blobs viewed by NumPy."""
+"""Loading a scheduler's saved state: one streamed query (driver rows), the blobs viewed by
+NumPy."""
 
 from __future__ import annotations
 
 import logging
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -10,11 +12,18 @@ from numpy.typing import NDArray
 from sqlalchemy import Connection, select
 
 from crawler.store import _state
-from crawler.store.models import scheduler_state, url_state, urls
+from crawler.store._scan import scan
+from crawler.store.models import scheduler_state
 
 log = logging.getLogger(__name__)
+_first, _second = itemgetter(0), itemgetter(1)
 
-STREAM = 50_000
+_ROWS = (
+    "SELECT s.url_id, s.data FROM url_state s JOIN urls u ON u.id = s.url_id "
+    "WHERE s.scheduler = {} AND u.removed_at IS NULL ORDER BY s.url_id"
+)
+_SQLITE_ROWS = _ROWS.format("?")
+_PG_ROWS = _ROWS.format("%s")
 
 
 def load_state(conn: Connection, name: str, problems: list[str] | None) -> dict[str, Any] | None:
@@ -35,22 +44,17 @@ def load_state(conn: Connection, name: str, problems: list[str] | None) -> dict[
         _report(issues, problems)
         return None
     size = dtype.itemsize
-    query = (
-        select(url_state.c.url_id, url_state.c.data)
-        .join(urls, urls.c.id == url_state.c.url_id)
-        .where(url_state.c.scheduler == name, urls.c.removed_at.is_(None))
-        .order_by(url_state.c.url_id)
-    )
     id_parts: list[NDArray[np.int64]] = []
     blobs: list[bytes] = []
     bad: list[int] = []
-    result = conn.execution_options(stream_results=True, yield_per=STREAM).execute(query)
-    for part in result.partitions():
-        good = [r for r in part if r[1] is not None and len(r[1]) == size]
-        if len(good) != len(part):
-            bad.extend(int(r[0]) for r in part if r[1] is None or len(r[1]) != size)
-        id_parts.append(np.fromiter((r[0] for r in good), np.int64, len(good)))
-        blobs.append(b"".join(bytes(r[1]) for r in good))  # one buffer per partition
+    for rows in scan(conn, "loading the scheduler state", _SQLITE_ROWS, _PG_ROWS, (name,)):
+        data = list(map(_second, rows))
+        if not _all_sized(data, size):
+            bad.extend(int(i) for i, d in rows if d is None or len(d) != size)
+            rows = [(i, d) for i, d in rows if d is not None and len(d) == size]
+            data = list(map(_second, rows))
+        id_parts.append(np.fromiter(map(_first, rows), np.int64, len(rows)))
+        blobs.append(b"".join(data))  # one buffer per chunk
     if bad:
         issues.append(
             f"scheduler {name}: {len(bad)} corrupt per-URL state row(s) skipped (those URLs "
@@ -61,6 +65,15 @@ def load_state(conn: Connection, name: str, problems: list[str] | None) -> dict[
     state.update(_state.unpack_rows(b"".join(blobs), dtype))
     _report(issues, problems)
     return state
+
+
+def _all_sized(data: list[Any], size: int) -> bool:
+    """Every blob is ``size`` bytes long (none is NULL)."""
+    try:
+        lengths = set(map(len, data))
+    except TypeError:  # a NULL
+        return False
+    return not lengths or lengths == {size}
 
 
 def _report(issues: list[str], problems: list[str] | None) -> None:

@@ -161,3 +161,21 @@ def test_from_settings(database_url: str) -> None:
         assert st.store_snapshots is False and st.revision() is not None
     finally:
         st.close()
+
+
+def test_every_state_row_corrupt_restarts_learning(store: Store) -> None:
+    import numpy as np
+
+    from crawler import schedulers
+
+    ids = np.array(add(store, 3), dtype=np.int64)
+    s = schedulers.create("uniform", capacity=2, seed=3)
+    s.add(ids)
+    store.commit_slot(slot_record(1, []), [], s.take_delta())
+    with store.engine.begin() as conn:
+        conn.execute(update(url_state).values(data=b"short"))
+    problems: list[str] = []
+    state = store.load_scheduler_state("uniform", problems)
+    assert state is not None and state["ids"].tolist() == []
+    assert "3 corrupt" in problems[0]
+    assert schedulers.restore(state).size == 0

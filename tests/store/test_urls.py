@@ -86,3 +86,17 @@ def test_site_host() -> None:
     assert site_host("https://Example.COM/a") == "example.com"
     assert site_host("http://example.com:8080/") == "example.com:8080"
     assert site_host("http://[::1]:9/") == "[::1]:9"
+
+
+def test_a_bulk_add_refreshes_postgres_planner_statistics(store: Store, db_backend: str) -> None:
+    from sqlalchemy import text
+
+    from crawler.store._store import ANALYZE_AFTER_ROWS
+
+    store.add_urls([NewUrl(f"https://bulk.example/{i}") for i in range(ANALYZE_AFTER_ROWS)])
+    assert store.active_urls()[0].size == ANALYZE_AFTER_ROWS
+    if db_backend != "postgresql":
+        return
+    with store.engine.connect() as conn:
+        estimate = conn.execute(text("SELECT reltuples FROM pg_class WHERE oid = 'urls'::regclass"))
+        assert estimate.scalar() == ANALYZE_AFTER_ROWS  # ANALYZE counted them (else -1 or 0)
