@@ -9,16 +9,19 @@ The site (crawler.testsite.ChangingSite: ~30 KB realistic pages with rotating no
 script, a comment, a hidden input and a noscript) runs in a separate process and answers on
 ``--hosts`` loopback addresses (127.0.0.1, 127.0.0.2, ...; the pages spread over them): a
 crawl watches many sites, and the service gives each host to one crawl worker. All processes
-share the machine's cores, so the figures are for the whole. The bare loop GETs the same URLs
-before and after the service runs; the faster of its two runs is the reference for the ratio.
-Two scenarios per database:
+share the machine's cores, so the figures are for the whole. After a warm-up (every URL's
+baseline), the service runs ``--rounds`` times for ``--polls`` polls, and the bare loop GETs the
+same URLs before the first run and after each one (in the service's process, while the service
+is idle): each service run is compared with the faster of the bare runs just before and after
+it, and the median over the rounds is reported (a VM's speed drifts by tens of percent within
+minutes; runs minutes apart would measure the drift). Two scenarios per database:
 
 * ``nonce``: the pages never change; only their nonces rotate (every poll a miss, and the exact
   raw-hash pre-check cannot answer it);
 * ``changing``: each page also changes with probability ``--change-rate`` per second.
 
 The service runs with slots back to back (a tiny ``slot_seconds``, ``--per-slot`` polls per
-slot); the figure is counted after a warm-up that takes every URL's baseline. PostgreSQL runs
+slot); a run's time ends when its last slot is committed. PostgreSQL runs
 in a temporary schema of the database at CRAWLER_BENCH_POSTGRES_URL (dropped afterwards).
 """
 
@@ -150,6 +153,7 @@ async def bare_loop(
                 async with session.get(urls[i % len(urls)]) as resp:
                     received += len(await resp.read())
 
+        queue = iter(range(3 * concurrency))
         await asyncio.gather(*(worker() for _ in range(concurrency)))  # warm the connections
         received = 0
         queue = iter(range(total))
@@ -196,51 +200,77 @@ class ServiceRun:
         return self.polls / self.seconds
 
 
-async def service_run(
-    settings: Settings,
-    urls: list[str],
-    measure_polls: int,
-    meter: CpuMeter,
-    profile: str | None,
-) -> ServiceRun:
+async def interleaved_runs(
+    settings: Settings, urls: list[str], args: argparse.Namespace, meter: CpuMeter, label: str
+) -> tuple[list[float], list[ServiceRun]]:
+    """One service (after a warm-up that takes every URL's baseline) run ``args.rounds`` times
+    for ``args.polls`` polls, with the bare loop run before the first round and after each
+    one, in this process while the service is idle. (bare rates, service runs)"""
     store = Store.from_settings(settings)
     store.upgrade()
     store.add_urls([NewUrl(u) for u in urls])
     n = len(urls)
+    bares: list[float] = []
+    runs: list[ServiceRun] = []
+    async with CrawlService(settings, store=store) as service:
+        baselines = 0
+
+        def warm(s: SlotSummary) -> None:
+            nonlocal baselines
+            baselines += s.baselines
+            if baselines >= n:
+                warmed.set()
+
+        warmed = asyncio.Event()
+        await service.run(warmed, on_slot=warm)
+        for round_no in range(args.rounds + 1):
+            bare, size = await bare_loop(urls, args.bare, args.concurrency, meter)
+            bares.append(bare)
+            print(
+                f"{label} bare aiohttp GET loop: {bare:,.0f} pages/s ({size / 1000:.1f} KB pages, "
+                f"{args.concurrency} connections; {meter.per_item_us(args.bare)})"
+            )
+            if round_no == args.rounds:
+                break
+            prof = f"{args.profile}.{label}.{round_no}" if args.profile else None
+            run = await service_run(service, args.polls, meter, prof)
+            runs.append(run)
+            print(
+                f"{label} service: {run.rate:,.0f} polls/s ({run.polls:,} polls in "
+                f"{run.seconds:.1f} s, {run.slots} slots of {run.mean_slot_s * 1000:.0f} ms; "
+                f"hits {run.hits:,}, misses {run.misses:,}, errors {run.errors:,}; "
+                f"{meter.per_item_us(run.polls)})"
+            )
+    store.close()
+    return bares, runs
+
+
+async def service_run(
+    service: CrawlService, measure_polls: int, meter: CpuMeter, profile: str | None
+) -> ServiceRun:
+    """Run the (warmed-up) service until ``measure_polls`` polls are done and committed."""
     summaries: list[SlotSummary] = []
-    baselines = measured = 0
-    t0 = t1 = 0.0
     stop = asyncio.Event()
     prof = cProfile.Profile() if profile else None
 
     def on_slot(s: SlotSummary) -> None:
-        nonlocal baselines, measured, t0, t1
-        now = time.perf_counter()
-        if baselines < n:  # warm-up: every URL's baseline
-            baselines += s.baselines
-            if baselines >= n:
-                t0 = now
-                meter.start()
-                if prof is not None:
-                    prof.enable()
-            return
         summaries.append(s)
-        measured += s.polls
-        if measured >= measure_polls:
-            t1 = now
-            meter.stop()
-            if prof is not None:
-                prof.disable()
+        if sum(x.polls for x in summaries) >= measure_polls:
             stop.set()
 
-    async with CrawlService(settings, store=store) as service:
-        await service.run(stop, on_slot=on_slot)
-    store.close()
+    meter.start()
+    if prof is not None:
+        prof.enable()
+    started = time.perf_counter()
+    await service.run(stop, on_slot=on_slot)  # returns once every slot is committed
+    seconds = time.perf_counter() - started
     if prof is not None and profile:
+        prof.disable()
         prof.dump_stats(profile)
+    meter.stop()
     return ServiceRun(
-        polls=measured,
-        seconds=t1 - t0,
+        polls=sum(s.polls for s in summaries),
+        seconds=seconds,
         hits=sum(s.hits for s in summaries),
         misses=sum(s.misses for s in summaries),
         errors=sum(s.errors for s in summaries),
@@ -249,28 +279,17 @@ async def service_run(
     )
 
 
-def bare_run(
-    scenario: str, when: str, urls: list[str], args: argparse.Namespace, meter: CpuMeter
-) -> float:
-    bare, size = asyncio.run(bare_loop(urls, args.bare, args.concurrency, meter))
-    print(
-        f"[{scenario}] bare aiohttp GET loop ({when}): {bare:,.0f} pages/s "
-        f"({size / 1000:.1f} KB pages, {args.concurrency} connections; "
-        f"{meter.per_item_us(args.bare)})"
-    )
-    return bare
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
     parser.add_argument("--scenario", choices=("nonce", "changing", "both"), default="both")
     parser.add_argument("--urls", type=int, default=10_000)
     parser.add_argument("--per-slot", type=int, default=1_500)
-    parser.add_argument("--polls", type=int, default=24_000, help="measured polls per run")
+    parser.add_argument("--polls", type=int, default=24_000, help="polls per service run")
+    parser.add_argument("--rounds", type=int, default=3, help="service runs per database")
     parser.add_argument("--change-rate", type=float, default=0.01, help="per page per second")
     parser.add_argument("--page-bytes", type=int, default=30_000)
-    parser.add_argument("--bare", type=int, default=30_000, help="bare-loop GETs")
+    parser.add_argument("--bare", type=int, default=24_000, help="GETs per bare-loop run")
     parser.add_argument("--concurrency", type=int, default=100, help="bare-loop connections")
     parser.add_argument(
         "--hosts", type=int, default=4, help="loopback addresses the site answers on (1-250)"
@@ -279,7 +298,7 @@ def main() -> None:
         "--fetch-workers", type=int, default=-1, help="crawl workers (-1 = auto, 0 = none)"
     )
     parser.add_argument("--workers", type=int, default=0, help="normalize workers (0 = auto)")
-    parser.add_argument("--profile", help="cProfile the service part into this file prefix")
+    parser.add_argument("--profile", help="cProfile the service runs into this file prefix")
     args = parser.parse_args()
     kinds = ("sqlite", "postgresql") if args.db == "both" else (args.db,)
     scenarios = ("nonce", "changing") if args.scenario == "both" else (args.scenario,)
@@ -287,16 +306,12 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {args.urls:,} URLs; "
         f"{args.per_slot:,} polls per slot; the site on {args.hosts} loopback address(es)"
     )
+    summary: list[str] = []
     for scenario in scenarios:
         rate = 0.0 if scenario == "nonce" else args.change_rate
         with site_process(args.urls, rate, args.page_bytes, args.hosts) as (port, pid):
             urls = [page_url(port, args.hosts, k) for k in range(1, args.urls + 1)]
             meter = CpuMeter(pid)
-
-            # The bare loop runs before and after the service runs and the faster of the two is
-            # the reference: a machine that slows down meanwhile cannot flatter the ratio.
-            bare = bare_run(scenario, "before", urls, args, meter)
-            runs: list[tuple[str, ServiceRun, str]] = []
             for kind in kinds:
                 with database(kind) as url:
                     settings = bench_settings(
@@ -305,21 +320,20 @@ def main() -> None:
                         normalize_workers=args.workers,
                         fetch_workers=args.fetch_workers,
                     )
-                    prof = f"{args.profile}.{scenario}.{kind}" if args.profile else None
-                    run = asyncio.run(service_run(settings, urls, args.polls, meter, prof))
-                runs.append((kind, run, meter.per_item_us(run.polls)))
-                print(
-                    f"[{scenario}] service on {kind}: {run.rate:,.0f} polls/s "
-                    f"({run.polls:,} polls in {run.seconds:.1f} s, {run.slots} slots of "
-                    f"{run.mean_slot_s * 1000:.0f} ms; hits {run.hits:,}, misses {run.misses:,}, "
-                    f"errors {run.errors:,}; {runs[-1][2]})"
+                    bares, runs = asyncio.run(
+                        interleaved_runs(settings, urls, args, meter, f"[{scenario}, {kind}]")
+                    )
+                # each run against the faster of the bare runs just before and after it
+                ratios = [r.rate / max(bares[i], bares[i + 1]) for i, r in enumerate(runs)]
+                summary.append(
+                    f"[{scenario}] {kind}: median {np.median([r.rate for r in runs]):,.0f} "
+                    f"polls/s = {np.median(ratios):.0%} of the bare loop (each run against the "
+                    f"faster bare run next to it; runs: {', '.join(f'{x:.0%}' for x in ratios)}; "
+                    f"bare runs {min(bares):,.0f}-{max(bares):,.0f} pages/s)"
                 )
-            bare = max(bare, bare_run(scenario, "after", urls, args, meter))
-            for kind, run, _ in runs:
-                print(
-                    f"[{scenario}] {kind}: {run.rate:,.0f} polls/s = {run.rate / bare:.0%} of "
-                    f"the bare loop's {bare:,.0f} pages/s (the faster of its two runs)"
-                )
+                print(summary[-1])
+    print("\n".join(["", "summary:", *summary]))
+
 
 if __name__ == "__main__":
     main()

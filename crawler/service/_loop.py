@@ -23,6 +23,7 @@ from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._clock import SlotClock, Tick
+from crawler.service._records import RecentRecords, after_poll
 from crawler.settings import Settings
 from crawler.store import (
     OUTCOMES,
@@ -108,6 +109,7 @@ class CrawlLoop:
         self.last_slot_monotonic: float | None = None
         self._watch_version: object = None
         self._pending: list[tuple[SlotRecord, list[PollRecord], schedulers.State]] = []
+        self._recent = RecentRecords()
         self._flush_lock = asyncio.Lock()
 
     # ----- start-up ---------------------------------------------------------------------
@@ -150,6 +152,7 @@ class CrawlLoop:
 
     def _apply_watch_list(self, version: int, ids: IdArray, importance: FloatArray) -> None:
         assert self.scheduler is not None
+        self._recent.clear()  # an edit may have changed a URL's rules, or removed it
         known, _ = self.scheduler.frequencies()
         gone = np.setdiff1d(known, ids, assume_unique=True)
         new = ~np.isin(ids, known, assume_unique=True)
@@ -229,6 +232,7 @@ class CrawlLoop:
         ]
         results, verdicts = await self._fetch_and_judge(requests, records)
         polls, fb_ids, fb_hits, counts = self._outcomes(results, verdicts, records)
+        self._recent.polled(records, polls)
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
         duration = time.monotonic() - started
@@ -315,14 +319,17 @@ class CrawlLoop:
         return self.scheduler.wanted_total()
 
     async def _records(self, ids: np.ndarray) -> dict[int, UrlRecord]:
-        if ids.size == 0:
-            return {}
+        """What the polls of ``ids`` need: from this loop's own recent polls, else read."""
+        records, missing = self._recent.split(ids.tolist())
+        if not missing:
+            return records
         # A URL polled in a slot whose commit is still pending: use that poll's headers and
         # hashes. Taken before reading, so a commit finishing meanwhile changes nothing.
         latest = {p.url_id: p for _, polls, _ in self._pending for p in polls}
-        records = await asyncio.to_thread(self.store.url_records, ids.tolist())
-        for uid in latest.keys() & records.keys():
-            records[uid] = _apply_poll(records[uid], latest[uid])
+        read = await asyncio.to_thread(self.store.url_records, missing)
+        for uid in latest.keys() & read.keys():
+            read[uid] = after_poll(read[uid], latest[uid])
+        records.update(read)
         return records
 
     async def _fetch_and_judge(
@@ -501,19 +508,3 @@ def _poll_job(request: FetchRequest, record: UrlRecord) -> PollJob:
         request.url_id, request.url, r.host, request.etag, request.last_modified, r.selector,
         tuple(r.ignore_patterns), r.last_hash, r.last_raw_hash,
     )  # fmt: skip
-
-
-def _apply_poll(record: UrlRecord, poll: PollRecord) -> UrlRecord:
-    if poll.outcome == "error":
-        return record
-    return UrlRecord(
-        id=record.id,
-        url=record.url,
-        host=record.host,
-        etag=poll.etag,
-        last_modified=poll.last_modified,
-        last_hash=poll.content_hash or record.last_hash,
-        last_raw_hash=poll.raw_hash or record.last_raw_hash,
-        selector=record.selector,
-        ignore_patterns=record.ignore_patterns,
-    )

@@ -195,3 +195,41 @@ async def test_database_briefly_unavailable_loses_nothing(
         stats = store.stats()
     assert stats.slots == 40
     assert stats.polls == site.truth.served
+
+
+async def test_a_rule_changed_while_running_applies_to_the_next_polls(database_url: str) -> None:
+    """The loop remembers each URL's record between polls; an operator's edit (here: the URL
+    re-watched with another CSS selector) must still reach the next polls."""
+    served = 0
+
+    async def page(request: web.Request) -> web.Response:
+        nonlocal served
+        served += 1
+        body = f'<html><body><div id="a">A {served}</div><div id="b">same</div></body></html>'
+        return web.Response(text=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/page", page)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = validate_url(f"http://127.0.0.1:{runner.addresses[0][1]}/page")
+    try:
+        with Store(database_url) as store:
+            store.add_urls([NewUrl(url, selector="#a")])
+        hits: list[int] = []
+
+        def on_slot(s: SlotSummary) -> None:
+            hits.append(s.hits)
+            if len(hits) == 15:  # from now on, watch the part that never changes
+                with Store(database_url) as store:
+                    store.remove_urls([url])
+                    store.add_urls([NewUrl(url, selector="#b")])
+
+        settings = service_settings(database_url, capacity=1.0)
+        async with CrawlService(settings) as service:
+            await service.run(asyncio.Event(), 40, on_slot)
+    finally:
+        await runner.cleanup()
+    assert sum(hits[:15]) >= 10  # "#a" changes at every poll
+    assert sum(hits[-20:]) == 0  # "#b" never does
