@@ -53,7 +53,9 @@ URL_STATE = (
 def time_binder(conn: Connection) -> Callable[[datetime | None], Any]:
     """datetime -> the value SQLAlchemy would bind for a ``UTCDateTime`` column, memoized
     (a slot's polls share one time)."""
-    process = UTCDateTime().bind_processor(conn.dialect)
+    # the dialect's own processor: the text SQLAlchemy stores (not sqlite3's deprecated
+    # default adapter, which would run per row and drop a zero microsecond part)
+    process = UTCDateTime().dialect_impl(conn.dialect).bind_processor(conn.dialect)
     cache: dict[datetime, Any] = {}
 
     def bind(value: datetime | None) -> Any:

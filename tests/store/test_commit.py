@@ -179,3 +179,18 @@ def test_every_state_row_corrupt_restarts_learning(store: Store) -> None:
     assert state is not None and state["ids"].tolist() == []
     assert "3 corrupt" in problems[0]
     assert schedulers.restore(state).size == 0
+
+
+def test_poll_times_are_stored_as_sqlalchemy_stores_them(store: Store, db_backend: str) -> None:
+    """The SQLite fast path binds times as the column type's own text (a zero microsecond
+    part included), so they read back, sort and compare like rows SQLAlchemy wrote."""
+    (a,) = add(store, 1)
+    whole_second = datetime(2026, 11, 23, 1, 2, 3, tzinfo=UTC)
+    store.commit_slot(
+        slot_record(1, [poll(a, "miss", whole_second)]), [poll(a, "miss", whole_second)]
+    )
+    with store.engine.connect() as conn:
+        assert conn.execute(select(poll_log.c.polled_at)).scalar() == whole_second
+        if db_backend == "sqlite":
+            raw = conn.exec_driver_sql("SELECT polled_at, last_polled_at FROM poll_log, urls")
+            assert raw.one() == ("2026-11-23 01:02:03.000000",) * 2
