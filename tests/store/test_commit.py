@@ -131,21 +131,29 @@ def test_unknown_outcome_is_rejected(store: Store) -> None:
         store.commit_slot(slot_record(1, []), [poll(a, "maybe")])
 
 
-def test_corrupt_state_row_is_skipped(store: Store) -> None:
+def saved_uniform(store: Store, n: int) -> list[int]:
+    """``n`` watched URLs with a uniform scheduler's learning rows committed; their ids."""
     import numpy as np
 
     from crawler import schedulers
 
-    ids = np.array(add(store, 5), dtype=np.int64)
+    ids = np.array(add(store, n), dtype=np.int64)
     s = schedulers.create("uniform", capacity=2, seed=3)
     s.add(ids)
     store.commit_slot(slot_record(1, []), [], s.take_delta())
+    return [int(i) for i in ids]
+
+
+def test_corrupt_state_row_is_skipped(store: Store) -> None:
+    from crawler import schedulers
+
+    ids = saved_uniform(store, 5)
     with store.engine.begin() as conn:
-        conn.execute(update(url_state).where(url_state.c.url_id == int(ids[2])).values(data=b"x"))
+        conn.execute(update(url_state).where(url_state.c.url_id == ids[2]).values(data=b"x"))
     problems: list[str] = []
     state = store.load_scheduler_state("uniform", problems)
     assert state is not None
-    assert state["ids"].tolist() == [i for i in ids.tolist() if i != ids[2]]
+    assert state["ids"].tolist() == [i for i in ids if i != ids[2]]
     assert len(problems) == 1 and "corrupt" in problems[0]
     restored = schedulers.restore(state)
     assert restored.size == 4
@@ -164,14 +172,9 @@ def test_from_settings(database_url: str) -> None:
 
 
 def test_every_state_row_corrupt_restarts_learning(store: Store) -> None:
-    import numpy as np
-
     from crawler import schedulers
 
-    ids = np.array(add(store, 3), dtype=np.int64)
-    s = schedulers.create("uniform", capacity=2, seed=3)
-    s.add(ids)
-    store.commit_slot(slot_record(1, []), [], s.take_delta())
+    saved_uniform(store, 3)
     with store.engine.begin() as conn:
         conn.execute(update(url_state).values(data=b"short"))
     problems: list[str] = []
