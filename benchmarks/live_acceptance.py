@@ -45,19 +45,21 @@ class Run:
 
 def service_env(database_url: str, scheduler: str, capacity: float, slot: float) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "CRAWLER_DATABASE_URL": database_url,
-        "CRAWLER_SCHEDULER": scheduler,
-        "CRAWLER_CAPACITY": str(capacity),
-        "CRAWLER_SLOT_SECONDS": str(slot),
-        "CRAWLER_METRICS_PORT": "0",
-        "CRAWLER_ALLOW_PRIVATE_ADDRESSES": "true",
-        "CRAWLER_PER_HOST_MIN_DELAY_S": "0",
-        "CRAWLER_PER_HOST_CONCURRENCY": "16",
-        "CRAWLER_NORMALIZE_WORKERS": "1",
-        "CRAWLER_LOG_LEVEL": "WARNING",
-        "CRAWLER_SEED": "11",
-    })
+    env.update(
+        {
+            "CRAWLER_DATABASE_URL": database_url,
+            "CRAWLER_SCHEDULER": scheduler,
+            "CRAWLER_CAPACITY": str(capacity),
+            "CRAWLER_SLOT_SECONDS": str(slot),
+            "CRAWLER_METRICS_PORT": "0",
+            "CRAWLER_ALLOW_PRIVATE_ADDRESSES": "true",
+            "CRAWLER_PER_HOST_MIN_DELAY_S": "0",
+            "CRAWLER_PER_HOST_CONCURRENCY": "16",
+            "CRAWLER_NORMALIZE_WORKERS": "1",
+            "CRAWLER_LOG_LEVEL": "WARNING",
+            "CRAWLER_SEED": "11",
+        }
+    )
     return env
 
 
@@ -70,8 +72,13 @@ async def run_service_until(
 ) -> None:
     """Run ``crawler run`` until ``target`` slots are committed; SIGKILL or SIGTERM it."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "crawler", "run", env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "crawler",
+        "run",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         while True:
@@ -104,8 +111,10 @@ async def one_run(scheduler: str, args: argparse.Namespace, rates: np.ndarray) -
                 env = service_env(url, scheduler, args.capacity, args.slot_seconds)
                 half = args.slots // 2
                 await run_service_until(env, store, site, half, run, kill=True)
-                print(f"  {scheduler}: killed with SIGKILL at slot {run.samples[-1][0]}, "
-                      "restarting", file=sys.stderr)
+                print(
+                    f"  {scheduler}: killed with SIGKILL at slot {run.samples[-1][0]}, restarting",
+                    file=sys.stderr,
+                )
                 await run_service_until(env, store, site, args.slots, run, kill=False)
                 stats = store.stats()
                 run.service_hits = stats.hits
@@ -144,10 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     rates = zipf_rates(args.urls, args.alpha, args.beta)
     bound = limit(rates, args.capacity)
     uniform = expected_hits(np.full(args.urls, args.capacity / args.urls), rates)
-    print(f"{args.urls} pages, Zipf({args.alpha}, {args.beta}), C = {args.capacity:g} per "
-          f"{args.slot_seconds:g} s slot, {args.slots} slots, SIGKILL at slot {args.slots // 2}")
-    print(f"analytic limit {bound:.4f} changes/slot; uniform's expectation {uniform:.4f} "
-          f"({uniform / bound:.2f} of the limit)\n")
+    print(
+        f"{args.urls} pages, Zipf({args.alpha}, {args.beta}), C = {args.capacity:g} per "
+        f"{args.slot_seconds:g} s slot, {args.slots} slots, SIGKILL at slot {args.slots // 2}"
+    )
+    print(
+        f"analytic limit {bound:.4f} changes/slot; uniform's expectation {uniform:.4f} "
+        f"({uniform / bound:.2f} of the limit)\n"
+    )
     rows = []
     for name in args.schedulers.split(","):
         print(f"running {name} ...", file=sys.stderr)
@@ -159,15 +172,19 @@ def main(argv: list[str] | None = None) -> int:
         agreement = run.service_hits / run.truth_hits if run.truth_hits else float("nan")
         rows.append((name, series, first90, last, second_half, run, agreement))
         print(f"  {name}: " + " ".join(f"{v / bound:.2f}" for _, v in series), file=sys.stderr)
-    print("| scheduler | ratio per 200-slot window | first window >= 0.9 | last window | "
-          "mean after restart | service hits / truth | wall s |")
+    print(
+        "| scheduler | ratio per 200-slot window | first window >= 0.9 | last window | "
+        "mean after restart | service hits / truth | wall s |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
     for name, series, first90, last, second_half, run, agreement in rows:
         mean2 = float(np.mean(second_half)) / bound if second_half else float("nan")
-        print(f"| {name} | {' '.join(f'{v / bound:.2f}' for _, v in series)} | "
-              f"{first90 if first90 is not None else 'never'} | {last / bound:.3f} | "
-              f"{mean2:.3f} | {run.service_hits}/{run.truth_hits} = {agreement:.4f} | "
-              f"{run.seconds:.0f} |")
+        print(
+            f"| {name} | {' '.join(f'{v / bound:.2f}' for _, v in series)} | "
+            f"{first90 if first90 is not None else 'never'} | {last / bound:.3f} | "
+            f"{mean2:.3f} | {run.service_hits}/{run.truth_hits} = {agreement:.4f} | "
+            f"{run.seconds:.0f} |"
+        )
     return 0
 
 

@@ -65,18 +65,20 @@ async def run_demo(
     progress.uniform = expected_hits(np.full(rates.size, options.capacity / rates.size), rates)
     with tempfile.TemporaryDirectory(prefix="crawler-demo-") as tmp:
         db = options.database or Path(tmp) / "demo.db"
-        settings = load_settings({
-            "database_url": f"sqlite:///{db}",
-            "scheduler": options.scheduler,
-            "capacity": options.capacity,
-            "slot_seconds": options.slot_seconds,
-            "metrics_port": 0,
-            "allow_private_addresses": True,
-            "per_host_min_delay_s": 0.0,
-            "per_host_concurrency": 16,
-            "seed": options.seed,
-            "log_level": "WARNING",
-        })
+        settings = load_settings(
+            {
+                "database_url": f"sqlite:///{db}",
+                "scheduler": options.scheduler,
+                "capacity": options.capacity,
+                "slot_seconds": options.slot_seconds,
+                "metrics_port": 0,
+                "allow_private_addresses": True,
+                "per_host_min_delay_s": 0.0,
+                "per_host_concurrency": 16,
+                "seed": options.seed,
+                "log_level": "WARNING",
+            }
+        )
         await site.start()
         try:
             store = Store(settings.database_url)

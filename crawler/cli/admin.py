@@ -52,8 +52,11 @@ def db_upgrade(
 def add(
     urls: list[str] = typer.Argument(None, help="URLs to watch."),
     file: str | None = typer.Option(
-        None, "--file", "-f", help="A file of URLs (one per line), a sitemap.xml or an OPML "
-        "file; - reads standard input."
+        None,
+        "--file",
+        "-f",
+        help="A file of URLs (one per line), a sitemap.xml or an OPML "
+        "file; - reads standard input.",
     ),
     importance: float = typer.Option(1.0, "--importance", help="Value of a change, in (0, 1]."),
     selector: str | None = typer.Option(None, "--selector", help="CSS selector to watch."),
@@ -84,12 +87,14 @@ def add(
     with store_errors():
         report = open_store(settings).add_urls(entries)
     if as_json:
-        print_json({
-            "added": [u for u, _ in report.added],
-            "reactivated": [u for u, _ in report.reactivated],
-            "already_watched": report.already_watched,
-            "invalid": invalid,
-        })
+        print_json(
+            {
+                "added": [u for u, _ in report.added],
+                "reactivated": [u for u, _ in report.reactivated],
+                "already_watched": report.already_watched,
+                "invalid": invalid,
+            }
+        )
     else:
         for bad in invalid:
             err_console.print(f"[yellow]skipped[/] {bad['url']}: {bad['error']}", highlight=False)
@@ -163,9 +168,13 @@ def list_urls(
     for doc in docs:
         x = doc["wanted_frequency"]
         table.add_row(
-            doc["url"], f"{doc['importance']:.2f}", "-" if x is None else f"{x:.4f}",
-            (doc["last_polled_at"] or "never")[:19], str(doc["hits"]),
-            str(doc["misses"] + doc["not_modified"]), str(doc["errors"]),
+            doc["url"],
+            f"{doc['importance']:.2f}",
+            "-" if x is None else f"{x:.4f}",
+            (doc["last_polled_at"] or "never")[:19],
+            str(doc["hits"]),
+            str(doc["misses"] + doc["not_modified"]),
+            str(doc["errors"]),
         )
     out_console.print(table)
 
@@ -208,8 +217,13 @@ def show(
         polls.add_column(col)
     for p in doc["polls"]:
         polls.add_row(
-            p["polled_at"][:19], str(p["slot"]), p["outcome"], str(p["status"] or "-"),
-            f"{p['duration_s']:.3f}", str(p["bytes"]), p["error"] or "",
+            p["polled_at"][:19],
+            str(p["slot"]),
+            p["outcome"],
+            str(p["status"] or "-"),
+            f"{p['duration_s']:.3f}",
+            str(p["bytes"]),
+            p["error"] or "",
         )
     out_console.print(polls)
     changes = Table(title="recent changes")
@@ -217,7 +231,9 @@ def show(
         changes.add_column(col)
     for c in doc["changes"]:
         changes.add_row(
-            c["detected_at"][:19], str(c["slot"]), (c["old_hash"] or "-")[:12],
+            c["detected_at"][:19],
+            str(c["slot"]),
+            (c["old_hash"] or "-")[:12],
             (c["new_hash"] or "-")[:12],
         )
     out_console.print(changes)

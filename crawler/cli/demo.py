@@ -21,15 +21,25 @@ def _view(progress: DemoProgress, options: DemoOptions) -> Table:
         f"scheduler {options.scheduler}",
         show_header=True,
     )
-    for col in ("slot", f"hits/slot (last {options.window})", "limit", "ratio to limit",
-                "uniform would get", "polls", "errors"):
+    for col in (
+        "slot",
+        f"hits/slot (last {options.window})",
+        "limit",
+        "ratio to limit",
+        "uniform would get",
+        "polls",
+        "errors",
+    ):
         table.add_column(col, justify="right")
     bar = "#" * int(40 * min(progress.ratio, 1.0))
     table.add_row(
-        f"{progress.slot}/{options.slots}", f"{progress.hits_per_slot:.3f}",
-        f"{progress.limit:.3f}", f"{progress.ratio:.2f} {bar:<40}",
+        f"{progress.slot}/{options.slots}",
+        f"{progress.hits_per_slot:.3f}",
+        f"{progress.limit:.3f}",
+        f"{progress.ratio:.2f} {bar:<40}",
         f"{progress.uniform:.3f} ({progress.uniform / max(progress.limit, 1e-12):.2f})",
-        str(progress.polls), str(progress.errors),
+        str(progress.polls),
+        str(progress.errors),
     )
     return table
 
@@ -49,8 +59,13 @@ def demo(
     if urls < 1 or capacity <= 0 or slot_seconds <= 0 or slots < 1:
         fail("--urls, --capacity, --slot-seconds and --slots must be positive")
     options = DemoOptions(
-        urls=urls, capacity=capacity, slot_seconds=slot_seconds, slots=slots,
-        scheduler=scheduler, database=database, seed=seed,
+        urls=urls,
+        capacity=capacity,
+        slot_seconds=slot_seconds,
+        slots=slots,
+        scheduler=scheduler,
+        database=database,
+        seed=seed,
     )
     with Live(_view(DemoProgress(), options), console=err_console, refresh_per_second=4) as live:
         try:

@@ -49,11 +49,15 @@ def _build_signature() -> tuple[inspect.Signature, dict[str, Any]]:
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [
         inspect.Parameter(
-            "config", kw, annotation=Optional[str],  # noqa: UP045
+            "config",
+            kw,
+            annotation=Optional[str],  # noqa: UP045
             default=typer.Option(None, "--config", help="TOML settings file (or $CRAWLER_CONFIG)."),
         ),
         inspect.Parameter(
-            "max_slots", kw, annotation=Optional[int],  # noqa: UP045
+            "max_slots",
+            kw,
+            annotation=Optional[int],  # noqa: UP045
             default=typer.Option(None, "--max-slots", help="Stop after this many slots."),
         ),
     ]
@@ -68,7 +72,9 @@ def _build_signature() -> tuple[inspect.Signature, dict[str, Any]]:
             flag = f"{flag}/--no-{flag[2:]}"
         params.append(
             inspect.Parameter(
-                name, kw, annotation=_flag_annotation(field.annotation),
+                name,
+                kw,
+                annotation=_flag_annotation(field.annotation),
                 default=typer.Option(None, flag, help=text, show_default=False),
             )
         )

@@ -35,8 +35,10 @@ def as_id_array(ids: ArrayLike, what: str = "ids") -> IdArray:
     if arr.ndim != 1:
         raise ValueError(f"{what} must be a 1-D array of integers")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(
-            arr == np.round(arr)
+        if (
+            np.issubdtype(arr.dtype, np.floating)
+            and np.all(np.isfinite(arr))
+            and np.all(arr == np.round(arr))
         ):
             arr = arr.astype(np.int64)
         else:

@@ -80,8 +80,10 @@ class FPA(Scheduler):
         f: float = 0.1,
     ) -> None:
         super().__init__(capacity, seed=seed, realization=realization)
-        if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or not (
-            1 <= N <= _MAX_STATES
+        if (
+            isinstance(N, bool)
+            or not isinstance(N, (int, np.integer))
+            or not (1 <= N <= _MAX_STATES)
         ):
             raise ValueError(f"N must be an integer in [1, {_MAX_STATES}], got {N!r}")
         try:

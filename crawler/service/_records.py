@@ -79,4 +79,3 @@ def after_poll(record: UrlRecord, poll: PollRecord) -> UrlRecord:
         selector=record.selector,
         ignore_patterns=record.ignore_patterns,
     )
-

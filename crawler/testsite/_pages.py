@@ -48,13 +48,13 @@ class PageRenderer:
     def render(self, k: int, version: int, nonce: str) -> bytes:
         title, body = self._body(k, version)
         return (
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{title}</title>"
-            f"<script>window.__nonce = \"{nonce}\"; var t = {nonce!r};</script>"
+            f'<script>window.__nonce = "{nonce}"; var t = {nonce!r};</script>'
             "<style>body { font-family: sans-serif }</style></head>\n<body>"
             f"<!-- rendered {nonce} -->"
             f'<form method="post"><input type="hidden" name="csrf_token" value="{nonce}">'
             '<input type="text" name="q"></form>'
             f"<main><h1>{title}</h1>\n{body}</main>"
-            f'<noscript>enable scripts {nonce}</noscript></body></html>\n'
+            f"<noscript>enable scripts {nonce}</noscript></body></html>\n"
         ).encode()

@@ -114,18 +114,20 @@ async def running_service(tmp_path: Path) -> AsyncIterator[int]:
     site = ChangingSite(zipf_rates(30, 0.6, 1.0), tick_seconds=0.1, page_size=3_000, etags=True)
     await site.start()
     port = free_port()
-    settings = load_settings({
-        "database_url": f"sqlite:///{tmp_path / 'crawler.db'}",
-        "metrics_port": port,
-        "metrics_host": "127.0.0.1",
-        "slot_seconds": 0.1,
-        "capacity": 3.0,
-        "allow_private_addresses": True,
-        "per_host_min_delay_s": 0.0,
-        "per_host_concurrency": 8,
-        "fetch_retries": 0,
-        "normalize_workers": 1,
-    })
+    settings = load_settings(
+        {
+            "database_url": f"sqlite:///{tmp_path / 'crawler.db'}",
+            "metrics_port": port,
+            "metrics_host": "127.0.0.1",
+            "slot_seconds": 0.1,
+            "capacity": 3.0,
+            "allow_private_addresses": True,
+            "per_host_min_delay_s": 0.0,
+            "per_host_concurrency": 8,
+            "fetch_retries": 0,
+            "normalize_workers": 1,
+        }
+    )
     with Store(settings.database_url) as store:
         store.upgrade()
         store.add_urls([NewUrl(u) for u in [*site.urls(), "http://127.0.0.1:9/down"]])
@@ -245,9 +247,7 @@ async def test_real_prometheus_evaluates_every_dashboard_query(tmp_path: Path) -
             async with s.get(f"{base}/api/v1/rules") as resp:
                 groups = (await resp.json())["data"]["groups"]
             rules = [r for g in groups for r in g["rules"]]
-            if rules and not any(
-                r.get("lastEvaluation", "0001").startswith("0001") for r in rules
-            ):
+            if rules and not any(r.get("lastEvaluation", "0001").startswith("0001") for r in rules):
                 break
             await asyncio.sleep(0.5)
         assert {r["name"] for r in rules} >= {"CrawlerLoopStalled", "CrawlerTargetDown"}

@@ -28,9 +28,7 @@ def populate(s: schedulers.Scheduler, ids: np.ndarray) -> None:
     s.add(ids, importance=np.linspace(1.0, 0.2, ids.size), rates=rates_for(ids))
 
 
-def run_slots(
-    s: schedulers.Scheduler, slots: int, rng: np.random.Generator
-) -> list[np.ndarray]:
+def run_slots(s: schedulers.Scheduler, slots: int, rng: np.random.Generator) -> list[np.ndarray]:
     chosen = []
     for _ in range(slots):
         ids = s.select()

@@ -21,9 +21,7 @@ def zipf(alpha: float, beta: float, n: int) -> np.ndarray:
     return alpha / np.arange(1, n + 1) ** beta
 
 
-def overwrite_run(
-    s: schedulers.Scheduler, p: np.ndarray, slots: int, seed: int = 0
-) -> list[int]:
+def overwrite_run(s: schedulers.Scheduler, p: np.ndarray, slots: int, seed: int = 0) -> list[int]:
     """Hits per slot when URL i (id i) changes with probability p_i per slot and a poll hits
     iff it changed since the URL's previous poll."""
     rng = np.random.default_rng(seed)

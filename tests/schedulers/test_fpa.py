@@ -291,9 +291,7 @@ def test_class_sizes_are_invariant(ops: list[tuple[str, int]], f: float) -> None
 # ----- state --------------------------------------------------------------------------------
 
 
-def run_slots(
-    a: schedulers.Scheduler, b: schedulers.Scheduler, slots: int, seed: int
-) -> None:
+def run_slots(a: schedulers.Scheduler, b: schedulers.Scheduler, slots: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     for _ in range(slots):
         sa, sb = a.select(), b.select()

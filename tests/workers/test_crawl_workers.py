@@ -121,9 +121,7 @@ async def test_a_killed_worker_fails_its_polls_and_is_replaced(site: ChangingSit
     pool = CrawlWorkers(1, CONFIG, text_bytes=None)
     try:
         await pool.start()
-        pending = asyncio.ensure_future(
-            pool.poll([job(7, f"http://127.0.0.1:{port}/slow", None)])
-        )
+        pending = asyncio.ensure_future(pool.poll([job(7, f"http://127.0.0.1:{port}/slow", None)]))
         await asyncio.sleep(0.5)
         worker = pool._workers[0]
         assert worker is not None and worker.process.pid is not None
