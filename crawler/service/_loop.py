@@ -146,7 +146,7 @@ class CrawlLoop:
         version = await asyncio.to_thread(self.store.watch_list_version)
         if not force and version == self._watch_version:
             return False
-        _, ids, importance = await asyncio.to_thread(self._watch_list)
+        ids, importance = await asyncio.to_thread(self.store.active_urls)
         self._apply_watch_list(version, ids, importance)
         return True
 

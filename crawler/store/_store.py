@@ -188,10 +188,11 @@ class Store:
         """Refresh PostgreSQL's statistics of ``table`` after a bulk write, so the next
         queries (the start-up scans) are planned for its real size, not for the empty table
         that autovacuum last saw (a nested-loop plan over a million rows)."""
+        if self.engine.dialect.name != "postgresql":
+            return
         with translate_errors(f"analyzing {table}"), self.engine.connect() as conn:
-            if is_postgres(conn):
-                conn.exec_driver_sql(f"ANALYZE {table}")
-                conn.commit()
+            conn.exec_driver_sql(f"ANALYZE {table}")
+            conn.commit()
 
     def _add_chunk(self, conn: Connection, chunk: list[NewUrl], report: AddReport) -> None:
         now = utcnow()
