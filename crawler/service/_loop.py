@@ -8,11 +8,12 @@ and the change detector are asynchronous.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
@@ -230,9 +231,12 @@ class CrawlLoop:
             for i in ids.tolist()
             if (r := records.get(int(i))) is not None
         ]
-        results, verdicts = await self._fetch_and_judge(requests, records)
-        polls, fb_ids, fb_hits, counts = self._outcomes(results, verdicts, records)
-        self._recent.polled(records, polls)
+        tally = _Tally()
+        # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched
+        async with contextlib.aclosing(self._fetch_and_judge(requests, records)) as chunks:
+            async for results, verdicts in chunks:
+                self._recent.polled(records, self._outcomes(results, verdicts, records, tally))
+        polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
         duration = time.monotonic() - started
@@ -334,14 +338,18 @@ class CrawlLoop:
 
     async def _fetch_and_judge(
         self, requests: Sequence[FetchRequest], records: dict[int, UrlRecord]
-    ) -> tuple[list[FetchResult], dict[int, Verdict]]:
-        """Fetch every request and judge the bodies: in the crawl workers if there are any,
-        else here, while the rest are still downloading: bodies go to the detector in batches
-        of ``JUDGE_BATCH`` as they arrive, so its worker processes parse while this process
-        fetches."""
+    ) -> AsyncGenerator[tuple[list[FetchResult], dict[int, Verdict]], None]:
+        """Fetch every request and judge the bodies, yielding the results as they come.
+
+        With crawl workers, a chunk at a time as the workers answer. Without, all at the end:
+        fetched here, and judged while the rest are still downloading (bodies go to the
+        detector in batches of ``JUDGE_BATCH`` as they arrive, so its worker processes parse
+        while this process fetches)."""
         if self.workers is not None:
             jobs = [_poll_job(r, records[r.url_id]) for r in requests]
-            return results_of(jobs, await self.workers.poll(jobs))
+            async for indexes, answers in self.workers.poll_chunks(jobs):
+                yield results_of([jobs[j] for j in indexes], answers)
+            return
         results: list[FetchResult | None] = [None] * len(requests)
         verdicts: dict[int, Verdict] = {}
         items: list[DetectItem] = []
@@ -386,7 +394,7 @@ class CrawlLoop:
         finally:
             for task in judging:
                 task.cancel()
-        return [r for r in results if r is not None], verdicts
+        yield [r for r in results if r is not None], verdicts
 
     def _fetch_queues(
         self, requests: Sequence[FetchRequest], records: dict[int, UrlRecord]
@@ -404,12 +412,14 @@ class CrawlLoop:
         results: Sequence[FetchResult],
         verdicts: dict[int, Verdict],
         records: dict[int, UrlRecord],
-    ) -> tuple[list[PollRecord], list[int], list[bool], dict[str, int]]:
+        tally: _Tally,
+    ) -> list[PollRecord]:
+        """The poll records of ``results`` (also added to ``tally``, with the feedback)."""
         now = datetime.now(UTC)
-        counts = dict.fromkeys(OUTCOMES, 0)
+        counts = tally.counts
         polls: list[PollRecord] = []
-        fb_ids: list[int] = []
-        fb_hits: list[bool] = []
+        fb_ids = tally.fb_ids
+        fb_hits = tally.fb_hits
         keep_text = self.settings.store_snapshots
         for res in results:
             rec = records[res.url_id]
@@ -466,7 +476,18 @@ class CrawlLoop:
                 res.error_kind,
                 rec.host if outcome == "error" else None,
             )
-        return polls, fb_ids, fb_hits, counts
+        tally.polls += polls
+        return polls
+
+
+@dataclass(slots=True)
+class _Tally:
+    """A slot's outcomes so far: its poll records, the scheduler's feedback, the counts."""
+
+    polls: list[PollRecord] = field(default_factory=list)
+    fb_ids: list[int] = field(default_factory=list)
+    fb_hits: list[bool] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,13 +5,19 @@ worker the first time it is seen (the least-loaded one) and stays there, so per-
 concurrency, delays, Crawl-delay, back-off and the robots.txt cache stay exact. A worker that
 dies fails its outstanding polls (recorded as errors of kind "other"; no feedback) and is
 started again for the next batch.
+
+A worker's share of a slot goes to it in chunks of ``ANSWER_CHUNK`` polls, each answered in
+its own frame: the crawl loop records a chunk's outcomes while the rest are still being
+fetched, instead of all of them in the pause between two slots. The worker takes the chunks'
+connection slots first come first served, so the first chunks are answered first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from crawler.detect import Verdict
 from crawler.detect._pool import PipeWorker, WorkerLostError
@@ -21,6 +27,8 @@ from crawler.workers._process import PollAnswer, PollJob, encode_polls, failed_a
 log = logging.getLogger("crawler.service")
 
 LOST = "the crawl worker process exited during the poll; the URL is polled again later"
+#: polls per request frame (and answer frame) sent to a worker
+ANSWER_CHUNK = 128
 
 
 def host_key(host: str) -> str:
@@ -36,10 +44,22 @@ class CrawlWorkers:
     """``size`` crawl worker processes bound to the running event loop (started on first use,
     or by ``start``)."""
 
-    def __init__(self, size: int, config: FetchConfig, text_bytes: int | None) -> None:
+    def __init__(
+        self,
+        size: int,
+        config: FetchConfig,
+        text_bytes: int | None,
+        chunk: int | None = None,
+    ) -> None:
+        """``chunk``: polls per frame (None: ``ANSWER_CHUNK``)."""
+        if chunk is None:
+            chunk = ANSWER_CHUNK
         if size < 1:
             raise ValueError("a crawl worker pool needs at least one worker")
+        if chunk < 1:
+            raise ValueError("a chunk holds at least one poll")
         self.size = size
+        self.chunk = chunk
         self.config = config
         self.text_bytes = text_bytes
         self._workers: list[PipeWorker | None] = [None] * size
@@ -85,24 +105,56 @@ class CrawlWorkers:
 
     async def poll(self, jobs: Sequence[PollJob]) -> list[PollAnswer]:
         """The answers of ``jobs``, in order."""
+        answers: list[PollAnswer | None] = [None] * len(jobs)
+        async with contextlib.aclosing(self.poll_chunks(jobs)) as chunks:
+            async for indexes, chunk in chunks:
+                for j, answer in zip(indexes, chunk, strict=True):
+                    answers[j] = answer
+        return [a for a in answers if a is not None]
+
+    async def poll_chunks(
+        self, jobs: Sequence[PollJob]
+    ) -> AsyncGenerator[tuple[list[int], list[PollAnswer]], None]:
+        """The answers of ``jobs`` a chunk at a time, as the workers send them: (the chunk's
+        indexes in ``jobs``, their answers). A worker that dies fails its outstanding chunks
+        (answers of kind "other"); it is started again for the next call."""
         parts: list[list[int]] = [[] for _ in range(self.size)]
         for j, k in enumerate(self.owners([job[2] for job in jobs])):
             parts[k].append(j)
+        pending: dict[asyncio.Future[list[PollAnswer]], tuple[int, list[int]]] = {}
+        step = self.chunk
         for k, part in enumerate(parts):
+            if not part:
+                continue
             self._load[k] += len(part)
-        busy = [k for k in range(self.size) if parts[k]]
-        futures = [self._worker(k).submit([jobs[j] for j in parts[k]]) for k in busy]
-        answers: list[PollAnswer | None] = [None] * len(jobs)
-        done = await asyncio.gather(*futures, return_exceptions=True)
-        for k, part_answers in zip(busy, done, strict=True):
-            if isinstance(part_answers, WorkerLostError):
-                log.error("crawl worker %d exited with %d polls outstanding", k, len(parts[k]))
-                part_answers = [failed_answer(jobs[j], LOST) for j in parts[k]]
-            elif isinstance(part_answers, BaseException):
-                raise part_answers
-            for j, answer in zip(parts[k], part_answers, strict=True):
-                answers[j] = answer
-        return [a for a in answers if a is not None]
+            worker = self._worker(k)
+            for c in range(0, len(part), step):
+                indexes = part[c : c + step]
+                pending[worker.submit([jobs[j] for j in indexes])] = (k, indexes)
+        lost: set[int] = set()
+        try:
+            while pending:
+                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    k, indexes = pending.pop(future)
+                    error = future.exception()
+                    if isinstance(error, WorkerLostError):
+                        if k not in lost:
+                            lost.add(k)
+                            outstanding = len(indexes) + sum(
+                                len(ix) for kk, ix in pending.values() if kk == k
+                            )
+                            log.error(
+                                "crawl worker %d exited with %d polls outstanding", k, outstanding
+                            )
+                        yield indexes, [failed_answer(jobs[j], LOST) for j in indexes]
+                    elif error is not None:
+                        raise error
+                    else:
+                        yield indexes, future.result()
+        finally:
+            for future in pending:
+                future.cancel()
 
     def close(self, wait: bool = True) -> None:
         """Stop the processes (idempotent)."""

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from aiohttp import web
 
+import crawler.workers._pool
 from crawler import schedulers
 from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
@@ -33,10 +34,19 @@ async def run_service(
     return summaries, service
 
 
-@pytest.mark.parametrize("fetch_workers", [1, 0], ids=["crawl-workers", "in-process"])
+@pytest.mark.parametrize(
+    ("fetch_workers", "chunk"),
+    [(1, 128), (1, 1), (0, 128)],
+    ids=["crawl-workers", "one-poll-chunks", "in-process"],
+)
 async def test_learns_and_counts_exactly_the_true_changes(
-    database_url: str, site: ChangingSite, fetch_workers: int
+    database_url: str,
+    site: ChangingSite,
+    fetch_workers: int,
+    chunk: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(crawler.workers._pool, "ANSWER_CHUNK", chunk)  # a slot in many frames
     with Store(database_url) as store:
         watch(store, site.urls())
     summaries, service = await run_service(database_url, 300, fetch_workers=fetch_workers)

@@ -104,6 +104,94 @@ async def test_conditional_get_answers_not_modified(workers: CrawlWorkers) -> No
         assert second[0][1] == "not_modified" and second[0][2] == 304
 
 
+async def test_answers_come_a_chunk_at_a_time_and_cover_every_poll_once(
+    site: ChangingSite,
+) -> None:
+    pool = CrawlWorkers(2, CONFIG, text_bytes=None, chunk=2)
+    try:
+        urls = site.urls()
+        jobs = [job(k + 1, u) for k, u in enumerate(urls)] + [job(99, "ftp://example.org/x")]
+        chunks = [(indexes, answers) async for indexes, answers in pool.poll_chunks(jobs)]
+        assert all(1 <= len(indexes) <= 2 for indexes, _ in chunks) and len(chunks) >= 4
+        seen = sorted(j for indexes, _ in chunks for j in indexes)
+        assert seen == list(range(len(jobs)))  # every poll once
+        for indexes, answers in chunks:
+            assert [a[0] for a in answers] == [jobs[j][0] for j in indexes]
+        by_id = {a[0]: a for _, answers in chunks for a in answers}
+        assert by_id[99][1] == "error" and all(by_id[k + 1][1] == "ok" for k in range(len(urls)))
+        ordered = await pool.poll(jobs)
+        assert [a[0] for a in ordered] == [j[0] for j in jobs]  # poll(): in the jobs' order
+    finally:
+        pool.close()
+
+
+async def slow_site(release: asyncio.Event) -> tuple[web.AppRunner, int]:
+    """A loopback site whose /slow answers once ``release`` is set, /fast at once."""
+
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.wait_for(release.wait(), 30)
+        return web.Response(text="late")
+
+    async def fast(request: web.Request) -> web.Response:
+        return web.Response(text="early")
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    app.router.add_get("/fast", fast)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, runner.addresses[0][1]
+
+
+async def test_a_finished_chunk_is_answered_while_later_ones_are_still_fetched() -> None:
+    release = asyncio.Event()
+    runner, port = await slow_site(release)
+    pool = CrawlWorkers(1, CONFIG, text_bytes=None, chunk=2)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        jobs = [job(1, f"{base}/fast"), job(2, f"{base}/fast"), job(3, f"{base}/slow")]
+        chunks = pool.poll_chunks(jobs)
+        indexes, answers = await asyncio.wait_for(anext(chunks), 10)  # not held by /slow
+        assert indexes == [0, 1] and [a[1] for a in answers] == ["ok", "ok"]
+        assert not release.is_set()
+        release.set()
+        indexes, answers = await asyncio.wait_for(anext(chunks), 10)
+        assert indexes == [2] and answers[0][1] == "ok"
+        with pytest.raises(StopAsyncIteration):
+            await anext(chunks)
+    finally:
+        release.set()
+        pool.close()
+        await runner.cleanup()
+
+
+async def test_a_killed_worker_fails_every_outstanding_chunk(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    release = asyncio.Event()
+    runner, port = await slow_site(release)
+    pool = CrawlWorkers(1, CONFIG, text_bytes=None, chunk=1)
+    try:
+        await pool.start()
+        slow = f"http://127.0.0.1:{port}/slow"
+        chunks = pool.poll_chunks([job(k, slow) for k in (1, 2, 3)])
+        first = asyncio.ensure_future(anext(chunks))
+        await asyncio.sleep(0.5)
+        worker = pool._workers[0]
+        assert worker is not None and worker.process.pid is not None
+        os.kill(worker.process.pid, signal.SIGKILL)
+        got = [await asyncio.wait_for(first, 10)] + [c async for c in chunks]
+        assert sorted(i for indexes, _ in got for i in indexes) == [0, 1, 2]
+        assert all(a[1] == "error" and a[7] == LOST for _, answers in got for a in answers)
+        lost = [r for r in caplog.records if "exited with" in r.getMessage()]
+        assert len(lost) == 1 and "3 polls outstanding" in lost[0].getMessage()
+    finally:
+        release.set()
+        pool.close()
+        await runner.cleanup()
+
+
 async def test_a_killed_worker_fails_its_polls_and_is_replaced(site: ChangingSite) -> None:
     release = asyncio.Event()
 
