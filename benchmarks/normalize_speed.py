@@ -186,6 +186,10 @@ def main() -> None:
          lambda: det0.judge_inline(items(pages, base)))  # fmt: skip
     rate("skeleton hit: only nonces differ", len(pages),
          lambda: det0.judge_inline(items(nonce_pages, base)))  # fmt: skip
+    changed_pages = [make_page(i + args.pages) for i in range(args.pages)]  # other text
+    rate("changed: parsed, hashed, text collapsed for the snapshot", len(pages),
+         lambda: det0.judge_inline(items(changed_pages, base)))  # fmt: skip
+    assert all(v.changed for v in det0.judge_inline(items(changed_pages, base)))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crawler.detect._hash import content_hash, exact_hash, skeleton_hash, split_raw_hash
-from crawler.detect._normalize import collapse_whitespace, extract
+from crawler.detect._hash import (
+    content_hash,
+    content_hash_and_text,
+    exact_hash,
+    skeleton_hash,
+    split_raw_hash,
+)
+from crawler.detect._normalize import extract
 from crawler.detect._rules import WatchRules
 
 
@@ -56,11 +62,17 @@ def judge(item: DetectItem, exact: str | None = None) -> Verdict:
     if item.previous_hash is not None and skeleton == prev_skeleton:
         return Verdict(item.previous_hash, raw, False, None, parsed=False)
     data, is_text = extract(item.body, item.content_type, item.rules)
+    if is_text and item.previous_hash is not None:
+        # The skeleton moved: most likely a change, whose text is wanted collapsed.
+        digest, text = content_hash_and_text(data)
+        if digest == item.previous_hash:
+            return Verdict(digest, raw, False, None)
+        return Verdict(digest, raw, True, text)
     digest = content_hash(data)
     changed = None if item.previous_hash is None else digest != item.previous_hash
     if not changed:  # a miss, or a baseline (nobody needs its text: skip collapsing it)
         return Verdict(digest, raw, changed, None)
-    return Verdict(digest, raw, changed, collapse_whitespace(data) if is_text else data)
+    return Verdict(digest, raw, changed, data)  # not text: the bytes themselves
 
 
 def judge_batch(batch: list[tuple[DetectItem, str]]) -> list[Verdict]:
