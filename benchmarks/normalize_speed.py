@@ -187,7 +187,7 @@ def main() -> None:
     rate("skeleton hit: only nonces differ", len(pages),
          lambda: det0.judge_inline(items(nonce_pages, base)))  # fmt: skip
     changed_pages = [make_page(i + args.pages) for i in range(args.pages)]  # other text
-    rate("changed: parsed, hashed, text collapsed for the snapshot", len(pages),
+    rate("changed: parsed and hashed, its text kept", len(pages),
          lambda: det0.judge_inline(items(changed_pages, base)))  # fmt: skip
     assert all(v.changed for v in det0.judge_inline(items(changed_pages, base)))
 

@@ -22,7 +22,13 @@ from crawler.detect._detector import ChangeDetector
 from crawler.detect._guard import MAX_OPEN_ELEMENTS
 from crawler.detect._hash import content_hash, raw_hash
 from crawler.detect._judge import DetectItem, Verdict, judge
-from crawler.detect._normalize import MAX_NORMALIZE_BYTES, content_kind, extract, normalize
+from crawler.detect._normalize import (
+    MAX_NORMALIZE_BYTES,
+    collapse_whitespace,
+    content_kind,
+    extract,
+    normalize,
+)
 from crawler.detect._rules import WatchRules
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "DetectItem",
     "Verdict",
     "WatchRules",
+    "collapse_whitespace",
     "content_hash",
     "content_kind",
     "decode",

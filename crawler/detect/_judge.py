@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crawler.detect._hash import (
-    content_hash,
-    content_hash_and_text,
-    exact_hash,
-    skeleton_hash,
-    split_raw_hash,
-)
+from crawler.detect._hash import content_hash, exact_hash, skeleton_hash, split_raw_hash
 from crawler.detect._normalize import extract
 from crawler.detect._rules import WatchRules
 
@@ -28,8 +22,11 @@ class DetectItem:
 
 @dataclass(frozen=True)
 class Verdict:
-    """``changed`` is None for a baseline (no previous hash). ``text`` is the normalized content
-    (``normalize``'s output) when the page changed; None for misses and baselines.
+    """``changed`` is None for a baseline (no previous hash). ``text`` is the new content when
+    the page changed: for text, as extracted, whitespace not yet collapsed
+    (``collapse_whitespace(text)`` is ``normalize``'s output; collapsing a 25 KB text costs
+    more than hashing it, so it is left to whoever reads the text); None for misses and
+    baselines.
     ``raw_hash`` is opaque: store it and pass it back as ``previous_raw_hash``."""
 
     content_hash: str
@@ -61,18 +58,12 @@ def judge(item: DetectItem, exact: str | None = None) -> Verdict:
     _, prev_skeleton = split_raw_hash(item.previous_raw_hash)
     if item.previous_hash is not None and skeleton == prev_skeleton:
         return Verdict(item.previous_hash, raw, False, None, parsed=False)
-    data, is_text = extract(item.body, item.content_type, item.rules)
-    if is_text and item.previous_hash is not None:
-        # The skeleton moved: most likely a change, whose text is wanted collapsed.
-        digest, text = content_hash_and_text(data)
-        if digest == item.previous_hash:
-            return Verdict(digest, raw, False, None)
-        return Verdict(digest, raw, True, text)
+    data, _ = extract(item.body, item.content_type, item.rules)
     digest = content_hash(data)
     changed = None if item.previous_hash is None else digest != item.previous_hash
-    if not changed:  # a miss, or a baseline (nobody needs its text: skip collapsing it)
+    if not changed:  # a miss, or a baseline: nobody needs the text
         return Verdict(digest, raw, changed, None)
-    return Verdict(digest, raw, changed, data)  # not text: the bytes themselves
+    return Verdict(digest, raw, changed, data)  # the text as extracted, or the bytes
 
 
 def judge_batch(batch: list[tuple[DetectItem, str]]) -> list[Verdict]:

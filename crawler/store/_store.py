@@ -23,6 +23,7 @@ from sqlalchemy import (
     update,
 )
 
+from crawler.detect import collapse_whitespace
 from crawler.store import _admin, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._engine import make_engine, sync_url, translate_errors
@@ -96,12 +97,16 @@ def compress_snapshot(text: str, max_bytes: int | None) -> bytes:
 
 
 def decompress_snapshot(blob: bytes | None) -> str | None:
+    """The normalized text of a stored snapshot. Snapshots are stored as the crawl extracted
+    them, whitespace not yet collapsed (collapsing is left out of the crawl's hot path, and
+    done here, once, for whoever reads the snapshot)."""
     if blob is None:
         return None
     try:
-        return zlib.decompress(blob).decode("utf-8", "replace")
+        data = zlib.decompress(blob)
     except zlib.error:
         return None
+    return collapse_whitespace(data).decode("utf-8", "replace")
 
 
 class Store:

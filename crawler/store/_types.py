@@ -78,7 +78,8 @@ class PollRecord:
     """One poll's outcome. On success (not ``error``) the URL's cached ``etag``,
     ``last_modified`` are replaced and ``content_hash``/``raw_hash`` replace the cached
     hashes when given. A ``hit`` records a change (``old_hash`` -> ``content_hash``) with
-    ``snapshot`` (the new normalized text; compressed by the store) when given."""
+    ``snapshot`` (the new text, whitespace collapsed or not: readers see it collapsed;
+    compressed by the store) when given."""
 
     url_id: int
     outcome: Outcome
@@ -142,7 +143,7 @@ class ChangeRow:
     slot: int
     old_hash: str | None
     new_hash: str | None
-    snapshot: str | None  # decompressed text
+    snapshot: str | None  # decompressed, whitespace collapsed: the normalized text
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _plain(getattr(self, k)) for k in self.__slots__}

@@ -21,7 +21,8 @@ def test_commit_writes_polls_changes_and_url_counters(store: Store) -> None:
     a, b, c, d = add(store, 4)
     polls = [
         poll(a, "baseline", content_hash="h0", raw_hash="r0", etag='"1"', last_modified="x"),
-        poll(b, "hit", content_hash="h2", old_hash="h1", snapshot="new text"),
+        # stored as extracted (whitespace as in the page), read back as the normalized text
+        poll(b, "hit", content_hash="h2", old_hash="h1", snapshot="\n  new\u00a0\t text\n\n"),
         poll(c, "not_modified"),
         poll(d, "error", error_kind="timeout", error="timed out"),
     ]
