@@ -37,6 +37,7 @@ def codec_name(label: str | None) -> str | None:
     return info.name if getattr(info, "_is_text_encoding", True) else None
 
 
+@lru_cache(maxsize=256)  # a crawl sees few distinct Content-Type values: a regex search saved
 def header_charset(content_type: str | None) -> str | None:
     """The charset parameter of a Content-Type header, if any."""
     if not content_type:

@@ -229,7 +229,7 @@ class Fetcher:
         robots: bool,
     ) -> _Response:
         """GET with manual redirects; every hop is address-checked, robots-checked and gated."""
-        visited = {str(url)}
+        visited: set[str] | None = None  # made at the first redirect (most polls have none)
         for _hop in range(self.config.max_redirects + 1):
             try:
                 resp = await self._hop(url, headers, budget, cap, truncate, retries, robots)
@@ -238,6 +238,8 @@ class Fetcher:
                 raise
             if resp.status not in _REDIRECTS:
                 return resp
+            if visited is None:
+                visited = {str(url)}
             url = self._redirect_target(resp, url, visited)
         raise FetchError(
             "too_many_redirects", f"more than {self.config.max_redirects} redirects from {url}"
