@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import numpy as np
+import zstandard
 from numpy.typing import NDArray
 from sqlalchemy import (
     Connection,
@@ -65,9 +66,11 @@ FloatArray = NDArray[np.float64]
 CHUNK = 10_000
 #: rows fetched at a time when streaming large results
 WATCH_VERSION = "watch_version"
-#: zlib level for change snapshots: 158 µs instead of 676 µs (level 6) for a 20 KB text, 12%
-#: larger; snapshots are written on the crawl's hot path, where CPU is the scarcer resource
+#: zstd level for change snapshots, which are written on the crawl's hot path, where CPU is the
+#: scarcer resource: 87 µs for a 25 KB text, against 178 µs for zlib's fastest level (which
+#: also compressed 3% less). Snapshots written as zlib by earlier versions are still read.
 SNAPSHOT_LEVEL = 1
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: a bulk write of this many rows refreshes the table's planner statistics (PostgreSQL)
 ANALYZE_AFTER_ROWS = 10_000
 
@@ -93,7 +96,7 @@ def compress_snapshot(text: str, max_bytes: int | None) -> bytes:
     data = text.encode("utf-8")
     if max_bytes is not None and len(data) > max_bytes:
         data = data[:max_bytes].decode("utf-8", "ignore").encode("utf-8")
-    return zlib.compress(data, SNAPSHOT_LEVEL)
+    return zstandard.compress(data, SNAPSHOT_LEVEL)
 
 
 def decompress_snapshot(blob: bytes | None) -> str | None:
@@ -103,8 +106,8 @@ def decompress_snapshot(blob: bytes | None) -> str | None:
     if blob is None:
         return None
     try:
-        data = zlib.decompress(blob)
-    except zlib.error:
+        data = zstandard.decompress(blob) if blob[:4] == _ZSTD_MAGIC else zlib.decompress(blob)
+    except (zlib.error, zstandard.ZstdError):
         return None
     return collapse_whitespace(data).decode("utf-8", "replace")
 

@@ -169,7 +169,7 @@ class Change(Base):
     detected_at: Mapped[datetime] = mapped_column(UTCDateTime())
     old_hash: Mapped[str | None] = mapped_column(String(64))
     new_hash: Mapped[str | None] = mapped_column(String(64))
-    snapshot: Mapped[bytes | None] = mapped_column(LargeBinary)  # zlib-compressed UTF-8
+    snapshot: Mapped[bytes | None] = mapped_column(LargeBinary)  # zstd (earlier: zlib), UTF-8
 
 
 class Meta(Base):

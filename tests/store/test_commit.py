@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import zlib
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select, update
 
-from crawler.store import Store, StoreError, StoreUnavailable
+from crawler.store import (
+    Store,
+    StoreError,
+    StoreUnavailable,
+    compress_snapshot,
+    decompress_snapshot,
+)
 from crawler.store.models import changes, poll_log, slots, url_state
 from tests.store._helpers import add, poll, slot_record
 
@@ -198,3 +205,14 @@ def test_poll_times_are_stored_as_sqlalchemy_stores_them(store: Store, db_backen
         if db_backend == "sqlite":
             raw = conn.exec_driver_sql("SELECT polled_at, last_polled_at FROM poll_log, urls")
             assert raw.one() == ("2026-11-23 01:02:03.000000",) * 2
+
+
+def test_snapshots_are_zstd_and_older_zlib_snapshots_still_read() -> None:
+    blob = compress_snapshot("a\n\n changed   page\u00a0text", None)
+    assert blob[:4] == b"\x28\xb5\x2f\xfd"  # a zstd frame
+    assert decompress_snapshot(blob) == "a changed page text"
+    assert decompress_snapshot(zlib.compress(b"written  by\n an older version")) == (
+        "written by an older version"
+    )
+    assert decompress_snapshot(b"\x28\xb5\x2f\xfd not a frame") is None
+    assert decompress_snapshot(b"neither format") is None
