@@ -73,6 +73,13 @@ class Settings(BaseSettings):
     fetch_max_redirects: int = Field(5, ge=0, le=30)
     fetch_retries: int = Field(1, ge=0, le=10)
     per_host_concurrency: int = Field(2, ge=1, le=256)
+    fetch_concurrency: int = Field(
+        100,
+        ge=1,
+        le=10_000,
+        description="requests in flight at once in all, split evenly over the crawl workers "
+        "(more connections than the network needs cost CPU per request on both ends)",
+    )
     per_host_min_delay_s: float = Field(1.0, ge=0)
     respect_robots: bool = True
     normalize_workers: int = Field(0, ge=0, le=256, description="0 = auto (CPU count)")

@@ -27,6 +27,7 @@ Decisions:
 
 from crawler.fetch._addresses import AddressPolicy, blocked_reason
 from crawler.fetch._client import Fetcher
+from crawler.fetch._dispatch import HostDispatcher
 from crawler.fetch._errors import parse_retry_after
 from crawler.fetch._types import (
     ERROR_KINDS,
@@ -46,6 +47,7 @@ __all__ = [
     "FetchRequest",
     "FetchResult",
     "Fetcher",
+    "HostDispatcher",
     "Outcome",
     "UnsupportedSchemeError",
     "blocked_reason",

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from types import TracebackType
+from typing import TypeVar
 
 import aiohttp
 from multidict import CIMultiDictProxy
@@ -16,11 +17,14 @@ from yarl import URL
 
 from crawler.fetch._addresses import AddressPolicy, GuardedResolver, ip_literal
 from crawler.fetch._body import read_capped
+from crawler.fetch._dispatch import HostDispatcher
 from crawler.fetch._errors import classify, parse_retry_after, status_failure
 from crawler.fetch._hosts import HostGates
 from crawler.fetch._robots import MISSING, RobotsAnswer, RobotsCache
 from crawler.fetch._types import FetchConfig, FetchError, FetchRequest, FetchResult
 from crawler.fetch._urls import UnsupportedSchemeError, validate_url
+
+T = TypeVar("T")
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
@@ -115,6 +119,22 @@ class Fetcher:
         return self._session
 
     # -- public -------------------------------------------------------------------------------
+
+    def gate_key(self, url: str) -> str:
+        """The host whose gate a fetch of ``url`` passes first ("" for a URL it refuses)."""
+        try:
+            return _canonical_url(url).raw_host or ""
+        except Exception:
+            return ""
+
+    def dispatcher(self, work: Callable[[T], Awaitable[None]]) -> HostDispatcher[T]:
+        """A dispatcher for ``work`` that fetches with this fetcher (items submitted by
+        ``gate_key``): as many runners as connection slots, at most ``per_host_concurrency``
+        per host, each host's delay waited out on a timer rather than by a runner."""
+        cfg = self.config
+        total = cfg.total_concurrency
+        width = min(cfg.per_host_concurrency or total, total)
+        return HostDispatcher(work, width=width, runners=total, next_start=self.gates.next_start)
 
     async def fetch_many(self, requests: Sequence[FetchRequest]) -> list[FetchResult]:
         """All requests concurrently (bounded by the connection pool); results in order."""

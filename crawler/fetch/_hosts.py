@@ -63,6 +63,12 @@ class HostGates:
             return 0.0
         return max(0.0, st.backoff_until - time.monotonic())
 
+    def next_start(self, host: str) -> float:
+        """The ``time.monotonic()`` time before which the host's delay lets no request start
+        (0.0 for a host with no delay, or not seen yet)."""
+        st = self._hosts.get(host)
+        return 0.0 if st is None or st.min_delay_s <= 0 else st.next_start
+
     def slot(self, host: str) -> HostSlot:
         """Hold one of the host's concurrent slots, started no sooner than its delay allows
         (``async with gates.slot(host): ...``)."""

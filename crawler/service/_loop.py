@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -36,7 +36,7 @@ from crawler.store import (
     StoreUnavailable,
     UrlRecord,
 )
-from crawler.workers import CrawlWorkers, PollJob, host_queues, results_of
+from crawler.workers import CrawlWorkers, PollJob, results_of
 
 log = logging.getLogger("crawler.service")
 
@@ -72,9 +72,11 @@ class SlotSummary:
     committed: bool
 
 
-def fetch_config(settings: Settings) -> FetchConfig:
-    """The fetcher's configuration from the service settings."""
+def fetch_config(settings: Settings, share: int = 1) -> FetchConfig:
+    """The fetcher's configuration from the service settings, for a fetcher that makes one of
+    ``share`` equal shares of the service's requests (one of that many crawl workers)."""
     return FetchConfig(
+        total_concurrency=max(1, -(-settings.fetch_concurrency // share)),
         user_agent=settings.user_agent,
         timeout_s=settings.fetch_timeout_s,
         max_body_bytes=settings.fetch_max_body_bytes,
@@ -364,48 +366,48 @@ class CrawlLoop:
             judging.append(asyncio.ensure_future(judge(items, keys)))
             items, keys = [], []
 
-        async def one(j: int, request: FetchRequest) -> None:
-            res = results[j] = await self.fetcher.fetch(request)
-            if res.outcome != "ok":
-                return
-            rec = records[res.url_id]
-            items.append(
-                DetectItem(
-                    body=res.body,
-                    content_type=res.content_type,
-                    rules=_rules(rec),
-                    previous_hash=rec.last_hash,
-                    previous_raw_hash=rec.last_raw_hash,
+        left = len(requests)
+        all_fetched = asyncio.get_running_loop().create_future()
+
+        async def one(j: int) -> None:
+            nonlocal left
+            try:
+                res = results[j] = await self.fetcher.fetch(requests[j])
+                if res.outcome != "ok":
+                    return
+                rec = records[res.url_id]
+                items.append(
+                    DetectItem(
+                        body=res.body,
+                        content_type=res.content_type,
+                        rules=_rules(rec),
+                        previous_hash=rec.last_hash,
+                        previous_raw_hash=rec.last_raw_hash,
+                    )
                 )
-            )
-            keys.append(res.url_id)
-            if len(items) >= JUDGE_BATCH:
-                submit()
+                keys.append(res.url_id)
+                if len(items) >= JUDGE_BATCH:
+                    submit()
+            finally:
+                left -= 1
+                if not left:
+                    all_fetched.set_result(None)
 
-        async def drain(queue: Iterator[int]) -> None:
-            for j in queue:
-                await one(j, requests[j])
-
+        # each host's polls in order, by the fetcher's runners (see HostDispatcher)
+        dispatch = self.fetcher.dispatcher(one)
         try:
-            await asyncio.gather(*(drain(q) for q in self._fetch_queues(requests, records)))
+            if requests:
+                key = self.fetcher.gate_key
+                dispatch.submit((key(r.url), j) for j, r in enumerate(requests))
+                await all_fetched
             if items:
                 submit()
             await asyncio.gather(*judging)
         finally:
+            dispatch.close()
             for task in judging:
                 task.cancel()
         yield [r for r in results if r is not None], verdicts
-
-    def _fetch_queues(
-        self, requests: Sequence[FetchRequest], records: dict[int, UrlRecord]
-    ) -> list[Iterator[int]]:
-        """Indexes of ``requests`` for the fetching coroutines: each host's requests in one
-        shared queue, drained by as many coroutines as the host may have requests in flight
-        (at most the fetcher's total). A few coroutines per host instead of a task per
-        request: no task, and no wait on a gate's semaphore, per poll; a host that makes its
-        requests wait (delay, Crawl-delay) holds up only its own queue."""
-        width = min(self.settings.per_host_concurrency, self.fetcher.config.total_concurrency)
-        return host_queues([records[r.url_id].host for r in requests], width)
 
     def _outcomes(
         self,

@@ -55,7 +55,7 @@ class CrawlService:
         self.workers = (
             CrawlWorkers(
                 n_workers,
-                fetch_config(settings),
+                fetch_config(settings, share=n_workers),
                 settings.snapshot_max_bytes if settings.store_snapshots else None,
             )
             if n_workers

@@ -5,7 +5,7 @@ second): the store, the schedulers and the service stay in the coordinating proc
 """
 
 from crawler.workers._pool import LOST, CrawlWorkers, host_key, results_of
-from crawler.workers._process import PollAnswer, PollJob, host_queues
+from crawler.workers._process import PollAnswer, PollJob
 
 __all__ = [
     "LOST",
@@ -13,6 +13,5 @@ __all__ = [
     "PollAnswer",
     "PollJob",
     "host_key",
-    "host_queues",
     "results_of",
 ]

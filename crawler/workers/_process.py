@@ -9,7 +9,8 @@ politeness, robots.txt and back-off state, as the in-process fetcher does.
 Wire format, both ways (the framing of ``crawler.detect._worker``): an 8-byte big-endian
 length, then a pickle. A request is a list of ``PollJob`` tuples; the answer is the list of
 ``PollAnswer`` tuples in the same order (no bodies: only what the service records). Batches are
-worked concurrently and answered in the order they came. The worker leaves when its input
+worked concurrently (their polls share the fetcher's dispatcher) and answered in the order
+they came. The worker leaves when its input
 closes.
 """
 
@@ -21,13 +22,12 @@ import gc
 import os
 import pickle
 from collections import deque
-from collections.abc import Iterator
 from multiprocessing.connection import Connection
 
 from crawler.detect import DetectItem, WatchRules
 from crawler.detect._judge import judge
 from crawler.detect._worker import HEADER, own_fd
-from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult
+from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult, HostDispatcher
 
 #: (url_id, url, host, etag, last_modified, selector, ignore_patterns, previous_hash,
 #:  previous_raw_hash)
@@ -91,54 +91,58 @@ def failed_answer(job: PollJob, message: str) -> PollAnswer:
     )  # fmt: skip
 
 
-def host_queues(hosts: list[str], width: int) -> list[Iterator[int]]:
-    """Indexes of a batch for the fetching coroutines: each host's in one shared queue, drained
-    by as many coroutines as the host may have requests in flight (``width``)."""
-    by_host: dict[str, list[int]] = {}
-    for j, host in enumerate(hosts):
-        by_host.setdefault(host, []).append(j)
-    queues: list[Iterator[int]] = []
-    for indexes in by_host.values():
-        queue = iter(indexes)
-        queues.extend([queue] * min(len(indexes), max(1, width)))
-    return queues
+class _Batch:
+    """One request frame: its jobs, their answers as they come, and when all are in."""
+
+    __slots__ = ("answers", "done", "jobs", "left")
+
+    def __init__(self, jobs: list[PollJob], done: asyncio.Future[None]) -> None:
+        self.jobs = jobs
+        self.answers: list[PollAnswer | None] = [None] * len(jobs)
+        self.left = len(jobs)
+        self.done = done
+        if not jobs:
+            done.set_result(None)
 
 
 class _Worker:
-    """The process's event loop side: read batches, poll them, write the answers in order."""
+    """The process's event loop side: read batches, hand their polls to the fetcher's
+    dispatcher (every batch's polls share its runners, host by host), write the answers of each
+    batch, in the order the batches came, once they are all in."""
 
     def __init__(self, fetcher: Fetcher, text_bytes: int | None) -> None:
         self.fetcher = fetcher
         self.text_bytes = text_bytes
-        cfg = fetcher.config
-        self.width = min(cfg.per_host_concurrency or cfg.total_concurrency, cfg.total_concurrency)
-        self.batches: deque[asyncio.Task[bytes]] = deque()
+        self.dispatch: HostDispatcher[tuple[_Batch, int]] = fetcher.dispatcher(self._poll)
+        self.batches: deque[_Batch] = deque()
         self.more = asyncio.Event()
 
-    async def work(self, jobs: list[PollJob]) -> bytes:
-        answers: list[PollAnswer | None] = [None] * len(jobs)
-        fetch, text_bytes = self.fetcher.fetch, self.text_bytes
+    def add(self, jobs: list[PollJob]) -> None:
+        """Start polling a batch."""
+        batch = _Batch(jobs, asyncio.get_running_loop().create_future())
+        key = self.fetcher.gate_key
+        self.dispatch.submit((key(job[1]), (batch, j)) for j, job in enumerate(jobs))
+        self.batches.append(batch)
+        self.more.set()
 
-        async def drain(queue: Iterator[int]) -> None:
-            for j in queue:
-                job = jobs[j]
-                try:
-                    result = await fetch(FetchRequest(job[0], job[1], job[3], job[4]))
-                    answers[j] = poll_answer(result, job, text_bytes)
-                except Exception as exc:  # a bug, not a network problem: one failed poll
-                    answers[j] = failed_answer(job, f"crawl worker: {type(exc).__name__}: {exc}")
-
-        await asyncio.gather(*(drain(q) for q in host_queues([j[2] for j in jobs], self.width)))
-        return pickle.dumps(answers, pickle.HIGHEST_PROTOCOL)
+    async def _poll(self, item: tuple[_Batch, int]) -> None:
+        batch, j = item
+        job = batch.jobs[j]
+        try:
+            result = await self.fetcher.fetch(FetchRequest(job[0], job[1], job[3], job[4]))
+            batch.answers[j] = poll_answer(result, job, self.text_bytes)
+        except Exception as exc:  # a bug, not a network problem: one failed poll
+            batch.answers[j] = failed_answer(job, f"crawl worker: {type(exc).__name__}: {exc}")
+        batch.left -= 1
+        if not batch.left:
+            batch.done.set_result(None)
 
     async def read(self, reader: asyncio.StreamReader) -> None:
-        """Start a task per batch as the batches arrive, until the input closes."""
+        """Start every batch as it arrives, until the input closes."""
         try:
             while True:
                 size = int.from_bytes(await reader.readexactly(HEADER), "big")
-                jobs: list[PollJob] = pickle.loads(await reader.readexactly(size))
-                self.batches.append(asyncio.ensure_future(self.work(jobs)))
-                self.more.set()
+                self.add(pickle.loads(await reader.readexactly(size)))
         except (asyncio.IncompleteReadError, ConnectionError):
             return
 
@@ -149,8 +153,10 @@ class _Worker:
             while not self.batches:
                 self.more.clear()
                 await self.more.wait()
-            payload = await self.batches[0]
+            batch = self.batches[0]
+            await batch.done
             self.batches.popleft()
+            payload = pickle.dumps(batch.answers, pickle.HIGHEST_PROTOCOL)
             data = memoryview(len(payload).to_bytes(HEADER, "big") + payload)
             while data:
                 data = data[os.write(sink_fd, data) :]
@@ -170,10 +176,9 @@ async def _serve(source_fd: int, sink_fd: int, config: FetchConfig, text_bytes: 
             await worker.read(reader)
         finally:
             writer.cancel()
-            for task in worker.batches:
-                task.cancel()
+            worker.dispatch.close()
             with contextlib.suppress(BaseException):
-                await asyncio.gather(writer, *worker.batches, return_exceptions=True)
+                await asyncio.gather(writer, return_exceptions=True)
             transport.close()
 
 

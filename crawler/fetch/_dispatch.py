@@ -1,0 +1,148 @@
+"""Handing polls to a bounded number of runners, host by host, politely.
+
+Each host has a FIFO queue of items. A host is *ready* when it has items waiting, fewer than
+``width`` of its items are in flight, and its gate's next start is not in the future; ready
+hosts take turns. At most ``runners`` runner tasks exist; each takes an item from the next
+ready host and awaits ``work(item)``, then the next, and ends when no host is ready. A host
+that must wait for its delay is parked on a timer instead of holding a runner.
+
+Why runners rather than a coroutine per item or per host, each waiting for one of the
+fetcher's connection slots: a coroutine waiting on an asyncio semaphore costs a future and an
+extra wake-up for every request it makes, and with a few hundred waiting that costs more CPU
+per request (about a third more on loopback) than the request's own client code. Runners never
+wait for a slot (there are no more of them than slots) and never sleep on a host's delay.
+
+The fetcher's own host gates still enforce the per-host limits and delays exactly; the
+dispatcher only keeps runners from queueing in them (this is what Scrapy's downloader slots do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+log = logging.getLogger("crawler.fetch")
+
+
+class _Host(Generic[T]):
+    __slots__ = ("active", "key", "queue", "waiting")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.queue: deque[T] = deque()
+        self.active = 0  # items in flight
+        self.waiting = False  # in the ready queue, or parked on a timer
+
+
+class HostDispatcher(Generic[T]):
+    """Runs ``work(item)`` for submitted items: per host in order, at most ``width`` at a time
+    per host and ``runners`` in all, no host started before ``next_start(host)`` (a
+    ``time.monotonic()`` time; None: no delays). An exception from ``work`` is logged and
+    the item counts as done."""
+
+    def __init__(
+        self,
+        work: Callable[[T], Awaitable[None]],
+        *,
+        width: int,
+        runners: int,
+        next_start: Callable[[str], float] | None = None,
+    ) -> None:
+        if width < 1 or runners < 1:
+            raise ValueError("width and runners must be at least 1")
+        self._work = work
+        self.width = width
+        self.runners = runners
+        self._next_start = next_start
+        self._hosts: dict[str, _Host[T]] = {}
+        self._ready: deque[_Host[T]] = deque()
+        self._running = 0  # runners in their loop
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._parked: dict[_Host[T], asyncio.TimerHandle] = {}
+        self.pending = 0  # items submitted and not yet done
+
+    def submit(self, items: Iterable[tuple[str, T]]) -> None:
+        """Queue ``(host key, item)`` pairs (each host's in the order given)."""
+        hosts = self._hosts
+        touched: list[_Host[T]] = []
+        for key, item in items:
+            host = hosts.get(key)
+            if host is None:
+                host = hosts[key] = _Host(key)
+            if not host.queue:
+                touched.append(host)
+            host.queue.append(item)
+            self.pending += 1
+        for host in touched:
+            self._offer(host)
+
+    def _offer(self, host: _Host[T]) -> None:
+        """Make ``host`` ready if it can take one more item now, and start a runner if one is
+        missing."""
+        if host.waiting or not host.queue or host.active >= self.width:
+            return
+        host.waiting = True
+        self._ready.append(host)
+        if self._running < self.runners:
+            self._running += 1
+            task = asyncio.ensure_future(self._run())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run(self) -> None:
+        ready, hosts, work, width = self._ready, self._hosts, self._work, self.width
+        next_start = self._next_start
+        try:
+            while ready:
+                host = ready.popleft()
+                host.waiting = False
+                if next_start is not None:
+                    start = next_start(host.key)
+                    if start and start > time.monotonic():  # its delay: park it, serve the others
+                        self._park(host, start)
+                        continue
+                item = host.queue.popleft()
+                host.active += 1
+                if host.active < width:
+                    self._offer(host)  # another of its items at once (after the other hosts)
+                try:
+                    await work(item)
+                except Exception:
+                    log.exception("a dispatched item failed")
+                finally:
+                    host.active -= 1
+                    self.pending -= 1
+                    if host.queue:
+                        self._offer(host)
+                    elif not host.active and not host.waiting:
+                        hosts.pop(host.key, None)
+        finally:
+            self._running -= 1
+
+    def _park(self, host: _Host[T], start: float) -> None:
+        host.waiting = True
+        loop = asyncio.get_running_loop()
+        when = loop.time() + (start - time.monotonic())
+        self._parked[host] = loop.call_at(when, self._unpark, host)
+
+    def _unpark(self, host: _Host[T]) -> None:
+        del self._parked[host]
+        host.waiting = False
+        self._offer(host)
+
+    def close(self) -> None:
+        """Cancel the runners (the items in flight) and drop the queued items."""
+        for task in self._tasks:
+            task.cancel()
+        for timer in self._parked.values():
+            timer.cancel()
+        self._parked.clear()
+        self.pending -= sum(len(host.queue) for host in self._hosts.values())
+        self._hosts.clear()
+        self._ready.clear()
