@@ -121,3 +121,15 @@ def test_fetch_workers_auto_none_or_fixed(monkeypatch: pytest.MonkeyPatch) -> No
     assert 1 <= usable_cpus() <= (os.cpu_count() or 1)
     with pytest.raises(SettingsError, match="fetch_workers"):
         load_settings({"fetch_workers": -2})
+
+
+def test_fetch_concurrency_is_split_over_the_crawl_workers() -> None:
+    from crawler.service import fetch_config
+
+    s = load_settings({"fetch_concurrency": 101, "per_host_concurrency": 3})
+    assert fetch_config(s).total_concurrency == 101  # fetching in the service's own process
+    assert fetch_config(s, share=2).total_concurrency == 51  # each of two workers
+    assert fetch_config(s, share=200).total_concurrency == 1
+    assert fetch_config(s, share=2).per_host_concurrency == 3
+    with pytest.raises(SettingsError, match="fetch_concurrency"):
+        load_settings({"fetch_concurrency": 0})
