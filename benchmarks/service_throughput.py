@@ -49,7 +49,7 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_databases import database
 
-from crawler.service import CrawlService
+from crawler.service import CrawlService, tune_gc
 from crawler.service._loop import SlotSummary
 from crawler.settings import Settings, load_settings
 from crawler.store import NewUrl, Store
@@ -222,6 +222,7 @@ async def interleaved_runs(
                 warmed.set()
 
         warmed = asyncio.Event()
+        tune_gc()  # as `crawler run` does once the service has started
         await service.run(warmed, on_slot=warm)
         for round_no in range(args.rounds + 1):
             bare, size = await bare_loop(urls, args.bare, args.concurrency, meter)

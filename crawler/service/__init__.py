@@ -2,6 +2,15 @@
 
 from crawler.service._clock import SlotClock, Tick
 from crawler.service._loop import CrawlLoop, SlotSummary, fetch_config
-from crawler.service._service import CrawlService, serve
+from crawler.service._service import CrawlService, serve, tune_gc
 
-__all__ = ["CrawlLoop", "CrawlService", "SlotClock", "SlotSummary", "Tick", "fetch_config", "serve"]
+__all__ = [
+    "CrawlLoop",
+    "CrawlService",
+    "SlotClock",
+    "SlotSummary",
+    "Tick",
+    "fetch_config",
+    "serve",
+    "tune_gc",
+]

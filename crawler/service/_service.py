@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import time
@@ -154,6 +155,18 @@ class CrawlService:
             self._running = False
 
 
+def tune_gc() -> None:
+    """Set the garbage collector up for a service process, once it has started: what start-up
+    loaded (modules, the scheduler's arrays, the settings) moves to the permanent generation,
+    and the young generation is collected every 20,000 allocations instead of 700. Every poll
+    makes a few dozen short-lived objects; with the default thresholds the collector ran every
+    few dozen polls and a full collection walked everything loaded (tens of ms, stalling the
+    crawl loop)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
+
+
 async def serve(settings: Settings, max_slots: int | None = None) -> None:
     """Run the service until SIGINT or SIGTERM, then stop cleanly."""
     stop = asyncio.Event()
@@ -169,5 +182,6 @@ async def serve(settings: Settings, max_slots: int | None = None) -> None:
             settings.slot_seconds,
             settings.database_url.split("@")[-1],
         )
+        tune_gc()
         await service.run(stop, max_slots)
     log.info("stopped cleanly")
