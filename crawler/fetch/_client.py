@@ -248,11 +248,15 @@ class Fetcher:
         retries: int,
         robots: bool,
     ) -> _Response:
-        """GET with manual redirects; every hop is address-checked, robots-checked and gated."""
+        """GET with manual redirects; every hop is address-checked, robots-checked and gated.
+        (The hops, their checks and their attempts are in this one coroutine: every layer of
+        coroutines costs on each of a request's suspensions.)"""
         visited: set[str] | None = None  # made at the first redirect (most polls have none)
         for _hop in range(self.config.max_redirects + 1):
             try:
-                resp = await self._hop(url, headers, budget, cap, truncate, retries, robots)
+                if self._hop_checks(url, robots):
+                    self._crawl_delay(url, await self.robots.check(url))
+                resp = await self._attempts(url, headers, budget, cap, truncate, retries)
             except FetchError as failure:
                 failure.final_url = str(url)
                 raise
@@ -265,17 +269,9 @@ class Fetcher:
             "too_many_redirects", f"more than {self.config.max_redirects} redirects from {url}"
         )
 
-    async def _hop(
-        self,
-        url: URL,
-        headers: dict[str, str],
-        budget: _Budget,
-        cap: int,
-        truncate: bool,
-        retries: int,
-        robots: bool,
-    ) -> _Response:
-        """One URL: address check, back-off check, robots.txt, then the (retried) GET."""
+    def _hop_checks(self, url: URL, robots: bool) -> bool:
+        """Address check, back-off check, cached robots.txt check of one hop (FetchError if
+        refused); True if robots.txt must be fetched first (then ``robots.check``)."""
         host = url.raw_host or ""
         literal = ip_literal(host)
         if literal is not None:
@@ -292,10 +288,13 @@ class Fetcher:
         if robots:
             delay = self.robots.check_cached(url)
             if delay is MISSING:
-                delay = await self.robots.check(url)
-            if delay:
-                self.gates.set_min_delay(host, min(delay, self.config.max_crawl_delay_s))
-        return await self._attempts(url, headers, budget, cap, truncate, retries)
+                return True
+            self._crawl_delay(url, delay)
+        return False
+
+    def _crawl_delay(self, url: URL, delay: float | None) -> None:
+        if delay:
+            self.gates.set_min_delay(url.raw_host or "", min(delay, self.config.max_crawl_delay_s))
 
     @staticmethod
     def _redirect_target(resp: _Response, url: URL, visited: set[str]) -> URL:
@@ -329,11 +328,34 @@ class Fetcher:
         truncate: bool,
         retries: int,
     ) -> _Response:
-        """One hop, retried with exponential back-off on transient failures within the budget."""
+        """One hop: a GET within the budget, holding a host gate (unless none can limit) and
+        one of the fetcher's connection slots, retried with exponential back-off on transient
+        failures while the budget lasts."""
+        host = url.raw_host or ""
+        slots = self._slots
+        assert slots is not None, "Fetcher is not open"
         attempt = 0
         while True:
             try:
-                return await self._once(url, headers, budget, cap, truncate)
+                if budget.remaining <= 0:
+                    raise TimeoutError()
+                gate = None if self.gates.trivial else self.gates.slot(host)
+                if gate is not None:
+                    await gate.__aenter__()
+                try:
+                    async with slots:
+                        t0 = time.monotonic()
+                        try:
+                            async with asyncio.timeout(budget.remaining):
+                                async with self.session.get(
+                                    url, headers=headers, allow_redirects=False
+                                ) as resp:
+                                    return await self._read(resp, url, host, cap, truncate)
+                        finally:
+                            budget.remaining -= time.monotonic() - t0
+                finally:
+                    if gate is not None:
+                        await gate.__aexit__(None, None, None)
             except Exception as exc:
                 failure = classify(exc, str(url))
                 if isinstance(exc, asyncio.TimeoutError | TimeoutError) and budget.remaining <= 0:
@@ -347,34 +369,6 @@ class Fetcher:
             attempt += 1
             budget.remaining -= sleep
             await asyncio.sleep(sleep)
-
-    async def _once(
-        self, url: URL, headers: dict[str, str], budget: _Budget, cap: int, truncate: bool
-    ) -> _Response:
-        """One GET within the budget, holding a host gate (unless none can limit) and one of
-        the fetcher's connection slots."""
-        host = url.raw_host or ""
-        if budget.remaining <= 0:
-            raise TimeoutError()
-        slots = self._slots
-        assert slots is not None, "Fetcher is not open"
-        gate = None if self.gates.trivial else self.gates.slot(host)
-        if gate is not None:
-            await gate.__aenter__()
-        try:
-            async with slots:
-                t0 = time.monotonic()
-                try:
-                    async with asyncio.timeout(budget.remaining):
-                        async with self.session.get(
-                            url, headers=headers, allow_redirects=False
-                        ) as resp:
-                            return await self._read(resp, url, host, cap, truncate)
-                finally:
-                    budget.remaining -= time.monotonic() - t0
-        finally:
-            if gate is not None:
-                await gate.__aexit__(None, None, None)
 
     async def _read(
         self, resp: aiohttp.ClientResponse, url: URL, host: str, cap: int, truncate: bool
