@@ -36,7 +36,7 @@ from crawler.store import (
     StoreUnavailable,
     UrlRecord,
 )
-from crawler.workers import CrawlWorkers, PollJob, results_of
+from crawler.workers import CrawlWorkers, PollAnswer, PollJob, answer_of
 
 log = logging.getLogger("crawler.service")
 
@@ -236,8 +236,8 @@ class CrawlLoop:
         tally = _Tally()
         # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched
         async with contextlib.aclosing(self._fetch_and_judge(requests, records)) as chunks:
-            async for results, verdicts in chunks:
-                self._recent.polled(records, self._outcomes(results, verdicts, records, tally))
+            async for answers in chunks:
+                self._recent.polled(records, self._outcomes(answers, records, tally))
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
@@ -340,8 +340,9 @@ class CrawlLoop:
 
     async def _fetch_and_judge(
         self, requests: Sequence[FetchRequest], records: dict[int, UrlRecord]
-    ) -> AsyncGenerator[tuple[list[FetchResult], dict[int, Verdict]], None]:
-        """Fetch every request and judge the bodies, yielding the results as they come.
+    ) -> AsyncGenerator[list[PollAnswer], None]:
+        """Fetch every request and judge the bodies, yielding the answers as they come (the
+        crawl workers' compact tuples, without bodies; the text of changed pages only).
 
         With crawl workers, a chunk at a time as the workers answer. Without, all at the end:
         fetched here, and judged while the rest are still downloading (bodies go to the
@@ -349,8 +350,8 @@ class CrawlLoop:
         while this process fetches)."""
         if self.workers is not None:
             jobs = [_poll_job(r, records[r.url_id]) for r in requests]
-            async for indexes, answers in self.workers.poll_chunks(jobs):
-                yield results_of([jobs[j] for j in indexes], answers)
+            async for _, answers in self.workers.poll_chunks(jobs):
+                yield answers
             return
         results: list[FetchResult | None] = [None] * len(requests)
         verdicts: dict[int, Verdict] = {}
@@ -407,77 +408,68 @@ class CrawlLoop:
             dispatch.close()
             for task in judging:
                 task.cancel()
-        yield [r for r in results if r is not None], verdicts
+        text_bytes = self.settings.snapshot_max_bytes
+        yield [answer_of(r, verdicts.get(r.url_id), text_bytes) for r in results if r is not None]
 
     def _outcomes(
-        self,
-        results: Sequence[FetchResult],
-        verdicts: dict[int, Verdict],
-        records: dict[int, UrlRecord],
-        tally: _Tally,
+        self, answers: Sequence[PollAnswer], records: dict[int, UrlRecord], tally: _Tally
     ) -> list[PollRecord]:
-        """The poll records of ``results`` (also added to ``tally``, with the feedback)."""
+        """The poll records of ``answers`` (also added to ``tally``, with the feedback)."""
         now = datetime.now(UTC)
         counts = tally.counts
         polls: list[PollRecord] = []
         fb_ids = tally.fb_ids
         fb_hits = tally.fb_hits
         keep_text = self.settings.store_snapshots
-        for res in results:
-            rec = records[res.url_id]
+        text_limit = self.settings.snapshot_max_bytes
+        observe = self.metrics.observe_poll
+        for a in answers:
+            # (url_id, outcome, status, content_type, etag, last_modified, error_kind, error,
+            #  duration_s, bytes_received, retry_after_s, final_url, content_hash, raw_hash,
+            #  changed, text, parsed): see PollAnswer
+            url_id, fetched, status = a[0], a[1], a[2]
+            rec = records[url_id]
             outcome: Outcome
             content_hash = raw_hash = old_hash = snapshot = None
-            etag, last_modified = res.etag, res.last_modified
-            if res.outcome == "error":
+            etag, last_modified = a[4], a[5]
+            if fetched == "error":
                 outcome = "error"
-            elif res.outcome == "not_modified":
+                etag = last_modified = None
+            elif fetched == "not_modified":
                 outcome = "not_modified" if rec.last_hash is not None else "baseline"
                 content_hash = rec.last_hash
                 etag, last_modified = etag or rec.etag, last_modified or rec.last_modified
             else:
-                verdict = verdicts[res.url_id]
-                if verdict.changed is None:
-                    outcome = "baseline"
-                else:
-                    outcome = "hit" if verdict.changed else "miss"
-                if outcome == "hit" and keep_text and verdict.text is not None:
-                    snapshot = verdict.text[: self.settings.snapshot_max_bytes].decode(
-                        "utf-8", "replace"
-                    )
-                content_hash, raw_hash, old_hash = (
-                    verdict.content_hash,
-                    verdict.raw_hash,
-                    rec.last_hash,
-                )
+                changed = a[14]
+                outcome = "baseline" if changed is None else "hit" if changed else "miss"
+                text = a[15]
+                if outcome == "hit" and keep_text and text is not None:
+                    snapshot = text[:text_limit].decode("utf-8", "replace")
+                content_hash, raw_hash, old_hash = a[12], a[13], rec.last_hash
             failed = outcome == "error"
-            poll = PollRecord(
-                url_id=res.url_id,
-                outcome=outcome,
-                polled_at=now,
-                status=res.status,
-                duration_s=res.duration_s,
-                bytes=res.bytes_received,
-                content_hash=content_hash,
-                raw_hash=raw_hash,
-                old_hash=old_hash,
-                etag=None if failed else etag,
-                last_modified=None if failed else last_modified,
-                error_kind=res.error_kind if failed else None,
-                error=res.error if failed else None,
-                snapshot=snapshot,
+            polls.append(
+                PollRecord(
+                    url_id=url_id,
+                    outcome=outcome,
+                    polled_at=now,
+                    status=status,
+                    duration_s=a[8],
+                    bytes=a[9],
+                    content_hash=content_hash,
+                    raw_hash=raw_hash,
+                    old_hash=old_hash,
+                    etag=etag,
+                    last_modified=last_modified,
+                    error_kind=a[6] if failed else None,
+                    error=a[7] if failed else None,
+                    snapshot=snapshot,
+                )
             )
             counts[outcome] += 1
-            polls.append(poll)
             if outcome in ("hit", "miss", "not_modified"):
-                fb_ids.append(res.url_id)
+                fb_ids.append(url_id)
                 fb_hits.append(outcome == "hit")
-            self.metrics.observe_poll(
-                _METRIC_OUTCOME[outcome],
-                res.duration_s,
-                res.bytes_received,
-                res.error_kind,
-                rec.host if outcome == "error" else None,
-            )
+            observe(_METRIC_OUTCOME[outcome], a[8], a[9], a[6], rec.host if failed else None)
         tally.polls += polls
         return polls
 

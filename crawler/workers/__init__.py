@@ -4,14 +4,14 @@ Imports only ``crawler.fetch`` and ``crawler.detect`` (a worker process starts i
 second): the store, the schedulers and the service stay in the coordinating process.
 """
 
-from crawler.workers._pool import LOST, CrawlWorkers, host_key, results_of
-from crawler.workers._process import PollAnswer, PollJob
+from crawler.workers._pool import LOST, CrawlWorkers, host_key
+from crawler.workers._process import PollAnswer, PollJob, answer_of
 
 __all__ = [
     "LOST",
     "CrawlWorkers",
     "PollAnswer",
     "PollJob",
+    "answer_of",
     "host_key",
-    "results_of",
 ]

@@ -19,9 +19,8 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Sequence
 
-from crawler.detect import Verdict
 from crawler.detect._pool import PipeWorker, WorkerLostError
-from crawler.fetch import FetchConfig, FetchResult
+from crawler.fetch import FetchConfig
 from crawler.workers._process import PollAnswer, PollJob, encode_polls, failed_answer, serve
 
 log = logging.getLogger("crawler.service")
@@ -162,22 +161,3 @@ class CrawlWorkers:
             if worker is not None:
                 self._workers[k] = None
                 worker.close(wait)
-
-
-def results_of(
-    jobs: Sequence[PollJob], answers: Sequence[PollAnswer]
-) -> tuple[list[FetchResult], dict[int, Verdict]]:
-    """The answers as the loop's fetch results (without bodies) and verdicts by URL id."""
-    results: list[FetchResult] = []
-    verdicts: dict[int, Verdict] = {}
-    for job, a in zip(jobs, answers, strict=True):
-        results.append(
-            FetchResult(
-                a[0], job[1], a[11], a[1], a[2], b"", a[3], a[4], a[5], a[6], a[7], a[8],  # type: ignore[arg-type]
-                a[9], a[10],
-            )
-        )  # fmt: skip
-        if a[1] == "ok":
-            assert a[12] is not None and a[13] is not None
-            verdicts[a[0]] = Verdict(a[12], a[13], a[14], a[15], bool(a[16]))
-    return results, verdicts

@@ -24,7 +24,7 @@ import pickle
 from collections import deque
 from multiprocessing.connection import Connection
 
-from crawler.detect import DetectItem, WatchRules
+from crawler.detect import DetectItem, Verdict, WatchRules
 from crawler.detect._judge import judge
 from crawler.detect._worker import HEADER, own_fd
 from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult, HostDispatcher
@@ -69,16 +69,24 @@ def encode_polls(jobs: list[PollJob]) -> list[bytes]:
 def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> PollAnswer:
     """What the service records of one poll: the fetch result without its body, and the
     verdict of the body (``text`` of a changed page kept up to ``text_bytes``; None = none)."""
+    if result.outcome != "ok":
+        return answer_of(result, None, text_bytes)
+    _, _, _, _, _, selector, patterns, previous, previous_raw = job
+    rules = _NO_RULES if selector is None and not patterns else WatchRules(selector, patterns)
+    verdict = judge(DetectItem(result.body, result.content_type, rules, previous, previous_raw))
+    return answer_of(result, verdict, text_bytes)
+
+
+def answer_of(result: FetchResult, verdict: Verdict | None, text_bytes: int | None) -> PollAnswer:
+    """The answer tuple of a fetch result and the verdict of its body (None unless "ok")."""
     r = result
     head = (
         r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
         r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
     )  # fmt: skip
-    if r.outcome != "ok":
+    if verdict is None:
         return (*head, None, None, None, None, None)
-    _, _, _, _, _, selector, patterns, previous, previous_raw = job
-    rules = _NO_RULES if selector is None and not patterns else WatchRules(selector, patterns)
-    v = judge(DetectItem(r.body, r.content_type, rules, previous, previous_raw))
+    v = verdict
     text = v.text[:text_bytes] if v.text is not None and text_bytes is not None else None
     return (*head, v.content_hash, v.raw_hash, v.changed, text, v.parsed)
 
