@@ -66,6 +66,7 @@ class HostDispatcher(Generic[T]):
         self._tasks: set[asyncio.Task[None]] = set()
         self._parked: dict[_Host[T], asyncio.TimerHandle] = {}
         self.pending = 0  # items submitted and not yet done
+        self._idle: asyncio.Future[None] | None = None  # what join() waits on
 
     def submit(self, items: Iterable[tuple[str, T]]) -> None:
         """Queue ``(host key, item)`` pairs (each host's in the order given)."""
@@ -118,12 +119,27 @@ class HostDispatcher(Generic[T]):
                 finally:
                     host.active -= 1
                     self.pending -= 1
+                    if not self.pending:
+                        self._wake_joiners()
                     if host.queue:
                         self._offer(host)
                     elif not host.active and not host.waiting:
                         hosts.pop(host.key, None)
         finally:
             self._running -= 1
+
+    async def join(self) -> None:
+        """Wait until every item submitted so far is done (or dropped by ``close``)."""
+        if self.pending:
+            if self._idle is None:
+                self._idle = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._idle)
+
+    def _wake_joiners(self) -> None:
+        if self._idle is not None:
+            if not self._idle.done():
+                self._idle.set_result(None)
+            self._idle = None
 
     def _park(self, host: _Host[T], start: float) -> None:
         host.waiting = True
@@ -146,3 +162,5 @@ class HostDispatcher(Generic[T]):
         self.pending -= sum(len(host.queue) for host in self._hosts.values())
         self._hosts.clear()
         self._ready.clear()
+        if not self.pending:
+            self._wake_joiners()

@@ -367,40 +367,30 @@ class CrawlLoop:
             judging.append(asyncio.ensure_future(judge(items, keys)))
             items, keys = [], []
 
-        left = len(requests)
-        all_fetched = asyncio.get_running_loop().create_future()
-
         async def one(j: int) -> None:
-            nonlocal left
-            try:
-                res = results[j] = await self.fetcher.fetch(requests[j])
-                if res.outcome != "ok":
-                    return
-                rec = records[res.url_id]
-                items.append(
-                    DetectItem(
-                        body=res.body,
-                        content_type=res.content_type,
-                        rules=_rules(rec),
-                        previous_hash=rec.last_hash,
-                        previous_raw_hash=rec.last_raw_hash,
-                    )
+            res = results[j] = await self.fetcher.fetch(requests[j])
+            if res.outcome != "ok":
+                return
+            rec = records[res.url_id]
+            items.append(
+                DetectItem(
+                    body=res.body,
+                    content_type=res.content_type,
+                    rules=_rules(rec),
+                    previous_hash=rec.last_hash,
+                    previous_raw_hash=rec.last_raw_hash,
                 )
-                keys.append(res.url_id)
-                if len(items) >= JUDGE_BATCH:
-                    submit()
-            finally:
-                left -= 1
-                if not left:
-                    all_fetched.set_result(None)
+            )
+            keys.append(res.url_id)
+            if len(items) >= JUDGE_BATCH:
+                submit()
 
         # each host's polls in order, by the fetcher's runners (see HostDispatcher)
         dispatch = self.fetcher.dispatcher(one)
         try:
-            if requests:
-                key = self.fetcher.gate_key
-                dispatch.submit((key(r.url), j) for j, r in enumerate(requests))
-                await all_fetched
+            key = self.fetcher.gate_key
+            dispatch.submit((key(r.url), j) for j, r in enumerate(requests))
+            await dispatch.join()
             if items:
                 submit()
             await asyncio.gather(*judging)

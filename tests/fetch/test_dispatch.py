@@ -40,10 +40,8 @@ class Recorder:
 
 
 async def drained(dispatch: HostDispatcher[tuple[str, int]], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while dispatch.pending:
-        assert time.monotonic() < deadline, f"{dispatch.pending} items never ran"
-        await asyncio.sleep(0.005)
+    await asyncio.wait_for(dispatch.join(), timeout)
+    assert dispatch.pending == 0
 
 
 async def test_each_host_in_order_within_its_width() -> None:
@@ -107,9 +105,7 @@ async def test_a_failing_item_is_logged_and_counted(caplog: pytest.LogCaptureFix
     dispatch = HostDispatcher(work, width=1, runners=1)
     with caplog.at_level(logging.ERROR, logger="crawler.fetch"):
         dispatch.submit([("a", n) for n in range(4)])
-        deadline = time.monotonic() + 5
-        while dispatch.pending and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
+        await asyncio.wait_for(dispatch.join(), 5)
     assert dispatch.pending == 0 and done == [0, 2, 3]
     assert "a dispatched item failed" in caplog.text and "boom" in caplog.text
 
@@ -132,7 +128,7 @@ async def test_close_cancels_runners_and_timers() -> None:
     dispatch.submit([("a", 1), ("a", 2), ("z", 3)])
     await asyncio.wait_for(started.wait(), 5)
     dispatch.close()
-    await asyncio.sleep(0.01)
+    await asyncio.wait_for(dispatch.join(), 5)  # the item in flight is cancelled, then done
     assert cancelled == [1] and dispatch.pending == 0
 
 
@@ -178,9 +174,7 @@ async def test_the_fetchers_dispatcher_keeps_host_delays(
             dispatch = fetcher.dispatcher(work)
             assert dispatch.runners == fetcher.config.total_concurrency and dispatch.width == 1
             dispatch.submit((fetcher.gate_key(url), n) for n, url in enumerate(urls))
-            deadline = time.monotonic() + 10
-            while dispatch.pending and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
+            await asyncio.wait_for(dispatch.join(), 10)
     finally:
         await runner.cleanup()
     assert results == ["ok"] * 8
