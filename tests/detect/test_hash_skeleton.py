@@ -9,7 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.detect import MAX_NORMALIZE_BYTES, MAX_OPEN_ELEMENTS, WatchRules, normalize
-from crawler.detect._hash import exact_hash, raw_hash, skeleton_hash, split_raw_hash
+from crawler.detect._hash import (
+    _SCAN,
+    _SCAN_ONE,
+    _candidates,
+    _matches,
+    exact_hash,
+    raw_hash,
+    skeleton_hash,
+    split_raw_hash,
+)
 from crawler.testsite import PageRenderer
 from tests.detect.pages import page
 
@@ -388,3 +397,32 @@ def test_nonces_in_plain_junk_are_ignored(pieces: list[str], n1: str, n2: str) -
         assert_sound(a, b)
         return
     assert sk(a) == sk(b)
+
+
+# --- the candidate finder ----------------------------------------------------------------------
+
+
+def _scans_agree(body: bytes) -> None:
+    candidates = _candidates(body)
+    for scan in (_SCAN, _SCAN_ONE):
+        for start in sorted({0, 1, len(body) // 3, len(body) // 2, len(body)}):
+            found = [(m.span(), m.lastindex) for m in _matches(scan, body, candidates, start)]
+            assert found == [(m.span(), m.lastindex) for m in scan.finditer(body, start)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=PIECES, nonce=NONCE, upper=st.booleans())
+def test_the_candidates_find_every_match_of_the_scans(
+    pieces: list[str], nonce: str, upper: bool
+) -> None:
+    """The scans tried only where the Aho-Corasick automaton found a candidate match exactly
+    where ``finditer`` over the whole page would (runs, comments, CDATA, any case)."""
+    body = "".join(pieces).replace("{N}", nonce)
+    _scans_agree((body.upper() if upper else body).encode())
+
+
+def test_the_candidates_on_realistic_pages() -> None:
+    renderer = PageRenderer(30_000)
+    for k in range(1, 6):
+        _scans_agree(renderer.render(k, k, f"nonce{k}"))
+    _scans_agree(b"<SCRipt>x</scrIPT><!-- <sTyLe> --><![CDATA[x]]><InPuT type=hidden><xmp>")
