@@ -410,8 +410,8 @@ class Store:
             _sqlite.execute_rows(conn, _sqlite.OK_UPDATE, ok)
             _sqlite.execute_rows(conn, _sqlite.ERROR_UPDATE, bad)
             return
-        _pg.copy_rows(conn, _pg.POLL_LOG_COPY, log_rows)
-        _pg.copy_rows(conn, _pg.CHANGES_COPY, change_rows)
+        _pg.copy_rows(conn, _pg.POLL_LOG_COPY, _pg.POLL_LOG_TYPES, log_rows)
+        _pg.copy_rows(conn, _pg.CHANGES_COPY, _pg.CHANGES_TYPES, change_rows)
         # UPDATE ... FROM applies one row per URL: repeated URLs go one at a time
         if len({p.url_id for p in polls}) == len(polls):
             _pg.update_ok(conn, ok)

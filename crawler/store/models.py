@@ -141,12 +141,14 @@ class Slot(Base):
 
 
 class PollLog(Base):
-    """One poll (pruned after ``poll_log_retention_days``)."""
+    """One poll (pruned after ``poll_log_retention_days``). Written for every poll, so it has
+    no foreign key to ``urls`` (its check cost PostgreSQL as much as the row itself)."""
 
     __tablename__ = "poll_log"
     __table_args__ = (Index(None, "url_id", "polled_at"),)
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    url_id: Mapped[int] = mapped_column(ForeignKey("urls.id"))
+    # no foreign key: see migration 0002 (URL rows are never deleted)
+    url_id: Mapped[int] = mapped_column(BigId)
     slot: Mapped[int] = mapped_column(BigInteger)
     polled_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     status: Mapped[int | None] = mapped_column(Integer)

@@ -79,7 +79,8 @@ def test_failure_mid_transaction_writes_nothing(
 
 def test_bad_row_rolls_back_and_raises_store_error(store: Store) -> None:
     (a,) = add(store, 1)
-    polls = [poll(a, "miss"), poll(999_999, "miss")]  # unknown URL: foreign key violation
+    # a change of an unknown URL: the changes table's foreign key refuses it
+    polls = [poll(a, "miss"), poll(999_999, "hit", content_hash="h1", old_hash="h0")]
     with pytest.raises(StoreError):
         store.commit_slot(slot_record(1, polls), polls)
     assert _count(store, slots) == 0 and _count(store, poll_log) == 0

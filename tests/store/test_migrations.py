@@ -50,3 +50,34 @@ def test_downgrade_to_base_and_back(empty_database_url: str) -> None:
 def test_migrations_ship_inside_the_package() -> None:
     assert (MIGRATIONS / "env.py").is_file()
     assert any(MIGRATIONS.glob("versions/0001_*.py"))
+
+
+def test_0002_keeps_the_poll_log_and_drops_its_foreign_key(empty_database_url: str) -> None:
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert, select
+
+    from crawler.store import NewUrl
+    from crawler.store._migrate import upgrade
+    from crawler.store.models import poll_log
+
+    store = Store(empty_database_url)
+    try:
+        upgrade(store.engine, "0001")
+        ((_, url_id),) = store.add_urls([NewUrl("http://example.com/a")]).added
+        row = {
+            "url_id": url_id, "slot": 1, "polled_at": datetime.now(UTC), "status": 200,
+            "outcome": "miss", "duration_s": 0.1, "bytes": 10,
+        }  # fmt: skip
+        with store.engine.begin() as conn:
+            conn.execute(insert(poll_log), [row])
+        store.upgrade()
+        assert store.revision() == "0002"
+        with store.engine.begin() as conn:
+            conn.execute(insert(poll_log), [{**row, "url_id": 999_999}])  # no key to refuse it
+            logged = conn.execute(select(poll_log.c.url_id).order_by(poll_log.c.id)).all()
+        assert [r[0] for r in logged] == [url_id, 999_999]
+        fks = inspect(store.engine).get_foreign_keys("poll_log")
+        assert fks == [] and inspect(store.engine).get_foreign_keys("changes") != []
+    finally:
+        store.close()
