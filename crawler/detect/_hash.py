@@ -29,7 +29,10 @@ def content_hash(normalized: bytes) -> str:
 
     Whitespace-blind, so the text need not be collapsed first (that is what makes hashing cheap):
     ``content_hash(normalize(b, t)) == content_hash(extract(b, t)[0])``."""
-    if NBSP in normalized:
+    # NBSP is C2 A0 in UTF-8. Looking for the A0 byte is a memchr; looking for the pair walks
+    # the text byte by byte (27 against 1 us for a 25 KB text). A0 also ends other characters
+    # (U+00E0, U+0420, ...): then replace() looks for the pair.
+    if b"\xa0" in normalized:
         normalized = normalized.replace(NBSP, b"")
     return xxhash.xxh3_128_hexdigest(normalized.translate(None, _WHITESPACE))
 

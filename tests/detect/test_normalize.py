@@ -159,3 +159,15 @@ def test_a_changed_page_carries_its_text_collapsing_to_the_normalized_text() -> 
     assert after.changed is True and after.text is not None
     assert collapse_whitespace(after.text) == normalize(body, HTML)
     assert after.content_hash == content_hash(normalize(body, HTML))
+
+
+def test_nbsp_is_whitespace_and_its_byte_alone_is_not() -> None:
+    """NBSP (C2 A0) is whitespace to the hash and the collapse; other characters ending in the
+    A0 byte (U+00E0 is C3 A0, U+0420 is D0 A0) are text."""
+    assert content_hash("a\u00a0b".encode()) == content_hash(b"a b") == content_hash(b"ab")
+    assert collapse_whitespace("a\u00a0\u00a0b".encode()) == b"a b"
+    for word in ("\u00e0", "\u0420"):
+        text = f"x{word}y".encode()
+        assert collapse_whitespace(text) == text
+        assert content_hash(text) != content_hash(b"xy")
+        assert content_hash(text) != content_hash(f"x{word}{word}y".encode())
