@@ -114,6 +114,15 @@ def _translate(exc: psycopg.Error) -> StoreError:
     return StoreError(f"committing the slot failed: {message}")
 
 
+def _copy(
+    cur: psycopg.Cursor[Any], copy_sql: str, types: Sequence[str], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    with cur.copy(copy_sql) as copy:
+        copy.set_types(types)
+        for row in rows:
+            copy.write_row(row)
+
+
 def copy_rows(
     conn: Connection, copy_sql: str, types: Sequence[str], rows: Sequence[tuple[Any, ...]]
 ) -> None:
@@ -121,10 +130,8 @@ def copy_rows(
     if not rows:
         return
     try:
-        with _cursor(conn) as cur, cur.copy(copy_sql) as copy:
-            copy.set_types(types)
-            for row in rows:
-                copy.write_row(row)
+        with _cursor(conn) as cur:
+            _copy(cur, copy_sql, types, rows)
     except psycopg.Error as exc:
         raise _translate(exc) from exc
 
@@ -136,10 +143,7 @@ def update_ok(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     try:
         with _cursor(conn) as cur:
             cur.execute(_OK_TABLE)
-            with cur.copy(_OK_COPY) as copy:
-                copy.set_types(_OK_TYPES)
-                for row in rows:
-                    copy.write_row(row)
+            _copy(cur, _OK_COPY, _OK_TYPES, rows)
             cur.execute(_OK_APPLY)
     except psycopg.Error as exc:
         raise _translate(exc) from exc
