@@ -453,8 +453,8 @@ async def soak(minutes: float, slot_s: float, warmup_s: float) -> int:
         ok &= not svc.exits
     print("\nSIGTERM to exit: " + ", ".join(f"{k} {v:.1f} s" for k, v in stop_s.items()))
     print("\nhostile URLs refused at add:")
-    for h, why in refused:
-        print(f"  {h.kind:32s} {h.url}: {why}")
+    for bad_url, why in refused:
+        print(f"  {bad_url.kind:32s} {bad_url.url}: {why}")
     print("hostile polls in the window (outcome:error kind):")
     for key, count in results["soak"][2].most_common():
         print(f"  {count:6d} {key}")
