@@ -1,0 +1,205 @@
+"""Paper 001's comparison in simulated time: a fleet of foragers crawls a generated site.
+
+The set-up follows *Selection in Scale-Free Small World* (§4.2): one computer runs the foragers
+in turn, each for a time slice; a step downloads the chosen page and every page it links to;
+each download takes the same simulated time; pages and links appear when the site says so.
+Four kinds of fleet share everything but the ordering and the start lists:
+
+- ``weblog``: weblog update (Algorithm 1), fixed random weights per forager (a child gets new
+  random ones);
+- ``rl``: TD(0) URL ordering, fixed start list (the seeds), children copy the weights;
+- ``best_first``: frontier ranked by estimated relevance (cosine to the mean rewarded page);
+- ``breadth_first``: frontier first in, first out.
+
+Measures (the paper's Table 1): downloads, URLs sent, relevant found, distinct URLs found,
+download efficiency = relevant / downloads, sent efficiency = relevant / sent; freshness and age
+of the relevant pages found in each 3-hour window, measured at its end with the definitions of
+Cho and Garcia-Molina (a copy is fresh while the page has not been edited since it was fetched;
+the age of a stale copy is the time since its first unseen edit), averaged over the windows;
+and, for a crawler, the delay from a page's appearance to its discovery and the share of all new
+pages discovered (recall).
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from crawler.discovery._forager import MAX_AGE, MIN_FORAGER, Fleet, Forager
+from crawler.discovery._ordering import (
+    BestFirstOrdering,
+    BreadthFirstOrdering,
+    Ordering,
+    ValueOrdering,
+    random_weights,
+)
+from crawler.discovery._weblog import Weblog
+from crawler.testsite._graph import LinkGraph
+
+STRATEGIES = ("weblog", "rl", "best_first", "breadth_first")
+WINDOW = 3 * 3600.0
+
+
+@dataclass
+class SimulationResult:
+    strategy: str
+    downloads: int
+    sent: int
+    relevant: int
+    found_urls: int
+    download_efficiency: float
+    sent_efficiency: float
+    freshness: float
+    age_hours: float
+    delay_hours: float
+    recall: float
+    foragers: int
+    births: int
+    deaths: int
+    steps: int
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return asdict(self)
+
+
+def seeds_of(graph: LinkGraph, count: int = 10) -> list[int]:
+    """The start page and the first pages a breadth-first crawl from it visits (the paper's
+    RL foragers started from the first 10 URLs of its Web experiment)."""
+    order: list[int] = []
+    queue, seen = [0], {0}
+    while queue and len(order) < count:
+        page = queue.pop(0)
+        order.append(page)
+        for link in graph.links_at(page, 0.0):
+            if link not in seen:
+                seen.add(link)
+                queue.append(link)
+    return order
+
+
+def make_fleet(strategy: str, seeds: list[str], dimensions: int, rng: random.Random) -> Fleet:
+    """``MIN_FORAGER`` foragers of one kind, all starting from ``seeds``."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
+    foragers = []
+    for _ in range(MIN_FORAGER):
+        ordering: Ordering
+        if strategy in ("weblog", "rl"):
+            learning = strategy == "rl"
+            ordering = ValueOrdering(random_weights(rng, dimensions), learning=learning)
+        elif strategy == "best_first":
+            ordering = BestFirstOrdering(dimensions)
+        else:
+            ordering = BreadthFirstOrdering()
+        foragers.append(
+            Forager(
+                Weblog.from_seeds(seeds),
+                ordering,
+                update_weblog=strategy == "weblog",
+                dimensions=dimensions,
+            )
+        )
+    return Fleet(foragers)
+
+
+def simulate(
+    graph: LinkGraph,
+    strategy: str,
+    *,
+    duration: float,
+    download_time: float = 3.0,
+    slice_time: float = 180.0,
+    seed: int = 0,
+    progress: Callable[[float, int], None] | None = None,
+) -> SimulationResult:
+    """Run one fleet on ``graph`` for ``duration`` simulated seconds."""
+    rng = random.Random(seed)
+    dimensions = graph.states.shape[1]
+    fleet = make_fleet(strategy, [str(p) for p in seeds_of(graph)], dimensions, rng)
+    agent = fleet.agent
+    states = graph.states
+    created = graph.created
+    t = 0.0
+    slice_end = slice_time
+    downloads = steps = 0
+    found_urls: set[int] = set()
+    found_at: dict[int, float] = {}
+    next_report = 86_400.0
+    while t < duration:
+        forager = fleet.active
+        page = int(forager.next_url(rng))
+        links = graph.links_at(page, t) if graph.exists(page, t) else []
+        downloads += 1 + len(links)
+        t += download_time * (1 + len(links))
+        steps += 1
+        forager.observe(str(page), states[page], [(str(p), states[p]) for p in links])
+        found_urls.add(page)
+        found_urls.update(links)
+        candidates = [(str(p), float(created[p])) for p in (page, *links)]
+        total = 0.0
+        relevant_states = []
+        for url in forager.select_to_send(candidates, t):
+            reward = agent.receive(forager, url, float(created[int(url)]), t)
+            total += reward
+            if reward > 0:
+                found_at[int(url)] = t
+                relevant_states.append(states[int(url)])
+        forager.step_done(total, relevant_states)
+        if t >= slice_end:
+            fleet.end_slice(rng)
+            slice_end = t + slice_time
+        if progress is not None and t >= next_report:
+            progress(t, len(found_at))
+            next_report += 86_400.0
+    freshness, age = _freshness_and_age(graph, found_at, duration)
+    appeared = np.flatnonzero((created > 0.0) & (created <= duration - MAX_AGE / 24))
+    delays = [found_at[p] - created[p] for p in found_at]
+    return SimulationResult(
+        strategy=strategy,
+        downloads=downloads,
+        sent=agent.sent,
+        relevant=len(agent.relevants),
+        found_urls=len(found_urls),
+        download_efficiency=len(agent.relevants) / max(downloads, 1),
+        sent_efficiency=len(agent.relevants) / max(agent.sent, 1),
+        freshness=freshness,
+        age_hours=age / 3600.0,
+        delay_hours=float(np.mean(delays)) / 3600.0 if delays else float("nan"),
+        recall=sum(1 for p in appeared.tolist() if p in found_at) / max(len(appeared), 1),
+        foragers=len(fleet.foragers),
+        births=fleet.births,
+        deaths=fleet.deaths,
+        steps=steps,
+    )
+
+
+def _freshness_and_age(
+    graph: LinkGraph, found_at: dict[int, float], duration: float
+) -> tuple[float, float]:
+    """Mean over 3-hour windows of the freshness and age (seconds), at each window's end, of
+    the relevant pages found in that window."""
+    windows: dict[int, list[int]] = {}
+    for page, t in found_at.items():
+        windows.setdefault(int(t // WINDOW), []).append(page)
+    fresh_means, age_means = [], []
+    for w, pages in windows.items():
+        end = min((w + 1) * WINDOW, duration)
+        fresh, ages = [], []
+        for page in pages:
+            edits = graph.edits[page]
+            i = bisect.bisect_right(edits, found_at[page])
+            if i < len(edits) and edits[i] <= end:
+                fresh.append(0.0)
+                ages.append(end - edits[i])
+            else:
+                fresh.append(1.0)
+                ages.append(0.0)
+        fresh_means.append(float(np.mean(fresh)))
+        age_means.append(float(np.mean(ages)))
+    if not fresh_means:
+        return float("nan"), float("nan")
+    return float(np.mean(fresh_means)), float(np.mean(age_means))
