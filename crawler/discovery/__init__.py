@@ -7,8 +7,11 @@ canonicalization, scope rules and per-source budgets. ``crawler.discovery._simul
 paper's comparison on a generated site (``crawler.testsite._graph``). See docs/discovery.md.
 """
 
+from crawler.discovery._driver import Discovery, SourceCrawl
+from crawler.discovery._features import text_state
+from crawler.discovery._fleets import STRATEGIES, make_fleet
 from crawler.discovery._forager import Fleet, Forager, ReinforcingAgent
-from crawler.discovery._links import extract_links
+from crawler.discovery._links import extract_links, page_text
 from crawler.discovery._ordering import (
     BestFirstOrdering,
     BreadthFirstOrdering,
@@ -19,8 +22,10 @@ from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url,
 from crawler.discovery._weblog import Weblog
 
 __all__ = [
+    "STRATEGIES",
     "BestFirstOrdering",
     "BreadthFirstOrdering",
+    "Discovery",
     "Fleet",
     "Forager",
     "Frontier",
@@ -28,9 +33,13 @@ __all__ = [
     "ReinforcingAgent",
     "Scope",
     "SourceBudget",
+    "SourceCrawl",
     "ValueOrdering",
     "Weblog",
     "canonical_url",
     "extract_links",
+    "make_fleet",
+    "page_text",
+    "text_state",
     "url_template",
 ]

@@ -29,19 +29,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from crawler.discovery._forager import MAX_AGE, MIN_FORAGER, Fleet, Forager
-from crawler.discovery._ordering import (
-    BestFirstOrdering,
-    BreadthFirstOrdering,
-    Ordering,
-    ValueOrdering,
-    random_weights,
-)
-from crawler.discovery._weblog import Weblog
+from crawler.discovery._fleets import STRATEGIES, make_fleet
+from crawler.discovery._forager import MAX_AGE
 from crawler.testsite._graph import LinkGraph
 
-STRATEGIES = ("weblog", "rl", "best_first", "breadth_first")
 WINDOW = 3 * 3600.0
+
+__all__ = ["STRATEGIES", "SimulationResult", "seeds_of", "simulate"]
 
 
 @dataclass
@@ -79,31 +73,6 @@ def seeds_of(graph: LinkGraph, count: int = 10) -> list[int]:
                 seen.add(link)
                 queue.append(link)
     return order
-
-
-def make_fleet(strategy: str, seeds: list[str], dimensions: int, rng: random.Random) -> Fleet:
-    """``MIN_FORAGER`` foragers of one kind, all starting from ``seeds``."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
-    foragers = []
-    for _ in range(MIN_FORAGER):
-        ordering: Ordering
-        if strategy in ("weblog", "rl"):
-            learning = strategy == "rl"
-            ordering = ValueOrdering(random_weights(rng, dimensions), learning=learning)
-        elif strategy == "best_first":
-            ordering = BestFirstOrdering(dimensions)
-        else:
-            ordering = BreadthFirstOrdering()
-        foragers.append(
-            Forager(
-                Weblog.from_seeds(seeds),
-                ordering,
-                update_weblog=strategy == "weblog",
-                dimensions=dimensions,
-            )
-        )
-    return Fleet(foragers)
 
 
 def simulate(

@@ -10,10 +10,12 @@ Decisions:
 - A **trap** is a part of a site that produces unboundedly many URLs (an infinite calendar,
   session ids, faceted navigation). Canonicalization folds the session-id variants into one
   URL; the rest is held by limits that do not need to recognise the trap: a maximum depth
-  from the source, a maximum number of query arguments (facet combinations grow with it), a
-  budget per URL *template* (the URL with every run of digits replaced by ``N``: a calendar's
-  ``/cal?d=2031-05-03`` and all its neighbours share one template) and, over everything, the
-  per-source page budget, which is never exceeded.
+  from the source (a calendar or a pager is a chain, each page one link deeper), a maximum
+  number of query arguments (facet combinations grow with it), optionally a budget per URL
+  *template* (the URL with every run of digits replaced by ``N``: a calendar's
+  ``/cal?d=2031-05-03`` and all its neighbours share one template; off by default, because
+  ordinary sites number their articles too: ``/article/123`` would share a template with every
+  other article) and, over everything, the per-source page budget, which is never exceeded.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def canonical_url(link: str, base: str | None = None) -> str | None:
     not an http(s) URL or cannot be parsed."""
     try:
         url = URL(link.strip())
+        if url.scheme and not url.raw_host:
+            return None  # "mailto:...", or "http://" with no host
         if base is not None and not url.is_absolute():
             url = URL(base).join(url)
         if url.scheme not in ("http", "https") or not url.raw_host:
@@ -100,12 +104,12 @@ class Scope:
     max_depth: int = 5
     page_budget: int = 1_000
     max_query_arguments: int = 3
-    template_budget: int = 50
+    template_budget: int | None = None
     _include: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False)
     _exclude: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.max_depth < 0 or self.page_budget < 0 or self.template_budget < 1:
+        if self.max_depth < 0 or self.page_budget < 0 or (self.template_budget or 1) < 1:
             raise ValueError("max_depth and page_budget must be >= 0, template_budget >= 1")
         try:
             object.__setattr__(self, "_include", tuple(re.compile(p) for p in self.include))
@@ -176,7 +180,8 @@ class SourceBudget:
         if len(query) > self.scope.max_query_arguments:
             return self._refuse(Refusal.TOO_MANY_ARGUMENTS)
         template = url_template(url)
-        if self.templates[template] >= self.scope.template_budget:
+        limit = self.scope.template_budget
+        if limit is not None and self.templates[template] >= limit:
             return self._refuse(Refusal.TEMPLATE_BUDGET)
         if len(self.depth) >= self.scope.page_budget * 4:
             return self._refuse(Refusal.PAGE_BUDGET)
