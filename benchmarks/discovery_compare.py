@@ -51,11 +51,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pages", type=int, default=5_000)
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--state-noise", type=float, default=0.6)
+    parser.add_argument("--max-step", type=int, default=100)
     args = parser.parse_args()
     duration = args.days * 86_400.0
     table: dict[tuple[str, str], list[SimulationResult]] = {}
     for run in range(args.runs):
-        site = generate(pages=args.pages, duration=duration, seed=100 + run)
+        site = generate(
+            pages=args.pages, duration=duration, state_noise=args.state_noise, seed=100 + run
+        )
         graphs = {"small-world": site, "rewired": rewire(site, seed=200 + run)}
         if run == 0:
             for name, graph in graphs.items():
@@ -71,7 +75,14 @@ def main() -> None:
                 def progress(t: float, found: int, strategy: str = strategy) -> None:
                     print(f"  .. {strategy} day {t / 86_400:.0f}: {found} found", file=sys.stderr)
 
-                result = simulate(graph, strategy, duration=duration, seed=run, progress=progress)
+                result = simulate(
+                    graph,
+                    strategy,
+                    duration=duration,
+                    seed=run,
+                    max_step=args.max_step,
+                    progress=progress,
+                )
                 table.setdefault((name, strategy), []).append(result)
                 print(
                     f"run {run} {name:11s} {strategy:13s} relevant {result.relevant:4d} "

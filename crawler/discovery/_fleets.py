@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import random
 
-from crawler.discovery._forager import MAX_AGE, MIN_FORAGER, Fleet, Forager, ReinforcingAgent
+from crawler.discovery._forager import (
+    MAX_AGE,
+    MAX_STEP,
+    MIN_FORAGER,
+    Fleet,
+    Forager,
+    ReinforcingAgent,
+)
 from crawler.discovery._ordering import (
     BestFirstOrdering,
     BreadthFirstOrdering,
@@ -31,6 +38,7 @@ def make_fleet(
     rng: random.Random,
     *,
     max_age: float | None = None,
+    max_step: int = MAX_STEP,
 ) -> Fleet:
     """``MIN_FORAGER`` foragers of one kind, all starting from ``seeds``."""
     if strategy not in STRATEGIES:
@@ -53,6 +61,7 @@ def make_fleet(
                 update_weblog=strategy == "weblog",
                 dimensions=dimensions,
                 max_age=age,
+                max_step=max_step,
             )
         )
     return Fleet(foragers, ReinforcingAgent(age))

@@ -20,7 +20,8 @@ How it is built (all from one seed):
   hours (``edits`` per page on average, exponential delays of mean ``edit_delay``): that is
   what the freshness and age measures see.
 - Each page has a *state vector* (unit length, ``dimensions`` components): its section's
-  centroid plus noise, with an extra direction for index pages and one for on-topic pages; it
+  centroid plus Gaussian noise (``state_noise``; the larger, the less a page's content says
+  about where it is), with an extra direction for index pages and one for on-topic pages; it
   stands for what a text classifier makes of the page. ``topic_sections`` whole sections and a
   ``topic_share`` of other pages are on the topic.
 - :func:`rewire` keeps every page's in- and out-degree but shuffles the origins and endpoints
@@ -108,6 +109,7 @@ def generate(
     edits: float = 2.0,
     edit_delay: float = 3 * 3600.0,
     dimensions: int = 50,
+    state_noise: float = 0.6,
     topic_sections: int = 3,
     topic_share: float = 0.05,
     seed: int = 1,
@@ -175,7 +177,7 @@ def generate(
     centroids = rng.normal(size=(sections, dimensions))
     index_direction = _unit(rng.normal(size=dimensions))
     topic_direction = _unit(rng.normal(size=dimensions))
-    raw = centroids[section] + 0.6 * rng.normal(size=(total, dimensions))
+    raw = centroids[section] + state_noise * rng.normal(size=(total, dimensions))
     raw[:sections] += 3.0 * index_direction
     raw[topical] += 2.0 * topic_direction
     states = _unit(np.tanh(raw))
