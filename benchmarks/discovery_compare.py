@@ -1,7 +1,7 @@
 """Paper 001's comparison on the generated site: weblog update vs RL vs Best-First vs
 breadth-first, on the scale-free small-world graph and on its rewired (not small-world) copy.
 
-    PYTHONPATH=. python benchmarks/discovery_compare.py [--days 5] [--runs 3] \
+    PYTHONPATH=. python benchmarks/discovery_compare.py [--days 18] [--runs 3] \
         [--plot docs/discovery_compare.png]
 
 Prints each run as it finishes, then the mean of the runs per graph and strategy next to the
@@ -45,20 +45,29 @@ def _mean(results: list[SimulationResult], column: str) -> float:
     return float(np.mean([float(getattr(r, column)) for r in results]))
 
 
+def _std(results: list[SimulationResult], column: str) -> float:
+    return float(np.std([float(getattr(r, column)) for r in results]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--days", type=float, default=5.0)
+    parser.add_argument("--days", type=float, default=18.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pages", type=int, default=5_000)
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--state-noise", type=float, default=0.6)
     parser.add_argument("--max-step", type=int, default=100)
+    parser.add_argument("--no-navigation", action="store_true")
     args = parser.parse_args()
     duration = args.days * 86_400.0
     table: dict[tuple[str, str], list[SimulationResult]] = {}
     for run in range(args.runs):
         site = generate(
-            pages=args.pages, duration=duration, state_noise=args.state_noise, seed=100 + run
+            pages=args.pages,
+            duration=duration,
+            state_noise=args.state_noise,
+            navigation=not args.no_navigation,
+            seed=100 + run,
         )
         graphs = {"small-world": site, "rewired": rewire(site, seed=200 + run)}
         if run == 0:
@@ -97,6 +106,10 @@ def main() -> None:
     print(header)
     for (name, strategy), results in table.items():
         cells = " ".join(f"{_mean(results, c):10.4g}" for c in COLUMNS)
+        print(f"{name:11s} {strategy:13s} {cells}")
+    print("\nstandard deviation over the runs:")
+    for (name, strategy), results in table.items():
+        cells = " ".join(f"{_std(results, c):10.4g}" for c in COLUMNS)
         print(f"{name:11s} {strategy:13s} {cells}")
     print()
     print("paper (Table 2) beside ours on the small-world graph, RL vs weblog update:")

@@ -26,19 +26,43 @@ import bisect
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from crawler.discovery._fleets import STRATEGIES, make_fleet
 from crawler.discovery._forager import MAX_AGE, MAX_STEP
 from crawler.discovery._topical import FocusedCrawl
-from crawler.testsite._graph import LinkGraph
 
 WINDOW = 3 * 3600.0
+
+
+class LinkGraph(Protocol):
+    """What the simulation needs of a site (``crawler.testsite._graph.LinkGraph`` has it; the
+    discovery package does not depend on the test site)."""
+
+    @property
+    def created(self) -> NDArray[np.float64]: ...
+
+    @property
+    def topical(self) -> NDArray[np.bool_]: ...
+
+    @property
+    def states(self) -> NDArray[np.float64]: ...
+
+    @property
+    def edits(self) -> list[list[float]]: ...
+
+    def exists(self, page: int, t: float) -> bool: ...
+
+    def links_at(self, page: int, t: float) -> list[int]: ...
+
 
 __all__ = [
     "STRATEGIES",
     "FocusedResult",
+    "LinkGraph",
     "SimulationResult",
     "seeds_of",
     "simulate",

@@ -58,3 +58,11 @@ def test_generation_is_deterministic() -> None:
     a = generate(pages=300, sections=5, duration=86_400.0, seed=9)
     b = generate(pages=300, sections=5, duration=86_400.0, seed=9)
     assert a.out == b.out and np.array_equal(a.created, b.created)
+
+
+def test_navigation_links_every_page_to_its_section_index() -> None:
+    site = generate(pages=400, sections=8, duration=3_600.0, seed=2)
+    assert set(range(1, 8)) <= set(site.out[0])
+    assert all(int(site.section[v]) in site.out[v] for v in range(8, site.size))
+    bare = generate(pages=400, sections=12, duration=3_600.0, navigation=False, seed=2)
+    assert set(bare.out[0]) & set(range(1, 12)) == set(range(1, 9))
