@@ -75,6 +75,12 @@ class Frontier:
         self.urls.append(url)
         self.parents.append(parent)
 
+    def update_state(self, url: str, state: Vector) -> None:
+        """Replace the state of a frontier URL (e.g. once its page has been downloaded)."""
+        i = self._index.get(url)
+        if i is not None:
+            self._states[i] = state
+
     def pop(self, i: int) -> tuple[str, Vector]:
         """Remove entry i (swapping the last one into its place) and return it."""
         url, state = self.urls[i], self._states[i].copy()

@@ -62,3 +62,35 @@ def test_budget_stops_the_crawl() -> None:
     crawl = SourceCrawl("http://e.com/", scope=Scope.same_host("http://e.com/", page_budget=2))
     assert len(_run(crawl, now=0.0)) == 2
     assert crawl.next_url() is None
+
+
+def test_a_step_also_fetches_the_unknown_pages_it_links_to() -> None:
+    site = {
+        "http://e.com/": '<a href="/old">old</a> <a href="/new">new</a>',
+        "http://e.com/old": '<a href="/">home</a>',
+        "http://e.com/new": '<a href="/">home</a>',
+    }
+    known = {"http://e.com/", "http://e.com/old"}
+    crawl = SourceCrawl("http://e.com/", strategy="breadth_first", known=known)
+    url = crawl.next_url()
+    assert url == "http://e.com/"
+    assert crawl.fetched(url, site[url], published=None, now=0.0) is False
+    url = crawl.next_url()
+    assert url == "http://e.com/new"  # downloaded with the step: it is not known
+    assert crawl.fetched(url, site[url], published=None, now=0.0) is True
+    forager = crawl.fleet.foragers[0]
+    assert forager.path_rewards == [100.0]  # credited to the step that linked it
+    url = crawl.next_url()
+    assert url == "http://e.com/old"  # the next step; /new was fetched in this slot already
+    assert crawl.fetched(url, site[url], published=None, now=0.0) is False
+    assert [d.url for d in crawl.found] == ["http://e.com/new"]
+    assert crawl.fetches == 3
+
+
+def test_no_lookahead_fetches_one_page_per_step() -> None:
+    crawl = SourceCrawl("http://e.com/", strategy="breadth_first", lookahead=0)
+    url = crawl.next_url()
+    assert url is not None
+    crawl.fetched(url, SITE[url], published=None, now=0.0)
+    assert crawl.next_url() == "http://e.com/a"
+    assert crawl.fleet.foragers[0].path == ["http://e.com/", "http://e.com/a"]
