@@ -97,7 +97,13 @@ class SourceCrawl:
         self.rng = random.Random(seed)
         self.dimensions = dimensions
         self.fleet: Fleet = make_fleet(
-            strategy, starts, dimensions, self.rng, max_age=max_age, max_step=max_step
+            strategy,
+            starts,
+            dimensions,
+            self.rng,
+            max_age=max_age,
+            max_step=max_step,
+            ties=self.rng,
         )
         self.known: set[str] = set(known or ())
         self.found: list[Discovery] = []

@@ -39,6 +39,7 @@ def make_fleet(
     *,
     max_age: float | None = None,
     max_step: int = MAX_STEP,
+    ties: random.Random | None = None,
 ) -> Fleet:
     """``MIN_FORAGER`` foragers of one kind, all starting from ``seeds``."""
     if strategy not in STRATEGIES:
@@ -56,7 +57,7 @@ def make_fleet(
             ordering = BreadthFirstOrdering()
         foragers.append(
             Forager(
-                Weblog.from_seeds(seeds),
+                Weblog.from_seeds(seeds, ties=ties),
                 ordering,
                 update_weblog=strategy == "weblog",
                 dimensions=dimensions,

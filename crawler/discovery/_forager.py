@@ -173,6 +173,7 @@ class Forager:
                 size=self.weblog.size,
                 start_size=self.weblog.start_size,
                 beta=self.weblog.beta,
+                ties=self.weblog.ties,
             )
         child = Forager(
             weblog,

@@ -11,7 +11,10 @@ its first ``START_SIZE`` URLs are the starting URLs of the next path.
 Decisions where the paper is silent: a URL visited twice on one path (possible only when the
 path restarts inside itself, which our foragers never do) would be updated once per visit,
 in path order. Ties keep the order of insertion (Python's sort is stable), so a seed list
-given in order stays in that order until rewards separate it.
+given in order stays in that order until rewards separate it; with ``ties`` (a random
+generator) equal values are shuffled at each update instead. That matters with more than
+``START_SIZE`` seeds: all start at 0, and with stable ties only the first ten are ever tried
+(``SourceCrawl`` shuffles; the simulated comparison keeps the stable order).
 """
 
 from __future__ import annotations
@@ -34,21 +37,23 @@ class Weblog:
         size: int = WEBLOG_SIZE,
         start_size: int = START_SIZE,
         beta: float = BETA,
+        ties: random.Random | None = None,
     ) -> None:
         if size < 1 or start_size < 1 or not 0.0 < beta <= 1.0:
             raise ValueError("size and start_size must be >= 1, beta in (0, 1]")
         self.size = size
         self.start_size = start_size
         self.beta = beta
+        self.ties = ties
         self._values: dict[str, float] = {}
         for url, value in entries:
             self._values.setdefault(url, float(value))
         self._order()
 
     @classmethod
-    def from_seeds(cls, seeds: Sequence[str], **options: int | float) -> Weblog:
+    def from_seeds(cls, seeds: Sequence[str], ties: random.Random | None = None) -> Weblog:
         """Algorithm 10: the seed URLs enter the weblog with value 0."""
-        return cls(((url, 0.0) for url in seeds), **options)  # type: ignore[arg-type]
+        return cls(((url, 0.0) for url in seeds), ties=ties)
 
     def __len__(self) -> int:
         return len(self._values)
@@ -101,10 +106,14 @@ class Weblog:
             size=self.size,
             start_size=self.start_size,
             beta=self.beta,
+            ties=self.ties,
         )
         self._values = {url: v for url, v in self._values.items() if url not in moving}
         return child
 
     def _order(self) -> None:
-        ranked = sorted(self._values.items(), key=lambda item: -item[1])[: self.size]
+        items = list(self._values.items())
+        if self.ties is not None:
+            self.ties.shuffle(items)  # equal values then come in random order
+        ranked = sorted(items, key=lambda item: -item[1])[: self.size]
         self._values = dict(ranked)

@@ -55,3 +55,21 @@ def test_bad_input_is_refused() -> None:
         Weblog().choose_start(random.Random(0))
     with pytest.raises(ValueError):
         Weblog(size=0)
+
+
+def test_random_ties_let_every_seed_start_a_path() -> None:
+    seeds = [f"s{i}" for i in range(30)]
+    stable = Weblog.from_seeds(seeds)
+    shuffled = Weblog.from_seeds(seeds, ties=random.Random(1))
+    rng = random.Random(2)
+    tried_stable: set[str] = set()
+    tried_shuffled: set[str] = set()
+    for _ in range(100):
+        for log, tried in ((stable, tried_stable), (shuffled, tried_shuffled)):
+            start = log.choose_start(rng)
+            tried.add(start)
+            log.update([start], [0.0])  # a path that earned nothing
+    assert tried_stable <= set(seeds[:10])
+    assert len(tried_shuffled) >= 25
+    shuffled.update(["s29"], [5.0])
+    assert shuffled.start_list()[0] == "s29"  # values still rank first
