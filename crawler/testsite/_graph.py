@@ -12,13 +12,14 @@ How it is built (all from one seed):
   probability ``triads`` a page the previous target links to (triad formation, which gives
   the high clustering of a small world), else again by preferential attachment. A linked page
   links back with probability ``backlinks``, so hubs have many out-links too. The result has
-  power-law degrees, a few large hubs, high clustering and a small diameter.
+  power-law degrees, a few large hubs, high clustering (about 0.6 with navigation links, 0.4
+  without; 0.07 and 0.02 rewired) and a small diameter.
 - With ``navigation`` (the default), as on a real site, the front page links to every section's
   index and every page links to its own section's index. Without it the front page links to 8
   sections only and a section's index is reached through its members' back-links; then a
   crawler whose ordering never changes (breadth-first, a weblog forager's fixed weights) can
   circle the same 10 start pages' neighbourhoods for weeks without reaching an active section
-  (seen: 0 new pages in 18 days for weblog, Best-First and breadth-first on one of three sites).
+  (seen: 0 new pages in 18 days for weblog, Best-First and breadth-first on two of three sites).
 - New pages appear over ``duration`` seconds (a Poisson process of ``new_per_hour``), in a few
   *active* sections (Zipf weights over ``active_sections`` of them). A new page is listed on its
   section's index page, which shows only its ``listing`` newest pages, and links to older pages
