@@ -32,7 +32,7 @@ from crawler.cluster._types import BoolArray, FloatArray, IntArray, weights_arra
 
 #: the project's choice (docs/cluster.md, measured on the paper's environments)
 DEFAULT_THRESHOLD = 1
-DEFAULT_STATES = 8
+DEFAULT_STATES = 32
 #: register length L (the paper leaves it open)
 DEFAULT_REGISTER = 8
 MAX_REGISTER = 16

@@ -14,8 +14,9 @@ minimizes the weight moved, not the number of bins:
    left (up to ``fill`` x capacity). Sites on a worker that is not over its target never
    move.
 4. Sites that still do not fit are overflow: the result says how many more workers of
-   what capacity are needed, and puts each overflowing site on the live worker with the
-   most room (every site always has an owner; the overload automaton takes it from there).
+   what capacity are needed; an overflowing site shed by a live worker stays there, any
+   other goes to the live worker with the most room (every site always has an owner; the
+   overload automaton takes it from there).
 
 ``fill`` < 1 keeps headroom against drift and hands a new worker a share: with ``fill``
 at the cluster's mean load plus a margin, the fullest workers shed sites onto it
@@ -104,8 +105,10 @@ def repack(
     assignment = np.where(owner_live, prev, UNASSIGNED)
     loads = np.bincount(prev[owner_live], weights=w[owner_live], minlength=caps.size)
     lower_bound = 0.0
+    by_worker = np.argsort(assignment, kind="stable")
+    bounds = np.searchsorted(assignment[by_worker], np.arange(caps.size + 1))
     for worker in np.flatnonzero(live & (loads > target + 1e-9)).tolist():
-        mine = np.flatnonzero(assignment == worker)
+        mine = by_worker[bounds[worker] : bounds[worker + 1]]
         keep = subset_sum(w[mine], float(target[worker]))
         shed = mine[~keep]
         assignment[shed] = UNASSIGNED
@@ -126,13 +129,15 @@ def repack(
             new_capacity=new_capacity if new_capacity is not None else float(caps[live].max()),
         )
         shortfall = packing.shortfall
-        # with loads clamped at the target a worker has room >= 0; overflow goes where
-        # the most absolute room is left
+        # overflow goes where the most room is left, except that a site shed by a live
+        # worker stays there: moving a site that fits nowhere gains nothing
         placed = packing.onto_workers() if packing.opened else packing.assignment
         assignment[todo] = live_ids[placed]
         overflow[todo] = packing.overflow
+        stay = overflow & owner_live
+        assignment[stay] = prev[stay]
     moved = owner_live & (assignment != prev)
-    final_loads = np.bincount(assignment, weights=w, minlength=caps.size)
+    final_loads = np.bincount(assignment, weights=w, minlength=caps.size).astype(np.float64)
     return Repack(
         assignment=assignment,
         moved=moved,

@@ -65,13 +65,31 @@ def subset_sum(weights: ArrayLike, capacity: float) -> BoolArray:
 
 
 def greedy_subset(weights: ArrayLike, capacity: float) -> BoolArray:
-    """Greedy: items in decreasing weight, each kept if it still fits."""
+    """Greedy: items in decreasing weight, each kept if it still fits.
+
+    Done in runs, not item by item: in the sorted order, find the first item that fits
+    the room (a binary search), keep the longest run from it that fits (a binary search
+    in the prefix sums), and repeat after the item that ended the run. The result is the
+    item-by-item greedy's; a worker with 10,000 sites takes a handful of runs."""
     w = weights_array(weights)
-    keep = np.zeros(w.size, dtype=np.bool_)
-    room = capacity + TOLERANCE
+    n = w.size
+    keep_sorted = np.zeros(n, dtype=np.bool_)
     order = np.argsort(-w, kind="stable")
-    for i, value in zip(order.tolist(), w[order].tolist(), strict=True):
-        if value <= room:
-            keep[i] = True
-            room -= value
+    ws = w[order]
+    ascending = ws[::-1]
+    prefix = np.concatenate([[0.0], np.cumsum(ws)])
+    room = capacity + TOLERANCE
+    at = 0
+    while at < n:
+        # ws is decreasing: the items that fit are the last searchsorted(...) ones
+        first = max(at, n - int(np.searchsorted(ascending, room, side="right")))
+        if first >= n:
+            break
+        end = int(np.searchsorted(prefix, prefix[first] + room, side="right")) - 1
+        end = max(end, first + 1)  # ws[first] <= room: at least that one
+        keep_sorted[first:end] = True
+        room -= float(prefix[end] - prefix[first])
+        at = end
+    keep = np.zeros(n, dtype=np.bool_)
+    keep[order] = keep_sorted
     return keep

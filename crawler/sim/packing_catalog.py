@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from crawler.cluster import DEFAULT_REGISTER, DEFAULT_STATES, DEFAULT_THRESHOLD
 from crawler.sim.environment import FloatArray, IdArray
 
 Kind = Literal["tld", "zipf"]
@@ -75,10 +76,10 @@ class PackingSpec:
     slots: int
     description: str
     #: the overload automaton's threshold and states
-    threshold: int = 1
-    overload_states: int = 8
+    threshold: int = DEFAULT_THRESHOLD
+    overload_states: int = DEFAULT_STATES
     #: length of each page's outcome register (misses in it = its penalty)
-    register: int = 8
+    register: int = DEFAULT_REGISTER
     #: the x = (s/N)^gamma discretization (the paper's lambda; 1 in its tests)
     gamma: float = 1.0
     #: 0: open a node when the sites do not fit (the paper); K: exactly K fixed workers

@@ -67,3 +67,18 @@ def test_bad_input() -> None:
         subset_sum([1, 2], -1)
     with pytest.raises(ValueError):
         subset_sum([1, float("inf")], 3)
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=40), min_size=1, max_size=60),
+    st.integers(min_value=0, max_value=400),
+)
+def test_greedy_in_runs_equals_item_by_item(weights: list[int], capacity: int) -> None:
+    w = np.asarray(weights, dtype=float)
+    expected = np.zeros(w.size, dtype=bool)
+    room = capacity + 1e-9
+    for i in np.argsort(-w, kind="stable").tolist():
+        if w[i] <= room:
+            expected[i] = True
+            room -= w[i]
+    np.testing.assert_array_equal(greedy_subset(w, capacity), expected)
