@@ -11,7 +11,9 @@ to 90% on average; workers have capacities 1,000, 1,500 and 2,000 polls per slot
 - ``bfd``: a full Best Fit Decreasing pack of every site (a coordinator starting cold);
 - ``repack``: after 1% of the sites drift (weight times a factor in [0.5, 2]), the
   incremental re-pack (shed by subset sum from the workers now over, re-place by BFD);
-  reported with the sites and weight it moved;
+  reported with the sites and weight it moved, next to the least weight any re-pack
+  must move (the excess of the overloaded workers; equal to ours where they hold at
+  most 32 sites);
 - ``weights``: summing URL frequencies into site weights (``site_weights``) for 10 URLs
   per site, the step before either.
 
@@ -48,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log(
             f"  bfd {row['bfd_ms']:.1f} ms, repack after {DRIFT:.0%} drift "
             f"{row['repack_ms']:.1f} ms (moved {row['moved_sites']:,} sites, "
-            f"{row['moved_share']:.3%} of the weight), site weights from "
+            f"{row['moved_share']:.3%} of the weight; any re-pack must move at least "
+            f"{row['least_share']:.3%}), site weights from "
             f"{n * URLS_PER_SITE:,} URLs {row['weights_ms']:.1f} ms"
         )
         if args.json:
@@ -91,6 +94,7 @@ def measure(n: int, workers: int, repeat: int, *, seed: int = 0) -> dict[str, An
         "repack_ms": statistics.median(repack_times) * 1e3,
         "moved_sites": result.moved_sites,
         "moved_share": result.moved_weight / float(drifted.sum()),
+        "least_share": result.lower_bound / float(drifted.sum()),
         "repack_shortfall": None if result.shortfall is None else result.shortfall.workers,
         "weights_ms": statistics.median(weights_times) * 1e3,
         "drifted_sites": int(changed.size),

@@ -91,7 +91,7 @@ def test_cli_table_and_json() -> None:
         ["-p", "nope=1"],
         ["-p", "lakg.N=3"],
         ["--n", "5"],
-        ["-p", "threshold=9"],
+        ["-p", "threshold=40"],
     ],
 )
 def test_cli_rejects_what_does_not_apply(args: list[str]) -> None:
