@@ -111,7 +111,17 @@ def simulate(
             seed,
             param or [],
             capacity,
-            given={"--scheduler": scheduler, "--n": n, "--alpha": alpha, "--beta": beta},
+            given={
+                "--scheduler": scheduler,
+                "--n": n,
+                "--alpha": alpha,
+                "--beta": beta,
+                "--model": model,
+                "--change-ratio": change_ratio,
+                "--window": window,
+                "--plot": plot,
+                "--jobs": jobs,
+            },
             as_json=as_json,
             out=out,
             err=err,
@@ -173,7 +183,7 @@ def _simulate_packing(
     err: Console,
 ) -> None:
     try:
-        used = [flag for flag, value in given.items() if value]
+        used = [flag for flag, value in given.items() if value is not None]
         if used:
             raise ValueError(f"{used[0]} does not apply to the packing environment {env}")
         shared, scoped = parse_params(params)
@@ -293,6 +303,23 @@ def _print_packing(out: Console, result: PackingResult) -> None:
         f"{rate:.4f}" + ("" if paper_rate is None else f" (paper {paper_rate:g})"),
     )
     out.print(counts)
+    split = result.split
+    shares = Table(
+        title=f"capacity split over the final {int(split['nodes'])} nodes: expected hits per "
+        "slot (regular polling, true p)",
+        title_justify="left",
+    )
+    shares.add_column("")
+    shares.add_column("hits/slot", justify="right")
+    shares.add_column("of the limit", justify="right")
+    for label, key in (
+        ("one scheduler over all pages (the limit)", "limit"),
+        (f"shared multiplier, budgets (total {split['packed_total']:.2f})", "shared"),
+        ("shared multiplier, each node at full capacity", "shared_full"),
+        ("the run's packing, each node at its optimum", "learned"),
+    ):
+        shares.add_row(label, f"{split[key]:.2f}", f"{split[key] / split['limit']:.4%}")
+    out.print(shares)
 
 
 def _choose(requested: list[str] | None, spec: EnvSpec) -> tuple[list[str], dict[str, str]]:

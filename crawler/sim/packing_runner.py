@@ -33,12 +33,15 @@ import numpy as np
 from crawler.cluster import (
     OverloadAutomata,
     best_fit_decreasing,
+    partition_value,
     penalties,
     record_outcomes,
+    shared_multiplier_split,
     shrink_to_fit,
     site_weights,
     subset_sum,
 )
+from crawler.cluster._types import IntArray
 from crawler.sim.packing_catalog import PackingSpec
 
 Progress = Callable[[int], None]
@@ -81,6 +84,8 @@ class PackingResult:
     #: the paper's optimum: x = p per page, packed by BFD
     optimum_loads: list[float]
     pages: int
+    #: the capacity split over the final nodes (``split_figures``)
+    split: dict[str, float]
 
     def at(self, slot: int) -> tuple[int, float]:
         """Nodes used and total weight at the end of ``slot`` (1-based)."""
@@ -129,6 +134,7 @@ class PackingResult:
             "initial_loads": self.initial_loads,
             "optimum_loads": self.optimum_loads,
             "site_weights": self.site_weights,
+            "split": self.split,
             "series": self.series,
         }
 
@@ -140,6 +146,26 @@ def optimum_loads(spec: PackingSpec) -> list[float]:
     weights = site_weights(p, site, len(domains))
     packing = best_fit_decreasing(weights, np.zeros(0), new_capacity=spec.capacity)
     return sorted(packing.loads.tolist(), reverse=True)
+
+
+def split_figures(spec: PackingSpec, node_of_site: IntArray) -> dict[str, float]:
+    """No loss from partitioning, on the final nodes: expected hits per slot (regular
+    polling, true p) of one scheduler over all pages with the nodes' total capacity
+    (``limit``), of the shared-multiplier split with its budgets (``shared``) and with
+    each node spending its whole capacity (``shared_full``), and of the run's own
+    packing with each node at its local optimum (``learned``)."""
+    p, site_of_page, domains = spec.build()
+    used, compact = np.unique(node_of_site, return_inverse=True)
+    caps = np.full(used.size, spec.capacity)
+    split = shared_multiplier_split(p, site_of_page, caps, n_sites=len(domains))
+    return {
+        "nodes": float(used.size),
+        "limit": split.limit,
+        "shared": split.value,
+        "shared_full": partition_value(p, site_of_page, split.assignment, caps),
+        "packed_total": split.packed_total,
+        "learned": partition_value(p, site_of_page, compact, caps),
+    }
 
 
 def run_packing(
@@ -265,4 +291,5 @@ def run_packing(
         site_weights=weights.tolist(),
         optimum_loads=optimum_loads(spec),
         pages=n_pages,
+        split=split_figures(spec, node_of_site),
     )

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from crawler.cli import app
 from crawler.sim.packing_catalog import get_packing_env
 from crawler.sim.packing_runner import optimum_loads, run_packing
+from crawler.sim.packing_walk import walk_stationary_mean
 
 
 def test_environment_sizes() -> None:
@@ -36,6 +37,11 @@ def test_zipf_run_starts_at_the_papers_reported_packing() -> None:
     assert result.initial_loads == [79.1875, 29.4375]
     assert float(result.summary["total_weight"] or 0) > 150
     assert result.summary["nodes"] in (3, 4)
+    # no loss from partitioning on the final nodes: the shared multiplier keeps the limit,
+    # the learned packing with each node optimizing alone does not
+    split = result.split
+    assert split["shared_full"] >= 0.9999 * split["limit"]
+    assert split["learned"] < 0.99 * split["limit"]
 
 
 @pytest.mark.slow
@@ -91,6 +97,8 @@ def test_cli_table_and_json() -> None:
         ["-p", "nope=1"],
         ["-p", "lakg.N=3"],
         ["--n", "5"],
+        ["--plot", "x.png"],
+        ["-s", "lakg"],
         ["-p", "threshold=40"],
     ],
 )
@@ -98,3 +106,28 @@ def test_cli_rejects_what_does_not_apply(args: list[str]) -> None:
     result = CliRunner().invoke(app, ["simulate", "-e", "pack-zipf", "--slots", "10", *args])
     assert result.exit_code == 2
     assert "error" in result.output
+
+
+def test_walk_stationary_mean_limits() -> None:
+    # in the continuum the walk settles where half the polls hit: x = p / (1 - p)
+    assert walk_stationary_mean(0.2, 4096) == pytest.approx(0.25, rel=0.01)
+    # the grid's floor holds a rarely changing page up
+    assert walk_stationary_mean(0.0, 8) == pytest.approx(1 / 8)
+    assert walk_stationary_mean(1.0, 8) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        walk_stationary_mean(1.5, 8)
+
+
+def test_free_run_settles_at_the_walks_stationary_mean() -> None:
+    """Without overloads (one huge node) the simulated weights match the Markov chain's
+    stationary mean within 1%: 1,562.5 for the domain environment at N = 8."""
+    spec = get_packing_env("pack-tld", capacity=1e6)
+    p, _, _ = spec.build()
+    expected = sum(
+        walk_stationary_mean(float(v), 8) * int(c)
+        for v, c in zip(*np.unique(p, return_counts=True), strict=True)
+    )
+    assert expected == pytest.approx(1562.5, abs=0.1)
+    result = run_packing(spec, 2500, seed=3)
+    assert result.summary["overloads"] == 0
+    assert float(np.mean(result.series["total_weight"][1000:])) == pytest.approx(expected, rel=0.01)
