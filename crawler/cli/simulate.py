@@ -1,4 +1,5 @@
-"""``crawler simulate``: schedulers against the papers' change environments."""
+"""``crawler simulate``: schedulers against the papers' change environments, and the
+packing of sites onto crawler nodes (``--env pack-...``, crawler.sim.packing_runner)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from crawler import schedulers
 from crawler.cli._app import app
 from crawler.sim.catalog import EnvSpec, env_names, get_env
 from crawler.sim.lineup import default_lineup, importable
+from crawler.sim.packing_catalog import PARAMS as PACKING_PARAMS
+from crawler.sim.packing_catalog import get_packing_env, packing_env_names
+from crawler.sim.packing_runner import PackingResult, run_packing
 from crawler.sim.parallel import Job, default_workers, run_jobs
 from crawler.sim.params import parse_params, route_params
 from crawler.sim.runner import RunResult
@@ -29,8 +33,14 @@ _PIPE_WIDTH = 110
 
 _ENV_HELP = (
     f"Environment: {', '.join(env_names())}, or custom (Zipf, set with --n/--capacity/"
-    "--alpha/--beta/--model). Those options also override a named environment."
+    "--alpha/--beta/--model). Those options also override a named environment. Packing "
+    f"of sites onto crawler nodes (paper 003): {', '.join(packing_env_names())}, with "
+    f"-p {'/'.join(PACKING_PARAMS)}=VALUE."
 )
+#: the scheduler runs' default length (a packing environment has its own)
+_DEFAULT_SLOTS = 20_000
+#: the slots at which the paper's packing tables report, plus the run's last
+_CHECKPOINTS = (50, 200, 500, 1000, 5000, 10_000)
 
 
 @app.command()
@@ -45,7 +55,14 @@ def simulate(
             "(fpa only when C >= 2, weighted_proportional only with importance).",
         ),
     ] = None,
-    slots: Annotated[int, typer.Option("--slots", min=1, help="Slots to simulate.")] = 20_000,
+    slots: Annotated[
+        int | None,
+        typer.Option(
+            "--slots",
+            min=1,
+            help=f"Slots to simulate [{_DEFAULT_SLOTS:,}; packing: the paper's run length].",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the changes and schedulers.")] = 0,
     param: Annotated[
         list[str] | None,
@@ -87,6 +104,31 @@ def simulate(
     """Run schedulers on a simulated environment and compare them with the analytic limit."""
     err = Console(stderr=True)
     out = Console(width=None if sys.stdout.isatty() else _PIPE_WIDTH)
+    if env in packing_env_names():
+        _simulate_packing(
+            env,
+            slots,
+            seed,
+            param or [],
+            capacity,
+            given={
+                "--scheduler": scheduler,
+                "--n": n,
+                "--alpha": alpha,
+                "--beta": beta,
+                "--model": model,
+                "--change-ratio": change_ratio,
+                "--window": window,
+                "--plot": plot,
+                "--jobs": jobs,
+            },
+            as_json=as_json,
+            out=out,
+            err=err,
+        )
+        return
+    if slots is None:
+        slots = _DEFAULT_SLOTS
     try:
         spec = get_env(
             env,
@@ -126,6 +168,158 @@ def simulate(
         sys.stdout.write(json.dumps(document, allow_nan=False) + "\n")
         return
     _print_tables(out, spec, results)
+
+
+def _simulate_packing(
+    env: str,
+    slots: int | None,
+    seed: int,
+    params: list[str],
+    capacity: float | None,
+    *,
+    given: dict[str, Any],
+    as_json: bool,
+    out: Console,
+    err: Console,
+) -> None:
+    try:
+        used = [flag for flag, value in given.items() if value is not None]
+        if used:
+            raise ValueError(f"{used[0]} does not apply to the packing environment {env}")
+        shared, scoped = parse_params(params)
+        if scoped:
+            raise ValueError(f"packing environments take KEY=VALUE, not {next(iter(scoped))}.KEY")
+        spec = get_packing_env(env, capacity=capacity, **shared)
+        total = spec.slots if slots is None else slots
+        show_bar = err.is_terminal and not as_json
+        progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:>9,.0f}/{task.total:,.0f} slots"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=not show_bar,
+        )
+        task = progress.add_task(spec.name, total=total)
+        with progress:
+            result = run_packing(
+                spec,
+                total,
+                seed=seed,
+                progress=lambda done: progress.update(task, completed=done),
+            )
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        document = result.to_dict()
+        document["checkpoints"] = [
+            {"slot": slot, "nodes": nodes, "total_weight": weight}
+            for slot in _checkpoints(result.slots)
+            for nodes, weight in [result.at(slot)]
+        ]
+        sys.stdout.write(json.dumps(document, allow_nan=False) + "\n")
+        return
+    _print_packing(out, result)
+
+
+def _checkpoints(slots: int) -> list[int]:
+    return sorted({s for s in _CHECKPOINTS if s <= slots} | {slots})
+
+
+def _print_packing(out: Console, result: PackingResult) -> None:
+    spec, summary = result.spec, result.summary
+    out.print(f"[bold]{spec.name}[/bold]: {spec.description}", highlight=False)
+    out.print(
+        f"page automata N={spec.states}, gamma={spec.gamma:g}; overload automaton "
+        f"Th={spec.threshold}, N={spec.overload_states}; register {spec.register}; "
+        + (f"{spec.fixed_nodes} fixed nodes" if spec.fixed_nodes else "new nodes opened")
+        + f"; seed {result.seed}",
+        highlight=False,
+    )
+    series = Table(title="nodes used and total weight over time", title_justify="left")
+    for column in ("slot", "nodes", "total weight"):
+        series.add_column(column, justify="right")
+    series.add_row("0", str(len(result.initial_loads)), f"{sum(result.initial_loads):.2f}")
+    for slot in _checkpoints(result.slots):
+        nodes, weight = result.at(slot)
+        series.add_row(f"{slot:,}", str(nodes), f"{weight:.2f}")
+    out.print(series)
+    table = Table(title="against the paper", title_justify="left")
+    for column in ("", "nodes", "total weight", "node loads"):
+        table.add_column(column, justify="left" if not column else "right")
+
+    def loads(values: list[float]) -> str:
+        return ", ".join(f"{v:.2f}" for v in values)
+
+    table.add_row(
+        f"ours after {result.slots:,} slots",
+        str(summary["nodes"]),
+        f"{summary['total_weight']:.2f}",
+        loads(result.final_loads),
+    )
+    if spec.paper is not None:
+        table.add_row(
+            f"paper after {spec.paper.slots:,} slots",
+            str(spec.paper.nodes),
+            f"{spec.paper.total_weight:.2f}",
+            "",
+        )
+    table.add_row(
+        "ours at slot 0",
+        str(len(result.initial_loads)),
+        f"{sum(result.initial_loads):.2f}",
+        loads(result.initial_loads),
+    )
+    table.add_row(
+        "optimum (x = p, BFD)",
+        str(summary["optimum_nodes"]),
+        f"{summary['optimum_weight']:.2f}",
+        loads(result.optimum_loads),
+    )
+    out.print(table)
+    counts = Table(title="overloads and moves (the paper reports none)", title_justify="left")
+    for column in ("", "whole run", "2nd half"):
+        counts.add_column(column, justify="left" if not column else "right")
+    counts.add_row(
+        "node-slots overloaded", f"{summary['overloads']:,}", f"{summary['overloads_2nd_half']:,}"
+    )
+    counts.add_row(
+        "moves chosen / shrinks chosen", f"{summary['moves']:,} / {summary['shrinks']:,}", ""
+    )
+    counts.add_row(
+        "sites moved", f"{summary['moved_sites']:,}", f"{summary['moved_sites_2nd_half']:,}"
+    )
+    counts.add_row("weight moved", f"{summary['moved_weight']:.2f}", "")
+    counts.add_row("page steps down by shrinking", f"{summary['shrunk_pages']:,}", "")
+    counts.add_row("nodes opened", f"{summary['new_nodes']:,}", "")
+    rate = summary["update_rate_2nd_half"]
+    paper_rate = summary["paper_update_rate"]
+    counts.add_row(
+        "hits per slot / pages",
+        "",
+        f"{rate:.4f}" + ("" if paper_rate is None else f" (paper {paper_rate:g})"),
+    )
+    out.print(counts)
+    split = result.split
+    shares = Table(
+        title=f"capacity split over the final {int(split['nodes'])} nodes: expected hits per "
+        "slot (regular polling, true p)",
+        title_justify="left",
+    )
+    shares.add_column("")
+    shares.add_column("hits/slot", justify="right")
+    shares.add_column("of the limit", justify="right")
+    for label, key in (
+        ("one scheduler over all pages (the limit)", "limit"),
+        (f"shared multiplier, budgets (total {split['packed_total']:.2f})", "shared"),
+        ("shared multiplier, each node at full capacity", "shared_full"),
+        ("the run's packing, each node at its optimum", "learned"),
+    ):
+        shares.add_row(label, f"{split[key]:.2f}", f"{split[key] / split['limit']:.4%}")
+    out.print(shares)
 
 
 def _choose(requested: list[str] | None, spec: EnvSpec) -> tuple[list[str], dict[str, str]]:
