@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -19,6 +20,7 @@ from crawler.sim.catalog import EnvSpec, env_names, get_env
 from crawler.sim.lineup import default_lineup, importable
 from crawler.sim.parallel import Job, default_workers, run_jobs
 from crawler.sim.params import parse_params, route_params
+from crawler.sim.plot import PlotUnavailableError, require_matplotlib
 from crawler.sim.runner import RunResult
 
 #: show a progress bar when a command simulates at least this many slots in all
@@ -87,6 +89,12 @@ def simulate(
     """Run schedulers on a simulated environment and compare them with the analytic limit."""
     err = Console(stderr=True)
     out = Console(width=None if sys.stdout.isatty() else _PIPE_WIDTH)
+    if plot is not None:
+        try:
+            require_matplotlib()  # before the simulation, not after it
+        except PlotUnavailableError as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
     try:
         spec = get_env(
             env,
