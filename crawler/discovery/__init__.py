@@ -1,0 +1,45 @@
+"""Discovery: finding the pages that did not exist yesterday by following links.
+
+Pure decision logic (no I/O): the weblog-update foragers of *Selection in Scale-Free Small
+World* and their comparators (TD reinforcement-learning ordering, Best-First, breadth-first),
+the topical score of *Focused Crawling using Asynchronous Cellular Learning Automata*, link
+canonicalization, scope rules and per-source budgets. ``crawler.discovery._simulate`` runs the
+paper's comparison on a generated site (``crawler.testsite._graph``). See docs/discovery.md.
+"""
+
+from crawler.discovery._driver import Discovery, SourceCrawl
+from crawler.discovery._features import text_state
+from crawler.discovery._fleets import STRATEGIES, make_fleet
+from crawler.discovery._forager import Fleet, Forager, ReinforcingAgent
+from crawler.discovery._links import extract_links, page_text
+from crawler.discovery._ordering import (
+    BestFirstOrdering,
+    BreadthFirstOrdering,
+    Frontier,
+    ValueOrdering,
+)
+from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url, url_template
+from crawler.discovery._weblog import Weblog
+
+__all__ = [
+    "STRATEGIES",
+    "BestFirstOrdering",
+    "BreadthFirstOrdering",
+    "Discovery",
+    "Fleet",
+    "Forager",
+    "Frontier",
+    "Refusal",
+    "ReinforcingAgent",
+    "Scope",
+    "SourceBudget",
+    "SourceCrawl",
+    "ValueOrdering",
+    "Weblog",
+    "canonical_url",
+    "extract_links",
+    "make_fleet",
+    "page_text",
+    "text_state",
+    "url_template",
+]

@@ -1,0 +1,80 @@
+"""Canonicalization, scope rules and the per-source budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawler.discovery import Refusal, Scope, SourceBudget, canonical_url, url_template
+
+
+@pytest.mark.parametrize(
+    ("link", "base", "expected"),
+    [
+        ("HTTP://Example.COM:80/a/../b/?z=1&a=2#top", None, "http://example.com/b/?a=2&z=1"),
+        ("https://example.com:443/x", None, "https://example.com/x"),
+        ("https://example.com:8443/x", None, "https://example.com:8443/x"),
+        ("/item/3;jsessionid=ABC123?x=1", "http://e.com/a/b", "http://e.com/item/3?x=1"),
+        (
+            "next?PHPSESSID=9f&page=2&utm_source=rss",
+            "http://e.com/list/",
+            "http://e.com/list/next?page=2",
+        ),
+        ("http://e.com/a?sid=1", None, "http://e.com/a"),
+        ("http://e.com/a b", None, "http://e.com/a%20b"),
+        ("../up", "http://e.com/a/b/c", "http://e.com/a/up"),
+    ],
+)
+def test_canonical_form(link: str, base: str | None, expected: str) -> None:
+    assert canonical_url(link, base) == expected
+
+
+@pytest.mark.parametrize(
+    "link", ["mailto:a@b.c", "ftp://e.com/x", "javascript:void(0)", "http://", "http://u:p@e.com/"]
+)
+def test_not_followable_links_are_none(link: str) -> None:
+    assert canonical_url(link, "http://e.com/") is None
+
+
+def test_session_variants_fold_into_one_url() -> None:
+    variants = [f"/item/7;jsessionid={s}" for s in ("a1", "b2")] + ["/item/7?sid=zz", "/item/7"]
+    assert len({canonical_url(v, "http://e.com/") for v in variants}) == 1
+
+
+def test_url_template() -> None:
+    assert url_template("http://e.com/cal?d=2026-11-23") == "http://e.com/cal?d=N-N-N"
+
+
+def test_scope_same_host_domains_and_patterns() -> None:
+    scope = Scope.same_host("http://News.example.com/", allowed_domains=("cdn.org",))
+    assert scope.in_scope("http://news.example.com/a")
+    assert not scope.in_scope("http://example.com/a")
+    assert scope.in_scope("http://img.cdn.org/a") and scope.in_scope("http://cdn.org/a")
+    assert not scope.in_scope("http://evilcdn.org/a")
+    narrow = Scope(hosts=frozenset({"e.com"}), include=(r"/news/",), exclude=(r"/news/archive",))
+    assert narrow.in_scope("http://e.com/news/1")
+    assert not narrow.in_scope("http://e.com/sport/1")
+    assert not narrow.in_scope("http://e.com/news/archive/1")
+    with pytest.raises(ValueError, match="invalid scope pattern"):
+        Scope(include=("(",))
+
+
+def test_budget_refuses_each_kind_of_trap_link() -> None:
+    budget = SourceBudget(
+        Scope(hosts=frozenset({"e.com"}), max_depth=2, max_query_arguments=2, template_budget=3)
+    )
+    base = "http://e.com/"
+    assert budget.admit("/a", base, 1) == "http://e.com/a"
+    assert budget.admit("http://other.org/", base, 1) is Refusal.OUT_OF_SCOPE
+    assert budget.admit("/deep", base, 3) is Refusal.TOO_DEEP
+    assert budget.admit("/shop?a=1&b=2&c=3", base, 1) is Refusal.TOO_MANY_ARGUMENTS
+    days = [budget.admit(f"/cal?d=2026-01-{d:02d}", base, 1) for d in range(1, 6)]
+    assert days[:3] == [f"http://e.com/cal?d=2026-01-{d:02d}" for d in range(1, 4)]
+    assert days[3:] == [Refusal.TEMPLATE_BUDGET] * 2
+    assert budget.admit("mailto:x@e.com", base, 1) is Refusal.INVALID
+    assert budget.refused[Refusal.TEMPLATE_BUDGET] == 2
+
+
+def test_page_budget_is_never_exceeded() -> None:
+    budget = SourceBudget(Scope(hosts=frozenset({"e.com"}), page_budget=3))
+    assert [budget.charge() for _ in range(5)] == [True, True, True, False, False]
+    assert budget.pages == 3 and budget.exhausted
