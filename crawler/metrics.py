@@ -1,4 +1,4 @@
-"""Prometheus metrics of the crawl service (CONTRACTS.md section 4), in one place.
+"""Prometheus metrics of the crawl service (docs/metrics.md), in one place.
 
 One :class:`CrawlerMetrics` per service instance creates its metrics on its own
 :class:`prometheus_client.CollectorRegistry` (a fresh one unless given), so tests and

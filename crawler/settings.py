@@ -1,4 +1,4 @@
-"""Every setting of the service in one typed place (CONTRACTS.md section 3).
+"""Every setting of the service in one typed place (docs/settings.md).
 
 Each field has a default, an environment variable ``CRAWLER_<NAME>`` and may appear in a
 TOML file (``--config PATH`` or ``CRAWLER_CONFIG``; top-level keys named like the fields).

@@ -15,6 +15,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -165,3 +166,30 @@ def store(database_url: str) -> Iterator[Store]:
         yield st
     finally:
         st.close()
+
+
+# ----- the fast lane ------------------------------------------------------------------------
+# `python -m pytest -m "not slow"` is what a developer runs while working; it stays fast only
+# if every long test is marked. The summary names the unmarked tests that took longer than
+# SLOW_SECONDS (setup, call and teardown together) so they can be marked @pytest.mark.slow.
+# A loaded machine inflates the times: a name that shows up once is worth a second look,
+# not a mark.
+SLOW_SECONDS = 5.0
+_unmarked_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "slow" not in report.keywords:
+        _unmarked_durations[report.nodeid] = (
+            _unmarked_durations.get(report.nodeid, 0.0) + report.duration
+        )
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    long = sorted(
+        ((t, n) for n, t in _unmarked_durations.items() if t > SLOW_SECONDS), reverse=True
+    )
+    if long:
+        terminalreporter.section(f"tests over {SLOW_SECONDS:g} s not marked slow")
+        for seconds, nodeid in long:
+            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}")

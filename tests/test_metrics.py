@@ -1,4 +1,4 @@
-"""crawler.metrics (the metric names of CONTRACTS.md section 4) and crawler.health (a real
+"""crawler.metrics (the metric names of docs/metrics.md) and crawler.health (a real
 aiohttp server on 127.0.0.1)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from crawler.health import start_http_server
 from crawler.metrics import ERROR_KINDS, OUTCOMES, CrawlerMetrics
 
 CONTRACT_NAMES = {
-    # CONTRACTS.md section 4: exact names (family names as the text parser reports them)
+    # docs/metrics.md: exact names (family names as the text parser reports them)
     "crawler_polls",
     "crawler_poll_duration_seconds",
     "crawler_slots",

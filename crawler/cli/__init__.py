@@ -1,4 +1,4 @@
-"""The ``crawler`` command line (CONTRACTS.md section 2): thin, parses, calls, prints."""
+"""The ``crawler`` command line (docs/cli.md): thin, parses, calls, prints."""
 
 from __future__ import annotations
 

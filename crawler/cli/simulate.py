@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -23,6 +24,7 @@ from crawler.sim.packing_catalog import get_packing_env, packing_env_names
 from crawler.sim.packing_runner import PackingResult, run_packing
 from crawler.sim.parallel import Job, default_workers, run_jobs
 from crawler.sim.params import parse_params, route_params
+from crawler.sim.plot import PlotUnavailableError, require_matplotlib
 from crawler.sim.runner import RunResult
 
 #: show a progress bar when a command simulates at least this many slots in all
@@ -129,6 +131,12 @@ def simulate(
         return
     if slots is None:
         slots = _DEFAULT_SLOTS
+    if plot is not None:
+        try:
+            require_matplotlib()  # before the simulation, not after it
+        except PlotUnavailableError as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
     try:
         spec = get_env(
             env,

@@ -1,4 +1,4 @@
-"""Polling schedulers: pure Python and NumPy, no I/O (CONTRACTS.md section 1).
+"""Polling schedulers: pure Python and NumPy, no I/O (contract: docs/schedulers.md).
 
 >>> from crawler import schedulers
 >>> s = schedulers.create("lakg", capacity=3, seed=7)

@@ -1,4 +1,4 @@
-"""The scheduler API shared by every scheduler (CONTRACTS.md section 1).
+"""The scheduler API shared by every scheduler (docs/schedulers.md, "The scheduler contract").
 
 A scheduler keeps one row per watched URL in parallel NumPy arrays, sorted by URL id.
 Subclasses name their own per-URL arrays in ``_url_fields`` (each a NumPy array attribute

@@ -4,7 +4,7 @@ Overwrite model, known change probabilities p_i per slot: maximize
 sum_i w_i x_i (1 - q_i^(1/x_i)) subject to sum_i x_i = C and 0 <= x_i <= 1,
 with q_i = 1 - p_i and r_i = -ln q_i. With u = r_i / x_i the marginal value of
 x_i is w_i g(u), g(u) = 1 - e^-u (1 + u), which falls as x_i grows. Bisecting on
-the multiplier m gives the optimum (ALGORITHMS.md, "The Optimal policy").
+the multiplier m gives the optimum (docs/schedulers.md, "The Lagrange optimum").
 """
 
 from __future__ import annotations

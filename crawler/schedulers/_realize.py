@@ -1,4 +1,4 @@
-"""Turning wanted frequencies into the URLs of one slot (ALGORITHMS.md).
+"""Turning wanted frequencies into the URLs of one slot (docs/schedulers.md).
 
 Both realizations aim to poll URL i with long-run frequency y_i = min(1, lam * x_i), where
 lam is chosen so that sum(y) = C: the whole capacity is used even while sum(x) < C, and

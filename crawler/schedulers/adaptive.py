@@ -1,5 +1,5 @@
 """Adaptive fetch interval, as Nutch (AdaptiveFetchSchedule) and StormCrawler
-(AdaptiveScheduler) do it, in slots (ALGORITHMS.md, Baselines).
+(AdaptiveScheduler) do it, in slots (docs/schedulers.md, baselines).
 
 Each URL has an interval in slots. Miss (unchanged, HTTP 304 included):
 interval *= 1 + inc. Hit: Nutch: interval *= 1 - dec; StormCrawler:

@@ -1,6 +1,6 @@
 """BayesRate: estimate every URL's change rate online and poll by the Lagrange optimum.
 
-The project's own scheduler (ALGORITHMS.md, "The Optimal policy and the limit").
+The project's own scheduler (docs/schedulers.md, "`bayes`").
 
 **Estimator.** Under the overwrite model a poll after an interval of ``tau`` slots hits with
 probability ``1 - exp(-r tau)`` (``r = -ln(1 - p)``). Per URL we keep four discounted sums:

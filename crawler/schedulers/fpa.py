@@ -1,4 +1,4 @@
-"""FPA, the Fixed Partitioning Automaton (thesis §5.2; ALGORITHMS.md).
+"""FPA, the Fixed Partitioning Automaton (thesis §5.2; docs/schedulers.md).
 
 Two classes of fixed size: P1 (``M = floor((1 - f) C)`` URLs, polled every slot) and P2
 (the rest, polled round-robin with the remaining ``C - M`` polls per slot; the base class's

@@ -88,7 +88,7 @@ class LAKG(Scheduler):
     Parameters: ``N`` states per automaton (None: chosen from n and C, see
     ``auto_states``), ``gamma`` > 0 the shape of x = (s/N)^gamma, ``init`` "even"
     (x close to C/n) or "low" (s = 1), ``mode`` "sequential" (knapsack re-checked after
-    every update, ALGORITHMS.md) or "thesis" (checked once per slot, full when sum(x) > C).
+    every update, docs/schedulers.md) or "thesis" (checked once per slot, full when sum(x) > C).
     """
 
     name: ClassVar[str] = "lakg"

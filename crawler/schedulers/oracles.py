@@ -1,4 +1,4 @@
-"""Oracle baselines that know every URL's true change probability (ALGORITHMS.md, Baselines).
+"""Oracle baselines that know every URL's true change probability (docs/schedulers.md, baselines).
 
 * ``Proportional``: x_i proportional to p_i, capped at 1 and water-filled to C.
 * ``WeightedProportional`` (the thesis's baseline): x_i proportional to w_i p_i, likewise.

@@ -1,4 +1,4 @@
-"""The crawl loop: one slot = select, fetch, judge, learn, commit (DESIGN.md).
+"""The crawl loop: one slot = select, fetch, judge, learn, commit (ARCHITECTURE.md).
 
 Components are built from the settings and can be passed in for tests. The scheduler is
 pure and synchronous; the store is synchronous and runs in a worker thread; the fetcher

@@ -1,7 +1,7 @@
 """Change environments: URLs that change at random, and the outcome of polling them.
 
 Every URL i changes in each slot with probability p_i(t), independently. Two models
-(ALGORITHMS.md, "Environments for simulation"):
+(docs/simulator.md):
 
 - ``overwrite``: a poll hits iff at least one change happened since that URL's previous
   poll. Simulated exactly in O(polled) per slot: each URL keeps its cumulative

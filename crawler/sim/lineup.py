@@ -36,7 +36,7 @@ def importable(names: Iterable[str]) -> tuple[list[str], dict[str, str]]:
 
 def default_lineup(capacity: float, weighted: bool = False) -> tuple[list[str], dict[str, str]]:
     """Every registered scheduler that imports, in a readable order. FPA is left out when
-    C < 2: it is made for many polls per slot and degenerates at C = 1 (ALGORITHMS.md);
+    C < 2: it is made for many polls per slot and degenerates at C = 1 (docs/schedulers.md);
     weighted_proportional is left out when the URLs carry no importance (it is then
     exactly proportional)."""
     registered = schedulers.names()

@@ -1,15 +1,41 @@
-"""Ratio to the limit against slots, one line per run, as a PNG (matplotlib, Agg)."""
+"""Ratio to the limit against slots, one line per run, as a PNG (matplotlib, Agg).
+
+matplotlib is an optional dependency (the ``plot`` extra): nothing else of the project needs
+it, and it is the heaviest package to install. It is imported only when a plot is drawn;
+``require_matplotlib`` lets the CLI refuse ``--plot`` before a long simulation, not after.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
 from crawler.sim.runner import RunResult
 
+INSTALL_HINT = "pip install 'crawler[plot]'"
+
+
+class PlotUnavailableError(ValueError):
+    """matplotlib is not installed."""
+
+
+def require_matplotlib() -> None:
+    """Raise :class:`PlotUnavailableError`, saying how to install it, if matplotlib is missing."""
+    try:
+        found = importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # a broken or blocked installation
+        found = False
+    if not found:
+        raise PlotUnavailableError(
+            f"--plot needs matplotlib, which is not installed: {INSTALL_HINT}"
+        )
+
 
 def plot_ratios(results: Sequence[RunResult], path: str | Path, *, title: str = "") -> Path:
-    """Write the plot to ``path`` and return it."""
+    """Write the plot to ``path`` and return it (:class:`PlotUnavailableError` if matplotlib
+    is missing)."""
+    require_matplotlib()
     import matplotlib
 
     matplotlib.use("Agg", force=True)

@@ -1,4 +1,4 @@
-"""The admin commands (CONTRACTS.md section 2) against a real database file."""
+"""The admin commands (docs/cli.md) against a real database file."""
 
 from __future__ import annotations
 

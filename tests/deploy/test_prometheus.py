@@ -202,6 +202,7 @@ async def query(session: aiohttp.ClientSession, base: str, expr: str) -> list[di
     return result
 
 
+@pytest.mark.slow
 async def test_real_prometheus_evaluates_every_dashboard_query(tmp_path: Path) -> None:
     queries = dashboard_queries()
     assert len(queries) >= 10

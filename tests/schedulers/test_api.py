@@ -1,4 +1,4 @@
-"""The scheduler contract (CONTRACTS.md section 1), checked on every registered scheduler."""
+"""The scheduler contract (docs/schedulers.md), checked on every registered scheduler."""
 
 from __future__ import annotations
 

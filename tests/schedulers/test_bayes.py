@@ -136,6 +136,7 @@ def test_shift_test_catches_a_cold_url_turning_hot() -> None:
     assert min(without) >= 3 * max(with_test)
 
 
+@pytest.mark.slow
 def test_shift_test_rarely_fires_on_a_static_env() -> None:
     rng = np.random.default_rng(4)
     p = zipf(0.3, 1.5, 200)
@@ -155,6 +156,7 @@ def test_shift_test_rarely_fires_on_a_static_env() -> None:
     assert shifts <= 20  # of 40,000 polls
 
 
+@pytest.mark.slow
 def test_shift_test_recovers_a_mirror_swap_sooner() -> None:
     """The thesis's mirror switching (every 2,500 slots URL k and n+1-k trade rates and
     weights): the shift test lifts the ratio to the limit well above forgetting alone."""

@@ -354,7 +354,7 @@ def test_converges_toward_optimum(realization: str) -> None:
     assert abs(x.sum() - capacity) < 0.05
     assert np.corrcoef(x, best)[0, 1] > 0.95
     ratio = hits[4000:].mean() / limit(p, capacity)
-    # The sampler is worth less than regular polling (ALGORITHMS.md).
+    # The sampler is worth less than regular polling (docs/schedulers.md).
     assert ratio > (0.95 if realization == "stride" else 0.8)
 
 

@@ -1,4 +1,4 @@
-"""The Lagrange optimum and the reference values of ALGORITHMS.md."""
+"""The Lagrange optimum and the reference values of docs/schedulers.md."""
 
 from __future__ import annotations
 

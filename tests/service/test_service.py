@@ -34,6 +34,7 @@ async def run_service(
     return summaries, service
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fetch_workers", "chunk"),
     [(1, 128), (1, 1), (0, 128)],
@@ -69,6 +70,7 @@ async def test_learns_and_counts_exactly_the_true_changes(
     np.testing.assert_allclose(x, live_x, rtol=1e-6)
 
 
+@pytest.mark.slow
 async def test_urls_added_and_removed_while_running_are_picked_up(
     database_url: str, site: ChangingSite
 ) -> None:
@@ -144,6 +146,7 @@ async def misbehaving_server() -> AsyncIterator[tuple[str, str]]:
             await runner.cleanup()
 
 
+@pytest.mark.slow
 async def test_bad_targets_are_recorded_failures_not_crashes(database_url: str) -> None:
     async with misbehaving_server() as (base, busy_base):
         urls = [
@@ -179,6 +182,7 @@ async def test_bad_targets_are_recorded_failures_not_crashes(database_url: str) 
     assert by_path["bad-html"] == {None}
 
 
+@pytest.mark.slow
 async def test_database_briefly_unavailable_loses_nothing(
     database_url: str, site: ChangingSite
 ) -> None:
