@@ -6,16 +6,23 @@
 
 from crawler.schedulers._base import Scheduler, State
 from crawler.schedulers._optimum import (
+    Constrained,
+    constrained_allocation,
+    constrained_limit,
     expected_hits,
     limit,
     optimal_allocation,
+    solve_constrained,
     whole_slot_limit,
 )
 from crawler.schedulers._registry import create, names, restore, scheduler_class
 
 __all__ = [
+    "Constrained",
     "Scheduler",
     "State",
+    "constrained_allocation",
+    "constrained_limit",
     "create",
     "expected_hits",
     "limit",
@@ -23,5 +30,6 @@ __all__ = [
     "optimal_allocation",
     "restore",
     "scheduler_class",
+    "solve_constrained",
     "whole_slot_limit",
 ]
