@@ -369,9 +369,7 @@ class Limits:
     @property
     def constrained(self) -> bool:
         """Whether anything here can bind (a finite cap, a lower bound > 0 or upper < 1)."""
-        return bool(
-            np.isfinite(self.cap).any() or np.any(self.lower > 0) or np.any(self.upper < 1)
-        )
+        return bool(np.isfinite(self.cap).any() or np.any(self.lower > 0) or np.any(self.upper < 1))
 
 
 def _bound(values: ArrayLike | None, n: int, default: float, what: str) -> FloatArray:

@@ -136,7 +136,11 @@ class AdaptiveInterval(Scheduler):
         now = float(self._slot)
         ratio = np.subtract(now, self._last)
         np.divide(ratio, self._interval, out=ratio)
+        if self._guard is not None:
+            ratio[~self._guard.allowed(self._slot)] = -np.inf  # paused, too soon, failing
         chosen = top_k(ratio, k)
+        if self._guard is not None:
+            chosen = chosen[ratio[chosen] > -np.inf]
         if not self.fill_budget:
             chosen = chosen[ratio[chosen] >= 1.0]
         self._last[chosen] = now

@@ -24,7 +24,7 @@ from crawler.schedulers import (
     optimal_allocation,
     solve_constrained,
 )
-from crawler.schedulers._optimum import change_rates, fitted_lower, Limits
+from crawler.schedulers._optimum import Limits, change_rates, fitted_lower
 
 STEPS = 1500
 
@@ -241,9 +241,7 @@ def test_infeasible_lower_bounds_are_scaled_down() -> None:
     lower = np.array([0.5, 0.5, 0.2, 0.2])
     groups = np.array([0, 0, 1, 1])
     # host 0: minimums 1.0 over its cap 0.5 -> halved; then 0.25 + 0.25 + 0.2 + 0.2 = 0.9
-    solved = solve_constrained(
-        change_rates(p), 2.0, groups=groups, caps={0: 0.5}, lower=lower
-    )
+    solved = solve_constrained(change_rates(p), 2.0, groups=groups, caps={0: 0.5}, lower=lower)
     assert not solved.feasible
     assert np.allclose(solved.x[:2], [0.25, 0.25])
     assert solved.x.sum() == pytest.approx(2.0)
