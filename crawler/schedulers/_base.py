@@ -72,6 +72,12 @@ class Scheduler(ABC):
     #: per-URL fields added by a later release: a state saved before has none, and
     #: ``from_state()`` starts them at zero
     _added_fields: ClassVar[tuple[str, ...]] = ()
+    #: whether the stride credit in ``_credit`` drives the selection (then polls the
+    #: constraints turn away are given to other due URLs by their credit)
+    _uses_credit: ClassVar[bool] = True
+    #: whether the wanted frequencies already solve the constrained problem (then they are
+    #: not projected on the constraints again)
+    _solves_constraints: ClassVar[bool] = False
 
     def __init__(
         self, capacity: float, *, seed: int | None = None, realization: str = "stride"
@@ -205,7 +211,8 @@ class Scheduler(ABC):
             return np.empty(0, dtype=np.int64)
         chosen = self._choose(k)
         if self._guard is not None:
-            chosen, dropped = self._guard.enforce(chosen, self._slot, k)
+            credit = self._credit if self._uses_credit and self.realization == "stride" else None
+            chosen, dropped = self._guard.enforce(chosen, self._slot, k, credit)
             refund(self._credit, dropped)
         # Polls a realization could not place (no URL due yet) carry over to later slots,
         # never more than one slot's worth, and never beyond ceil(C) polls in a slot.
@@ -252,7 +259,7 @@ class Scheduler(ABC):
 
     def set_group_caps(self, caps: Mapping[int, float | None]) -> None:
         """Cap host groups at some polls per slot (label -> cap; None removes a cap). A
-        slot never polls more than ``max(cap, 1)`` URLs of a group, and over time at most
+        slot never polls more than ``ceil(cap)`` URLs of a group, and over time at most
         ``cap`` per slot on average."""
         self._guarded().set_caps(caps)
         self._constraints_changed()
@@ -457,7 +464,7 @@ class Scheduler(ABC):
     def _fitted(self, shares: FloatArray) -> FloatArray:
         """Poll shares fitted to the caps and bounds in force (unchanged without any)."""
         guard = self._guard
-        if guard is None or not guard.active():
+        if guard is None or self._solves_constraints or not guard.active():
             return shares
         return guard.project(shares, self.capacity, self._slot)
 

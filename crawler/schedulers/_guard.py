@@ -5,9 +5,9 @@ impose on the allocation, and it enforces the hard part of it on each slot's sel
 
 - **host groups and caps**: each URL may belong to a group (its host) with a cap in polls
   per slot (politeness). Each group has a credit that grows by its cap every slot (up to
-  ``max(cap, 1)``, so an idle host does not save up a burst); a slot polls at most
+  ``ceil(cap)``, so an idle host does not save up a burst); a slot polls at most
   ``floor(credit)`` of the group's URLs and pays one per poll. A cap of 0.5 is one poll
-  every other slot; a cap of 10 is at most 10 polls in any slot.
+  every other slot, 1.5 alternates one and two, 10 is at most 10 polls in any slot.
 - **bounds**: ``lower`` and ``upper`` in polls per slot. ``upper`` is enforced as a minimum
   gap: a URL is not polled again before ``ceil(1 / upper)`` slots (``upper`` 0: paused,
   never). ``lower`` is enforced as a deadline: a URL whose gap reaches ``floor(1 / lower)``
@@ -290,11 +290,18 @@ class Guard:
 
     # ----- each slot --------------------------------------------------------------------
 
-    def enforce(self, rows: IndexArray, slot: int, k: int) -> tuple[IndexArray, IndexArray]:
+    def enforce(
+        self, rows: IndexArray, slot: int, k: int, credit: FloatArray | None = None
+    ) -> tuple[IndexArray, IndexArray]:
         """Filter a slot's picks (row positions, in the scheduler's order of preference):
         drop what is paused, too soon for its upper bound or over its host's credit, put the
         URLs that reached their lower bound's deadline first, keep at most k. Returns the
-        kept rows and the dropped ones (for the caller to give their credit back)."""
+        kept rows and the dropped ones (for the caller to give their stride credit back).
+
+        With ``credit`` (a stride realization's per-URL credits), polls left free by the
+        dropped picks go to the other due URLs (credit >= 1) that are allowed, largest
+        credit first; each pays 1 from its credit. Without it a stride scheduler would keep
+        picking the backlog of a capped host, only to see it dropped again."""
         limits = self.limits()
         lower, upper = limits.lower, limits.upper
         with np.errstate(divide="ignore"):
@@ -310,15 +317,56 @@ class Guard:
             forced = np.flatnonzero(late >= 0)
             if forced.size:
                 forced = forced[np.argsort(-late[forced], kind="stable")]
-                allowed = allowed[~np.isin(allowed, forced)]
+                is_forced = np.zeros(self.label.size, dtype=bool)
+                is_forced[forced] = True
+                allowed = allowed[~is_forced[allowed]]
         order = np.concatenate([forced, allowed]).astype(np.intp)
         group, labels, cap = self._groups()
-        if labels.size:
-            order = self._within_credit(order, group, labels, cap)
+        host_credit = self._host_credit(labels, cap) if labels.size else None
+        if host_credit is not None:
+            order = self._within_credit(order, group, host_credit)
         kept = order[:k]
+        taken = np.zeros(self.label.size, dtype=bool)
+        taken[kept] = True
+        dropped = rows[~taken[rows]]
+        if credit is not None and kept.size < k:
+            kept = self._refill(kept, k, taken, rows, credit, slot, upper, group, host_credit)
+        if host_credit is not None:
+            self._keep_credit(labels, cap, host_credit)
         self.last[kept] = slot
-        dropped = rows[~np.isin(rows, kept)]
         return kept, dropped
+
+    def _refill(
+        self,
+        kept: IndexArray,
+        k: int,
+        taken: BoolArray,
+        rows: IndexArray,
+        credit: FloatArray,
+        slot: int,
+        upper: FloatArray,
+        group: IndexArray,
+        host_credit: FloatArray | None,
+    ) -> IndexArray:
+        """Fill the polls left free with the allowed URLs of the largest stride credit (the
+        due ones first, then those nearest to due: with an integer capacity a poll not made
+        in its slot is lost for good). Each pays 1 from its credit."""
+        need = k - kept.size
+        taken[rows] = True
+        with np.errstate(divide="ignore"):
+            soon = np.ceil(1.0 / upper - 1e-9)
+        pool = np.flatnonzero(~taken & (slot - self.last >= soon))
+        if pool.size == 0:
+            return kept
+        many = min(pool.size, 8 * need + 64)
+        if many < pool.size:
+            pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
+        pool = pool[np.argsort(-credit[pool], kind="stable")]
+        if host_credit is not None:
+            pool = self._within_credit(pool, group, host_credit, limit=need)
+        extra = pool[:need]
+        credit[extra] -= 1.0
+        return np.concatenate([kept, extra]).astype(np.intp)
 
     def allowed(self, slot: int) -> BoolArray:
         """Rows that their upper bound (pause, back-off, retirement) lets be polled now."""
@@ -327,33 +375,45 @@ class Guard:
         allowed: BoolArray = (slot - self.last) >= min_gap
         return allowed
 
-    def _within_credit(
-        self, order: IndexArray, group: IndexArray, labels: IdArray, cap: FloatArray
-    ) -> IndexArray:
-        """Keep, in order, at most floor(credit) rows of each capped group; pay for them."""
+    def _host_credit(self, labels: IdArray, cap: FloatArray) -> FloatArray:
+        """This slot's credit per group: last slot's plus the cap, at most ceil(cap)."""
         credit = np.array([self._credit.get(int(label), 0.0) for label in labels.tolist()])
-        credit = np.where(np.isfinite(cap), np.minimum(credit + cap, np.maximum(cap, 1.0)), np.inf)
+        ceiling = np.ceil(np.where(np.isfinite(cap), cap, 1.0) - 1e-9)
+        return np.where(np.isfinite(cap), np.minimum(credit + cap, ceiling), np.inf)
+
+    @staticmethod
+    def _within_credit(
+        order: IndexArray, group: IndexArray, credit: FloatArray, limit: int | None = None
+    ) -> IndexArray:
+        """Keep, in order, at most floor(credit) rows of each capped group, and at most
+        ``limit`` rows in all (the credit is lowered by what is kept)."""
+        if order.size == 0:
+            return order
         g = group[order]
-        capped = g >= 0
-        allow = np.floor(credit + 1e-9)
         keep = np.ones(order.size, dtype=bool)
-        if capped.any():
-            idx = np.flatnonzero(capped)
+        idx = np.flatnonzero(g >= 0)
+        if idx.size:
             gs = g[idx]
             ranked = np.argsort(gs, kind="stable")
             sorted_g = gs[ranked]
             start = np.searchsorted(sorted_g, sorted_g, side="left")
             rank = np.empty(idx.size, dtype=np.int64)
             rank[ranked] = np.arange(idx.size) - start
-            keep[idx] = rank < allow[gs]
-        used = np.bincount(g[keep & capped], minlength=labels.size)
-        credit = credit - used
+            keep[idx] = rank < np.floor(credit[gs] + 1e-9)
+        if limit is not None:
+            keep &= np.cumsum(keep) <= limit
+        if idx.size:
+            credit -= np.bincount(g[keep & (g >= 0)], minlength=credit.size)
+        return order[keep]
+
+    def _keep_credit(self, labels: IdArray, cap: FloatArray, credit: FloatArray) -> None:
+        """Store the groups' credit left after this slot (``credit`` is already net of
+        what ``_within_credit`` kept)."""
         for label, value, limited in zip(
             labels.tolist(), credit.tolist(), np.isfinite(cap).tolist(), strict=True
         ):
             if limited:
                 self._credit[label] = value
-        return order[keep]
 
     def cap_load(self, shares: FloatArray) -> tuple[IdArray, FloatArray, FloatArray]:
         """Per capped group: its label, its cap and the polls per slot ``shares`` give it."""

@@ -52,6 +52,7 @@ class AdaptiveInterval(Scheduler):
     """Per-URL adaptive revisit interval; polls the C most overdue URLs each slot."""
 
     name: ClassVar[str] = "adaptive"
+    _uses_credit: ClassVar[bool] = False
     _url_fields: ClassVar[tuple[str, ...]] = ("interval", "last")
 
     def __init__(

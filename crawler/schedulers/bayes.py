@@ -111,6 +111,7 @@ class BayesRate(Scheduler):
     optimum (see the module docstring)."""
 
     name: ClassVar[str] = "bayes"
+    _solves_constraints: ClassVar[bool] = True
     _url_fields: ClassVar[tuple[str, ...]] = (
         "last",
         "hit_time",

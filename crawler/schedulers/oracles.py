@@ -121,6 +121,7 @@ class Optimal(_Oracle):
     """The Lagrange optimum of expected (importance-weighted) hits under regular polling."""
 
     name: ClassVar[str] = "optimal"
+    _solves_constraints: ClassVar[bool] = True
 
     def _allocation(self) -> FloatArray:
         if self._ids.size == 0:
