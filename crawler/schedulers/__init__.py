@@ -5,6 +5,7 @@
 """
 
 from crawler.schedulers._base import Scheduler, State
+from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, classify_failure
 from crawler.schedulers._optimum import (
     Constrained,
     constrained_allocation,
@@ -18,9 +19,12 @@ from crawler.schedulers._optimum import (
 from crawler.schedulers._registry import create, names, restore, scheduler_class
 
 __all__ = [
+    "FAILURE_KINDS",
     "Constrained",
+    "FailureKind",
     "Scheduler",
     "State",
+    "classify_failure",
     "constrained_allocation",
     "constrained_limit",
     "create",

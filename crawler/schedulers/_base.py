@@ -210,10 +210,13 @@ class Scheduler(ABC):
             self._selected_rows = None
             return np.empty(0, dtype=np.int64)
         chosen = self._choose(k)
-        if self._guard is not None:
+        guard = self._guard
+        if guard is not None and guard.active():
             credit = self._credit if self._uses_credit and self.realization == "stride" else None
-            chosen, dropped = self._guard.enforce(chosen, self._slot, k, credit)
+            chosen, dropped = guard.enforce(chosen, self._slot, k, credit)
             refund(self._credit, dropped)
+        elif guard is not None:
+            guard.last[chosen] = self._slot
         # Polls a realization could not place (no URL due yet) carry over to later slots,
         # never more than one slot's worth, and never beyond ceil(C) polls in a slot.
         self._budget = min(self._budget - chosen.size, float(most))

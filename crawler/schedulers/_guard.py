@@ -121,6 +121,8 @@ class Guard:
         self._projected_at = -1
         self._projected_version = -1
         self._scale: FloatArray = np.ones(n)
+        self._active = False
+        self._active_version = -1
 
     # ----- rows -------------------------------------------------------------------------
 
@@ -257,15 +259,19 @@ class Guard:
         return self._limits
 
     def active(self) -> bool:
-        """Whether anything here constrains the allocation."""
-        return bool(
-            self.caps
-            or np.any(self.lower > 0)
-            or np.any(self.upper < 1)
-            or self.paused.any()
-            or self.retired.any()
-            or np.any(self.streak > 0)
-        )
+        """Whether anything here constrains the allocation (nothing does: the scheduler
+        behaves exactly as without a guard)."""
+        if self._active_version != self.version:
+            self._active = bool(
+                self.caps
+                or np.any(self.lower > 0)
+                or np.any(self.upper < 1)
+                or self.paused.any()
+                or self.retired.any()
+                or np.any(self.streak > 0)
+            )
+            self._active_version = self.version
+        return self._active
 
     def project(self, shares: FloatArray, capacity: float, slot: int) -> FloatArray:
         """The wanted polls per slot, scaled to fit the caps, budget and bounds: per URL
