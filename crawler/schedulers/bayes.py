@@ -249,11 +249,15 @@ class BayesRate(Scheduler):
     def _after_add(self) -> None:
         self._refresh_weighted()
         self._stale = True
+        if self._row_level is not None:
+            self._resolve()  # the per-row levels must stay aligned with the rows
 
     def _after_remove(self) -> None:
         self._refresh_weighted()
         self._total = float(self._x.sum(dtype=np.float64))
         self._stale = True
+        if self._row_level is not None:
+            self._resolve()
 
     def _after_restore(self) -> None:
         self._refresh_weighted()

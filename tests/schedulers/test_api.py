@@ -328,6 +328,30 @@ def test_failing_urls_back_off_and_come_back(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_add_and_remove_under_constraints(name: str) -> None:
+    rng = np.random.default_rng(12)
+    s = make(name, capacity=3)
+    ids = np.arange(30, dtype=np.int64)
+    populate(s, ids)
+    s.set_groups(ids, ids % 3)
+    s.set_group_caps({0: 0.5, 1: 1.0})
+    s.set_bounds([5], upper=0.25)
+    run_slots(s, 30, rng)
+    chosen = s.select()
+    s.remove(chosen[:2])
+    s.feedback(chosen, np.ones(chosen.size, dtype=bool))  # late feedback of removed ones
+    populate(s, np.arange(100, 106))
+    s.set_groups(np.arange(100, 106), 0)
+    for picked in run_slots(s, 80, rng):
+        assert not np.isin(picked, chosen[:2]).any()
+        groups = np.where(picked >= 100, 0, picked % 3)
+        assert np.count_nonzero(groups == 0) <= 1
+        assert np.count_nonzero(groups == 1) <= 1
+    _, x = s.frequencies()
+    assert x.size == 36 - chosen[:2].size and np.all((x >= 0) & (x <= 1))
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_bad_constraints_are_clear_errors(name: str) -> None:
     s = make(name)
     populate(s, np.arange(5))
