@@ -87,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     outcomes = run_jobs(jobs, workers=args.workers, on_done=on_done)
     rows = _aggregate(jobs, outcomes)
-    print(_markdown(rows, slots, thesis_slots, len(seeds)))
+    hosts_run = any(job.env.hosts for job in jobs)
+    print(_markdown(rows, slots, thesis_slots, len(seeds), host_slots if hosts_run else None))
     loss = _truncation_loss(rows)
     if loss:
         print("\n" + loss)
@@ -245,15 +246,23 @@ def _mean(values: Any) -> float | None:
     return statistics.fmean(clean) if clean else None
 
 
-def _markdown(rows: list[dict[str, Any]], slots: int, thesis_slots: int, seeds: int) -> str:
+def _markdown(
+    rows: list[dict[str, Any]],
+    slots: int,
+    thesis_slots: int,
+    seeds: int,
+    host_slots: int | None = None,
+) -> str:
     lines = [
         f"Ratio to the limit over the second half of each run (mean ± sd over {seeds} "
         f"seed(s)); {slots:,} slots per run"
         + (f" ({thesis_slots:,} on the thesis environments)" if thesis_slots != slots else "")
+        + (f" ({host_slots:,} on the host environments)" if host_slots else "")
         + ". 'to 90%' / 'to 95%': median slot at which the trailing-window average first "
         "reaches that share of the limit (k/n: only k of n seeds got there; - : none). "
         "'bound': the best any schedule polling at whole-slot intervals can do, as a share of "
-        "the limit (whole_slot_limit / limit; no scheduler can exceed it).",
+        "the limit (whole_slot_limit / limit; no scheduler can exceed it; blank under host "
+        "caps). On the host environments the limit is the constrained one.",
         "",
         "| env | scheduler | ratio | ± sd | bound | retrieved imp. | value/slot | limit "
         "| to 90% | to 95% | s/run |",
