@@ -28,7 +28,7 @@ def simulate(
 
 
 @pytest.mark.slow
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     n=st.integers(20, 200),
     capacity=st.floats(1.0, 8.0),
