@@ -174,12 +174,18 @@ def _plan(
 
 def _whole_slot_share(env: EnvSpec) -> float | None:
     """The whole-slot limit as a share of the analytic limit (1.0 when updates disappear:
-    the optimum then polls the best URLs every slot, already whole intervals; None under
-    host caps: whole_slot_limit has no constrained form yet)."""
-    if env.host_cap > 0:
-        return None
+    the optimum then polls the best URLs every slot, already whole intervals). Under host
+    caps, the constrained whole-slot bound over the constrained limit."""
     if env.model != "overwrite":
         return 1.0
+    if env.host_cap > 0:
+        built = env.build(0)
+        p = built.p.copy()
+        w = None if built.importance is None else built.importance.copy()
+        kwargs: dict[str, Any] = {"groups": built.groups, "caps": built.caps}
+        fractional = schedulers.constrained_limit(p, built.capacity, w, **kwargs)
+        bound = schedulers.constrained_whole_slot_limit(p, built.capacity, w, **kwargs)
+        return bound / fractional
     built = env.build(0)
     p, w = built.p.copy(), None if built.importance is None else built.importance.copy()
     fractional = schedulers.limit(p, built.capacity, w)
@@ -261,8 +267,8 @@ def _markdown(
         + ". 'to 90%' / 'to 95%': median slot at which the trailing-window average first "
         "reaches that share of the limit (k/n: only k of n seeds got there; - : none). "
         "'bound': the best any schedule polling at whole-slot intervals can do, as a share of "
-        "the limit (whole_slot_limit / limit; no scheduler can exceed it; blank under host "
-        "caps). On the host environments the limit is the constrained one.",
+        "the limit (whole_slot_limit / limit; no scheduler can exceed it). On the host "
+        "environments the limit and the bound are the constrained ones.",
         "",
         "| env | scheduler | ratio | ± sd | bound | retrieved imp. | value/slot | limit "
         "| to 90% | to 95% | s/run |",

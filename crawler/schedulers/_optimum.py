@@ -679,3 +679,74 @@ def fitted_lower(limits: Limits, capacity: float) -> FloatArray:
     if total > capacity * (1 + _FIT_TOL):
         x *= capacity / total
     return x
+
+
+def constrained_whole_slot_limit(
+    p: ArrayLike,
+    capacity: float,
+    importance: ArrayLike | None = None,
+    *,
+    groups: ArrayLike | None = None,
+    caps: Mapping[int, float] | None = None,
+) -> float:
+    """``whole_slot_limit`` under host caps: an upper bound on the value per slot of any
+    schedule that polls each URL at whole-slot intervals within the caps and the budget.
+
+    By weak duality, for any multipliers m >= 0 (budget) and mu_h >= 0 (caps),
+    ``m C + sum_h mu_h K_h + sum_i max(0, max_k w_i (1 - q_i^k - c_i) / k)``, with
+    ``c_i = (m + mu_h(i)) / w_i``, bounds the value of every whole-interval allocation that
+    fits. The multipliers of the fractional constrained optimum are near-optimal for it;
+    they are scaled by the factor (found by golden-section search, the dual being convex)
+    that gives the smallest bound, and the result is the smaller of that and the
+    fractional constrained limit (both are upper bounds). The inner maximum over k is
+    found among the integers around the continuous optimum k* = g^-1(c) / r (the
+    function is unimodal in k)."""
+    pa = _checked_problem(p, capacity)
+    w = np.ones_like(pa) if importance is None else _checked_weights(importance, pa)
+    weights = None if importance is None or np.all(w == w[0]) else w
+    r = change_rates(pa)
+    limits = Limits.build(pa.size, groups, caps)
+    curve, top = optimum_curve(r, weights)
+    solved = constrained_fill(curve, top, float(capacity), limits)
+    own = np.append(solved.group_level, 0.0)[limits.group]
+    level_row = np.maximum(own, solved.level)
+    if weights is None:  # levels are u: the marginal value is g(u)
+        marg_row = _marginal_gain(np.minimum(level_row, 700.0))
+        m = float(_marginal_gain(np.array([min(solved.level, 700.0)]))[0])
+        own_m = _marginal_gain(np.minimum(solved.group_level, 700.0))
+    else:
+        marg_row, m, own_m = level_row, solved.level, solved.group_level
+    mu = np.maximum(own_m - m, 0.0)
+    finite_cap = np.isfinite(limits.cap)
+    fractional = expected_hits(solved.x, pa, weights)
+
+    def dual(t: float) -> float:
+        c = np.minimum(t * marg_row / w, 1.0)
+        u = fast_inverse_gain(np.minimum(c, 1.0 - 1e-12))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            k_star = np.where(r > 0, u / r, np.inf)
+        base = np.maximum(np.floor(np.minimum(k_star, 1e15)) - 1.0, 1.0)
+        best = np.zeros_like(pa)
+        for step in range(4):
+            k = base + step
+            with np.errstate(over="ignore", invalid="ignore"):
+                gain = np.where(np.isfinite(r), -np.expm1(-r * k), 1.0)
+            best = np.maximum(best, (gain - c) / k)
+        inner = float(np.sum(w * best))
+        caps_term = float(np.sum(t * mu[finite_cap] * limits.cap[finite_cap]))
+        return inner + t * m * capacity + caps_term
+
+    lo, hi = 0.5, 1.5
+    golden = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = hi - golden * (hi - lo), lo + golden * (hi - lo)
+    fa, fb = dual(a), dual(b)
+    for _ in range(40):
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - golden * (hi - lo)
+            fa = dual(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + golden * (hi - lo)
+            fb = dual(b)
+    return min(fa, fb, dual(1.0), fractional)

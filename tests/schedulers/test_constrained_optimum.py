@@ -9,6 +9,7 @@ size, and it shares no code with the solver (no multipliers, no bisection).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -19,10 +20,12 @@ from hypothesis import strategies as st
 from crawler.schedulers import (
     constrained_allocation,
     constrained_limit,
+    constrained_whole_slot_limit,
     expected_hits,
     limit,
     optimal_allocation,
     solve_constrained,
+    whole_slot_limit,
 )
 from crawler.schedulers._optimum import Limits, change_rates, fitted_lower
 
@@ -264,3 +267,41 @@ def test_paused_urls_get_nothing_and_bad_input_is_rejected() -> None:
     with pytest.raises(ValueError, match="bounds"):
         constrained_allocation(p, 1.0, upper=[1.5, 1.0, 1.0])
     assert math.isfinite(constrained_limit(p, 1.0, groups=[0, 0, 1], caps={0: 0.3}))
+
+
+@pytest.mark.parametrize(
+    ("p", "capacity", "weighted"),
+    [
+        (0.3 / np.arange(1, 501) ** 1.5, 1.0, False),
+        (0.9 / np.arange(1, 501) ** 1.5, 1.0, False),
+        (np.random.default_rng(5).uniform(0.0, 0.9, 200), 12.0, True),
+    ],
+)
+def test_whole_slot_bound_without_caps_is_whole_slot_limit(
+    p: np.ndarray, capacity: float, weighted: bool
+) -> None:
+    w = np.random.default_rng(6).uniform(0.1, 1.0, p.size) if weighted else None
+    assert constrained_whole_slot_limit(p, capacity, w) == pytest.approx(
+        whole_slot_limit(p, capacity, w), rel=1e-6
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_whole_slot_bound_beats_every_whole_interval_schedule(case: tuple) -> None:
+    p, capacity, w, weighted, groups, caps, _, _ = case
+    bound = constrained_whole_slot_limit(
+        p, capacity, w if weighted else None, groups=groups, caps=caps
+    )
+    assert bound <= constrained_limit(
+        p, capacity, w if weighted else None, groups=groups, caps=caps
+    ) * (1 + 1e-12)
+    # every assignment of whole intervals (1..6 slots, or never) that fits is below it
+    choices = [0.0, *(1.0 / k for k in range(1, 7))]
+    best = 0.0
+    for x in itertools.product(choices, repeat=p.size):
+        xa = np.array(x)
+        if xa.sum() > capacity or any(xa[groups == g].sum() > c for g, c in caps.items()):
+            continue
+        best = max(best, float(value(xa, p, w, "overwrite").sum()))
+    assert best <= bound + 1e-9
