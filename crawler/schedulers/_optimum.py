@@ -710,15 +710,16 @@ def constrained_whole_slot_limit(
     solved = constrained_fill(curve, top, float(capacity), limits)
     own = np.append(solved.group_level, 0.0)[limits.group]
     level_row = np.maximum(own, solved.level)
-    if weights is None:  # levels are u: the marginal value is g(u)
-        marg_row = _marginal_gain(np.minimum(level_row, 700.0))
-        m = float(_marginal_gain(np.array([min(solved.level, 700.0)]))[0])
-        own_m = _marginal_gain(np.minimum(solved.group_level, 700.0))
+    if weights is None:  # equal weights w0: levels are u, the marginal value is w0 g(u)
+        w0 = float(w[0]) if w.size else 1.0
+        marg_row = w0 * _marginal_gain(np.minimum(level_row, 700.0))
+        m = w0 * float(_marginal_gain(np.array([min(solved.level, 700.0)]))[0])
+        own_m = w0 * _marginal_gain(np.minimum(solved.group_level, 700.0))
     else:
         marg_row, m, own_m = level_row, solved.level, solved.group_level
     mu = np.maximum(own_m - m, 0.0)
     finite_cap = np.isfinite(limits.cap)
-    fractional = expected_hits(solved.x, pa, weights)
+    fractional = expected_hits(solved.x, pa, w)
 
     def dual(t: float) -> float:
         c = np.minimum(t * marg_row / w, 1.0)
