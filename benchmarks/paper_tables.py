@@ -4,11 +4,15 @@ Paper 002's environments (A, B, C with changes overwriting, switch80k, switch1k)
 every registered scheduler (FPA only where C >= 2: it degenerates at C = 1; and not
 weighted_proportional, which equals proportional without importance), and the
 thesis environments with the thesis's contestants (fpa, lakg = CGLA with importance,
-bayes, weighted_proportional, plus uniform and optimal for reference).
+bayes, weighted_proportional, plus uniform and optimal for reference), and the host-group
+environments (hosts: the scheduler is told the hosts' politeness caps; hosts-truncated: it
+is not, and each slot's polls over a host's cap are dropped as a polite fetcher would),
+both measured against the constrained limit, with every registered scheduler.
 
     python -m benchmarks.paper_tables                 # 400,000 slots, 3 seeds, 2 processes
     python -m benchmarks.paper_tables --quick         # 40,000 slots, 2 seeds
     python -m benchmarks.paper_tables --envs A,C --schedulers lakg,bayes --json out.json
+    python -m benchmarks.paper_tables --envs hosts,hosts-truncated --host-slots 20000
 
 Per (environment, scheduler): the mean over seeds of the ratio to the limit over the
 second half of the run (weighted hits when the URLs carry importance), its standard
@@ -44,16 +48,18 @@ THESIS_ENVS = (
     "thesis-switch-disappear",
 )
 THESIS_SCHEDULERS = ("uniform", "weighted_proportional", "optimal", "fpa", "lakg", "bayes")
+HOST_ENVS = ("hosts", "hosts-truncated")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     slots = args.slots or (40_000 if args.quick else 400_000)
     thesis_slots = args.thesis_slots or slots
+    host_slots = args.host_slots or (20_000 if args.quick else 100_000)
     seeds = list(range(1, (args.seeds or (2 if args.quick else 3)) + 1))
-    envs = args.envs.split(",") if args.envs else [*PAPER_ENVS, *THESIS_ENVS]
+    envs = args.envs.split(",") if args.envs else [*PAPER_ENVS, *THESIS_ENVS, *HOST_ENVS]
     wanted = args.schedulers.split(",") if args.schedulers else None
-    jobs, notes = _plan(envs, wanted, slots, thesis_slots, seeds, args.window)
+    jobs, notes = _plan(envs, wanted, slots, thesis_slots, seeds, args.window, host_slots)
     for note in notes:
         _log(note)
     if not jobs:
@@ -81,13 +87,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     outcomes = run_jobs(jobs, workers=args.workers, on_done=on_done)
     rows = _aggregate(jobs, outcomes)
-    print(_markdown(rows, slots, thesis_slots, len(seeds)))
+    hosts_run = any(job.env.hosts for job in jobs)
+    print(_markdown(rows, slots, thesis_slots, len(seeds), host_slots if hosts_run else None))
+    loss = _truncation_loss(rows)
+    if loss:
+        print("\n" + loss)
     for note in notes:
         print(f"\n_{note}_")
     if args.json:
         document = {
             "slots": slots,
             "thesis_slots": thesis_slots,
+            "host_slots": host_slots,
             "seeds": seeds,
             "notes": notes,
             "rows": rows,
@@ -105,6 +116,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="40,000 slots and 2 seeds")
     parser.add_argument("--slots", type=int, help="slots per run [400,000]")
     parser.add_argument("--thesis-slots", type=int, help="slots per thesis run [--slots]")
+    parser.add_argument(
+        "--host-slots", type=int, help="slots per host-group run [100,000; --quick 20,000]"
+    )
     parser.add_argument("--seeds", type=int, help="seeds per (env, scheduler) [3]")
     parser.add_argument("--workers", type=int, default=2, help="processes [2]")
     parser.add_argument("--window", type=int, help="moving-average window [max(1000, S/200)]")
@@ -121,6 +135,7 @@ def _plan(
     thesis_slots: int,
     seeds: list[int],
     window: int | None,
+    host_slots: int | None = None,
 ) -> tuple[list[Job], list[str]]:
     registered = schedulers.names()
     order = [name for name in PREFERRED if name in registered]
@@ -144,6 +159,8 @@ def _plan(
         if not spec.weighted and "weighted_proportional" in names and "proportional" in names:
             names.remove("weighted_proportional")  # identical to proportional without weights
         run_slots = thesis_slots if spec.weighted else slots
+        if spec.hosts and host_slots:
+            run_slots = host_slots
         jobs += [
             Job(name, spec, run_slots, seed=seed, window=window) for name in names for seed in seeds
         ]
@@ -155,11 +172,20 @@ def _plan(
     return jobs, notes
 
 
-def _whole_slot_share(env: EnvSpec) -> float:
+def _whole_slot_share(env: EnvSpec) -> float | None:
     """The whole-slot limit as a share of the analytic limit (1.0 when updates disappear:
-    the optimum then polls the best URLs every slot, already whole intervals)."""
+    the optimum then polls the best URLs every slot, already whole intervals). Under host
+    caps, the constrained whole-slot bound over the constrained limit."""
     if env.model != "overwrite":
         return 1.0
+    if env.host_cap > 0:
+        built = env.build(0)
+        p = built.p.copy()
+        w = None if built.importance is None else built.importance.copy()
+        kwargs: dict[str, Any] = {"groups": built.groups, "caps": built.caps}
+        fractional = schedulers.constrained_limit(p, built.capacity, w, **kwargs)
+        bound = schedulers.constrained_whole_slot_limit(p, built.capacity, w, **kwargs)
+        return bound / fractional
     built = env.build(0)
     p, w = built.p.copy(), None if built.importance is None else built.importance.copy()
     fractional = schedulers.limit(p, built.capacity, w)
@@ -168,7 +194,7 @@ def _whole_slot_share(env: EnvSpec) -> float:
 
 def _aggregate(jobs: list[Job], outcomes: list[RunResult | str]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str], list[RunResult | str]] = {}
-    shares: dict[str, float] = {}
+    shares: dict[str, float | None] = {}
     for job, outcome in zip(jobs, outcomes, strict=True):
         groups.setdefault((job.env.name, job.scheduler), []).append(outcome)
         if job.env.name not in shares:
@@ -201,20 +227,48 @@ def _aggregate(jobs: list[Job], outcomes: list[RunResult | str]) -> list[dict[st
     return rows
 
 
+def _truncation_loss(rows: list[dict[str, Any]]) -> str:
+    """One line per scheduler run on both host environments: its ratio with the caps told
+    and with its polls truncated per host, and the difference (what telling it saves)."""
+    by = {(row["env"], row["scheduler"]): row["ratio"] for row in rows}
+    lines = []
+    for (env, name), told in by.items():
+        if env != "hosts" or told is None:
+            continue
+        cut = by.get(("hosts-truncated", name))
+        if cut is None:
+            continue
+        lines.append(
+            f"- {name}: {told:.4f} with the caps, {cut:.4f} truncated per host: "
+            f"{told - cut:+.4f} of the constrained limit"
+        )
+    if not lines:
+        return ""
+    return "Host caps told to the scheduler vs its polls truncated per host:\n" + "\n".join(lines)
+
+
 def _mean(values: Any) -> float | None:
     clean = [float(v) for v in values if v is not None and v == v]
     return statistics.fmean(clean) if clean else None
 
 
-def _markdown(rows: list[dict[str, Any]], slots: int, thesis_slots: int, seeds: int) -> str:
+def _markdown(
+    rows: list[dict[str, Any]],
+    slots: int,
+    thesis_slots: int,
+    seeds: int,
+    host_slots: int | None = None,
+) -> str:
     lines = [
         f"Ratio to the limit over the second half of each run (mean ± sd over {seeds} "
         f"seed(s)); {slots:,} slots per run"
         + (f" ({thesis_slots:,} on the thesis environments)" if thesis_slots != slots else "")
+        + (f" ({host_slots:,} on the host environments)" if host_slots else "")
         + ". 'to 90%' / 'to 95%': median slot at which the trailing-window average first "
         "reaches that share of the limit (k/n: only k of n seeds got there; - : none). "
         "'bound': the best any schedule polling at whole-slot intervals can do, as a share of "
-        "the limit (whole_slot_limit / limit; no scheduler can exceed it).",
+        "the limit (whole_slot_limit / limit; no scheduler can exceed it). On the host "
+        "environments the limit and the bound are the constrained ones.",
         "",
         "| env | scheduler | ratio | ± sd | bound | retrieved imp. | value/slot | limit "
         "| to 90% | to 95% | s/run |",

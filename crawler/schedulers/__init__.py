@@ -5,17 +5,30 @@
 """
 
 from crawler.schedulers._base import Scheduler, State
+from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, classify_failure
 from crawler.schedulers._optimum import (
+    Constrained,
+    constrained_allocation,
+    constrained_limit,
+    constrained_whole_slot_limit,
     expected_hits,
     limit,
     optimal_allocation,
+    solve_constrained,
     whole_slot_limit,
 )
 from crawler.schedulers._registry import create, names, restore, scheduler_class
 
 __all__ = [
+    "FAILURE_KINDS",
+    "Constrained",
+    "FailureKind",
     "Scheduler",
     "State",
+    "classify_failure",
+    "constrained_allocation",
+    "constrained_limit",
+    "constrained_whole_slot_limit",
     "create",
     "expected_hits",
     "limit",
@@ -23,5 +36,6 @@ __all__ = [
     "optimal_allocation",
     "restore",
     "scheduler_class",
+    "solve_constrained",
     "whole_slot_limit",
 ]

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, Guard, refund
 from crawler.schedulers._realize import REALIZATIONS, poll_shares, sampling_pick, stride_pick
 
 IdArray = NDArray[np.int64]
@@ -70,6 +72,12 @@ class Scheduler(ABC):
     #: per-URL fields added by a later release: a state saved before has none, and
     #: ``from_state()`` starts them at zero
     _added_fields: ClassVar[tuple[str, ...]] = ()
+    #: whether the stride credit in ``_credit`` drives the selection (then polls the
+    #: constraints turn away are given to other due URLs by their credit)
+    _uses_credit: ClassVar[bool] = True
+    #: whether the wanted frequencies already solve the constrained problem (then they are
+    #: not projected on the constraints again)
+    _solves_constraints: ClassVar[bool] = False
 
     def __init__(
         self, capacity: float, *, seed: int | None = None, realization: str = "stride"
@@ -95,6 +103,9 @@ class Scheduler(ABC):
         self._selected_rows: IndexArray | None = None
         self._selected_order: IndexArray = np.empty(0, dtype=np.intp)
         self._selected_ids: IdArray = np.empty(0, dtype=np.int64)
+        # Host caps, bounds and failures (None until one is set: then nothing changes).
+        # Not part of state(): they come from the store and settings at every start.
+        self._guard: Guard | None = None
 
     # ----- public API -------------------------------------------------------------------
 
@@ -154,6 +165,8 @@ class Scheduler(ABC):
         for field in self._all_url_fields():
             current = getattr(self, "_" + field)
             setattr(self, "_" + field, np.insert(current, where, initial[field]))
+        if self._guard is not None:
+            self._guard.insert(where, count, self._slot)
         self._removed_since_select.difference_update(new_ids.tolist())
         self._selected_rows = None
         self._after_add()
@@ -181,6 +194,8 @@ class Scheduler(ABC):
         self._ids = self._ids[keep]
         for field in self._all_url_fields():
             setattr(self, "_" + field, getattr(self, "_" + field)[keep])
+        if self._guard is not None:
+            self._guard.delete(keep)
         self._selected_rows = None
         self._after_remove()
 
@@ -195,6 +210,13 @@ class Scheduler(ABC):
             self._selected_rows = None
             return np.empty(0, dtype=np.int64)
         chosen = self._choose(k)
+        guard = self._guard
+        if guard is not None and guard.active():
+            credit = self._credit if self._uses_credit and self.realization == "stride" else None
+            chosen, dropped = guard.enforce(chosen, self._slot, k, credit)
+            refund(self._credit, dropped)
+        elif guard is not None:
+            guard.last[chosen] = self._slot
         # Polls a realization could not place (no URL due yet) carry over to later slots,
         # never more than one slot's worth, and never beyond ceil(C) polls in a slot.
         self._budget = min(self._budget - chosen.size, float(most))
@@ -226,7 +248,111 @@ class Scheduler(ABC):
         if pos.size:
             pos = pos.astype(np.intp)
             self._dirty[pos] = True
+            if self._guard is not None:
+                self._guard.succeed(pos)
             self._learn(pos, outcome)
+
+    # ----- constraints: host caps, bounds, pause, failures (not saved in state()) --------
+
+    def set_groups(self, ids: ArrayLike, groups: ArrayLike) -> None:
+        """Put URLs in host groups: one integer label >= 0 per id (-1: no group)."""
+        pos = self._positions(as_id_array(ids), strict=True)
+        self._guarded().set_groups(pos, groups)
+        self._constraints_changed()
+
+    def set_group_caps(self, caps: Mapping[int, float | None]) -> None:
+        """Cap host groups at some polls per slot (label -> cap; None removes a cap). A
+        slot never polls more than ``ceil(cap)`` URLs of a group, and over time at most
+        ``cap`` per slot on average."""
+        self._guarded().set_caps(caps)
+        self._constraints_changed()
+
+    def set_bounds(
+        self, ids: ArrayLike, lower: ArrayLike | None = None, upper: ArrayLike | None = None
+    ) -> None:
+        """Per-URL bounds in polls per slot, each in [0, 1] (None keeps the current one):
+        at least ``lower`` (a poll at least every ``floor(1 / lower)`` slots) and at most
+        ``upper`` (never two polls closer than ``ceil(1 / upper)`` slots; 0 never)."""
+        pos = self._positions(as_id_array(ids), strict=True)
+        self._guarded().set_bounds(pos, lower, upper)
+        self._constraints_changed()
+
+    def pause(self, ids: ArrayLike) -> None:
+        """Stop polling URLs without forgetting anything about them."""
+        pos = self._positions(as_id_array(ids), strict=True)
+        self._guarded().set_paused(pos, True)
+        self._constraints_changed()
+
+    def resume(self, ids: ArrayLike) -> None:
+        """Poll paused URLs again, with their bounds and learning as they were."""
+        pos = self._positions(as_id_array(ids), strict=True)
+        self._guarded().set_paused(pos, False)
+        self._constraints_changed()
+
+    def report_failures(self, ids: ArrayLike, kinds: FailureKind | Sequence[FailureKind]) -> None:
+        """Failed polls of this slot: ``transient`` (timeout, 5xx, 429, refused),
+        ``permanent`` (404, unknown host) or ``gone`` (410); see ``classify_failure``.
+        Consecutive failures back a URL's frequency off exponentially to a floor; ``gone``
+        or repeated ``permanent`` failures retire it (then only probed now and then); a
+        successful poll revives it. What the scheduler learned is never touched. Ids no
+        longer watched are ignored."""
+        failed = as_id_array(ids)
+        kind_list = [kinds] * failed.size if isinstance(kinds, str) else list(kinds)
+        if len(kind_list) != failed.size:
+            raise ValueError("ids and kinds must have the same length")
+        bad = [k for k in kind_list if k not in FAILURE_KINDS]
+        if bad:
+            raise ValueError(f"unknown failure kind {bad[0]!r}: choose one of {FAILURE_KINDS}")
+        pos = self._positions(failed, strict=False)
+        watched = pos >= 0
+        if not watched.any():
+            return
+        pos = pos[watched].astype(np.intp)
+        kind_list = [k for k, ok in zip(kind_list, watched.tolist(), strict=True) if ok]
+        guard = self._guarded()
+        guard.fail(pos, kind_list, self._share_of(pos))
+        self._constraints_changed()
+
+    def revive(self, ids: ArrayLike) -> None:
+        """End the failure streaks of URLs and bring retired ones back at once."""
+        pos = self._positions(as_id_array(ids), strict=True)
+        self._guarded().succeed(pos)
+        self._constraints_changed()
+
+    def failing(self) -> tuple[IdArray, NDArray[np.int32], BoolArray]:
+        """The URLs with failures: ids, consecutive failures and whether retired."""
+        if self._guard is None:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32), np.empty(0, bool)
+        guard = self._guard
+        rows = np.flatnonzero((guard.streak > 0) | guard.retired)
+        return self._ids[rows], guard.streak[rows].copy(), guard.retired[rows].copy()
+
+    def bounds(self) -> tuple[IdArray, FloatArray, FloatArray]:
+        """Every URL's id and the bounds in force (polls per slot): pause, failure back-off
+        and retirement folded in."""
+        if self._guard is None:
+            n = self._ids.size
+            return self._ids.copy(), np.zeros(n), np.ones(n)
+        limits = self._guard.limits()
+        return self._ids.copy(), limits.lower.copy(), limits.upper.copy()
+
+    def cap_status(self) -> dict[int, tuple[float, float]]:
+        """Per capped group: (cap, polls per slot the scheduler plans for it). The cap
+        binds where the plan reaches it."""
+        if self._guard is None or self._ids.size == 0:
+            return {}
+        labels, cap, load = self._guard.cap_load(self.planned())
+        return {
+            int(label): (float(c), float(v))
+            for label, c, v in zip(labels.tolist(), cap.tolist(), load.tolist(), strict=True)
+        }
+
+    def planned(self) -> FloatArray:
+        """Polls per slot each URL is planned to get (in id order): the wanted frequencies
+        scaled to the capacity and, when constraints are set, fitted to them."""
+        x = np.asarray(self._wanted(), dtype=np.float64)
+        shares = poll_shares(x, float(x.sum()), self.capacity)
+        return self._fitted(shares)
 
     def wanted_total(self) -> float:
         """sum(x) over the watched URLs: the knapsack's fill (0 when none is watched)."""
@@ -334,9 +460,28 @@ class Scheduler(ABC):
         """Row positions of this slot's k polls, by the configured realization."""
         x = self._wanted()
         if self.realization == "sampling":
-            return sampling_pick(x, k, self._rng)
+            return sampling_pick(self._fitted(x), k, self._rng)
         shares = poll_shares(x, self._wanted_total(), self.capacity)
-        return stride_pick(self._credit, shares, k)
+        return stride_pick(self._credit, self._fitted(shares), k)
+
+    def _fitted(self, shares: FloatArray) -> FloatArray:
+        """Poll shares fitted to the caps and bounds in force (unchanged without any)."""
+        guard = self._guard
+        if guard is None or self._solves_constraints or not guard.active():
+            return shares
+        return guard.project(shares, self.capacity, self._slot)
+
+    def _guarded(self) -> Guard:
+        if self._guard is None:
+            self._guard = Guard(self._ids.size, self._slot)
+        return self._guard
+
+    def _share_of(self, pos: IndexArray) -> FloatArray:
+        """Polls per slot of some rows under the current plan."""
+        return self.planned()[pos]
+
+    def _constraints_changed(self) -> None:
+        """Hook: caps, bounds, pause or failures changed (re-plan the allocation)."""
 
     def _after_add(self) -> None:
         """Hook: rows were inserted."""

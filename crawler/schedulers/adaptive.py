@@ -52,6 +52,7 @@ class AdaptiveInterval(Scheduler):
     """Per-URL adaptive revisit interval; polls the C most overdue URLs each slot."""
 
     name: ClassVar[str] = "adaptive"
+    _uses_credit: ClassVar[bool] = False
     _url_fields: ClassVar[tuple[str, ...]] = ("interval", "last")
 
     def __init__(
@@ -136,7 +137,11 @@ class AdaptiveInterval(Scheduler):
         now = float(self._slot)
         ratio = np.subtract(now, self._last)
         np.divide(ratio, self._interval, out=ratio)
+        if self._guard is not None:
+            ratio[~self._guard.allowed(self._slot)] = -np.inf  # paused, too soon, failing
         chosen = top_k(ratio, k)
+        if self._guard is not None:
+            chosen = chosen[ratio[chosen] > -np.inf]
         if not self.fill_budget:
             chosen = chosen[ratio[chosen] >= 1.0]
         self._last[chosen] = now

@@ -64,6 +64,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Scheduler
+from crawler.schedulers._optimum import Limits, constrained_fill, fast_inverse_gain, optimum_curve
 
 F32Array = NDArray[np.float32]
 I32Array = NDArray[np.int32]
@@ -110,6 +111,7 @@ class BayesRate(Scheduler):
     optimum (see the module docstring)."""
 
     name: ClassVar[str] = "bayes"
+    _solves_constraints: ClassVar[bool] = True
     _url_fields: ClassVar[tuple[str, ...]] = (
         "last",
         "hit_time",
@@ -192,6 +194,12 @@ class BayesRate(Scheduler):
         self._since_solve = 0
         self._stale = True
         self._weighted = False
+        # Under host caps, bounds or failures (see _solve_constrained): each row's level in
+        # force (the larger of the global one and its host's own) and the limits solved
+        # for; None when the scheduler is unconstrained. Rebuilt at every re-solve.
+        self._row_level: FloatArray | None = None
+        self._limits: Limits | None = None
+        self._planned_total = 0.0
 
     def params(self) -> dict[str, Any]:
         return {
@@ -241,11 +249,15 @@ class BayesRate(Scheduler):
     def _after_add(self) -> None:
         self._refresh_weighted()
         self._stale = True
+        if self._row_level is not None:
+            self._resolve()  # the per-row levels must stay aligned with the rows
 
     def _after_remove(self) -> None:
         self._refresh_weighted()
         self._total = float(self._x.sum(dtype=np.float64))
         self._stale = True
+        if self._row_level is not None:
+            self._resolve()
 
     def _after_restore(self) -> None:
         self._refresh_weighted()
@@ -273,20 +285,27 @@ class BayesRate(Scheduler):
             self._resolve()
         return self._total
 
+    def _constraints_changed(self) -> None:
+        self._stale = True
+
     def _choose(self, k: int) -> IndexArray:
         self._since_solve += 1
+        target = min(self.capacity, self._ids.size)
+        if self._row_level is not None:
+            target = self._planned_total  # caps may leave part of the budget unused
         if (
             self._stale
             or self._since_solve >= self.resolve_every
-            or abs(self._total - min(self.capacity, self._ids.size))
-            > self.tolerance * self.capacity
+            or abs(self._total - target) > self.tolerance * self.capacity
         ):
             self._resolve()
         if self.realization == "sampling":
             return super()._choose(k)
         if self._total <= 0:
             return np.empty(0, dtype=np.intp)
-        scale = k / self._total
+        # Constrained, x already respects the caps and sums to at most C: scale to the
+        # slot's k polls, never up (that would push capped hosts over their caps).
+        scale = k / (self._total if self._row_level is None else max(self._total, self.capacity))
         credit = self._credit
         if scale > 1.0:
             credit += np.minimum(self._x * np.float32(scale), np.float32(1.0))
@@ -367,6 +386,8 @@ class BayesRate(Scheduler):
 
     def _allocate(self, rate: F32Array, pos: IndexArray | None) -> F32Array:
         """x = min(1, rate / u_i) at the current multiplier, for rows ``pos`` (None: all)."""
+        if self._row_level is not None and self._limits is not None:
+            return self._constrained_x(rate, pos)
         if self.capacity >= self._ids.size:
             return np.ones(rate.size, dtype=np.float32)
         if not self._weighted:
@@ -410,6 +431,14 @@ class BayesRate(Scheduler):
             self._rhat[unseen] = np.float32(self._new_value)
         rate = self._rhat
         capacity = self.capacity
+        guard = self._guard
+        if guard is not None and guard.active():
+            self._solve_constrained(rate, guard.limits())
+            self._total = float(self._x.sum(dtype=np.float64))
+            self._planned_total = self._total
+            return
+        self._row_level = None
+        self._limits = None
         if capacity >= n:
             self._x = self._allocate(rate, None)
         elif self._weighted:
@@ -418,6 +447,33 @@ class BayesRate(Scheduler):
         else:
             self._solve_equal(rate, capacity)
         self._total = float(self._x.sum(dtype=np.float64))
+
+    def _solve_constrained(self, rate: F32Array, limits: Limits) -> None:
+        """The constrained optimum (host caps, bounds, failures) on the estimated rates:
+        x_i = clip(r_i / u_i, lower_i, upper_i) at the level in force for the URL's host.
+        The level of each row is kept so that a poll's new estimate moves only its own x
+        (O(polled) per slot, as without constraints)."""
+        w = self._importance if self._weighted else None
+        r = rate.astype(np.float64)
+        curve, top = optimum_curve(r, w)
+        solved = constrained_fill(curve, top, self.capacity, limits)
+        own = np.append(solved.group_level, 0.0)[limits.group]
+        self._row_level = np.maximum(own, solved.level)
+        self._limits = limits
+        self._x = solved.x.astype(np.float32)
+
+    def _constrained_x(self, rate: F32Array, pos: IndexArray | None) -> F32Array:
+        """x of rows ``pos`` (None: all) at their levels in force, clipped to the bounds."""
+        assert self._row_level is not None and self._limits is not None
+        rows = slice(None) if pos is None else pos
+        level = self._row_level[rows]
+        r = rate.astype(np.float64)
+        u = fast_inverse_gain(level / self._importance[rows]) if self._weighted else level
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            x = np.where((u > 0) & np.isfinite(u), r / u, np.where(u > 0, 0.0, 1.0))
+        x = np.clip(np.nan_to_num(x, nan=0.0), self._limits.lower[rows], self._limits.upper[rows])
+        out: F32Array = x.astype(np.float32)
+        return out
 
     def _solve_equal(self, rate: F32Array, capacity: float) -> None:
         """Equal weights: the water level u, then (whole_intervals) the short intervals

@@ -67,6 +67,7 @@ class FPA(Scheduler):
     """
 
     name: ClassVar[str] = "fpa"
+    _uses_credit: ClassVar[bool] = False
     _url_fields: ClassVar[tuple[str, ...]] = ("level", "rank")
     _scalar_fields: ClassVar[tuple[str, ...]] = ("cursor", "swaps")
 

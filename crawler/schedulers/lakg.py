@@ -200,7 +200,7 @@ class LAKG(Scheduler):
     def _choose(self, k: int) -> IndexArray:
         if self.realization != "stride":
             return super()._choose(k)
-        return stride_pick(self._credit, self._shares(), k)
+        return stride_pick(self._credit, self._fitted(self._shares()), k)
 
     def _shares(self) -> FloatArray:
         """poll_shares (y = min(1, lam x), sum(y) = C) solved exactly on the histogram of

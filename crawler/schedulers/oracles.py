@@ -18,7 +18,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Scheduler
-from crawler.schedulers._optimum import optimal_allocation
+from crawler.schedulers._optimum import (
+    change_rates,
+    constrained_fill,
+    optimal_allocation,
+    optimum_curve,
+)
 from crawler.schedulers._realize import poll_shares, sampling_pick, stride_pick
 
 
@@ -64,10 +69,10 @@ class CachedAllocation(Scheduler):
     def _choose(self, k: int) -> IndexArray:
         x = self._wanted()
         if self.realization == "sampling":
-            return sampling_pick(x, k, self._rng)
+            return sampling_pick(self._fitted(x), k, self._rng)
         if self._shares is None:
             self._shares = poll_shares(x, float(x.sum()), self.capacity)
-        return stride_pick(self._credit, self._shares, k)
+        return stride_pick(self._credit, self._fitted(self._shares), k)
 
     def _after_add(self) -> None:
         self._invalidate()
@@ -76,6 +81,9 @@ class CachedAllocation(Scheduler):
         self._invalidate()
 
     def _after_restore(self) -> None:
+        self._invalidate()
+
+    def _constraints_changed(self) -> None:
         self._invalidate()
 
 
@@ -113,8 +121,18 @@ class Optimal(_Oracle):
     """The Lagrange optimum of expected (importance-weighted) hits under regular polling."""
 
     name: ClassVar[str] = "optimal"
+    _solves_constraints: ClassVar[bool] = True
 
     def _allocation(self) -> FloatArray:
         if self._ids.size == 0:
             return np.empty(0, dtype=np.float64)
+        guard = self._guard
+        if guard is not None and guard.active():
+            # The constrained optimum itself (Kolobov et al.): caps and bounds inside it.
+            curve, top = optimum_curve(change_rates(self._rate), _weights_or_none(self._importance))
+            return constrained_fill(curve, top, self.capacity, guard.limits()).x
         return optimal_allocation(self._rate, self.capacity, self._importance)
+
+
+def _weights_or_none(w: FloatArray) -> FloatArray | None:
+    return None if w.size == 0 or np.all(w == w[0]) else w

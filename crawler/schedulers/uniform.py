@@ -14,6 +14,7 @@ class Uniform(Scheduler):
     """Polls every URL equally often, in a fixed cyclic order (by id)."""
 
     name: ClassVar[str] = "uniform"
+    _uses_credit: ClassVar[bool] = False
     _scalar_fields: ClassVar[tuple[str, ...]] = ("cursor",)
 
     def __init__(

@@ -8,6 +8,15 @@
 - thesis-switch (also ``-disappear``): as thesis, and every 2,500 slots URL k trades p
   and importance with URL n + 1 - k (thesis §7.3.3).
 - service: Zipf (0.6, 1.2), n = 300, C = 3 (a small service-like watch list).
+- hosts: Zipf (0.5, 0.8), n = 2,000 URLs on 50 hosts of Zipf sizes (host j holds a share
+  proportional to 1 / j: 445, 223, 149, ... URLs), each host capped at 1.5 polls per slot
+  (politeness), C = 20. The URLs are dealt to the hosts at random (``structure_seed``), so
+  a big host holds fast and slow URLs alike; the caps bind for the biggest hosts (7 of
+  them at the constrained optimum). The scheduler is told the hosts and caps.
+- hosts-truncated: the same, but the scheduler is not told: it allocates as if every URL
+  could be polled whenever it wants, and the simulator drops each slot's polls of a host
+  beyond its credit (the per-host politeness of the fetcher, with the dropped polls lost
+  for the slot: no feedback). Its limit is the same constrained limit.
 
 The thesis generator (§7.1 leaves it open; this is the project's reading): rank k = 1..n
 gets an exponent theta_k drawn uniformly in [0, 2] and a raw value k^-theta_k (Zipf with
@@ -32,6 +41,7 @@ from crawler.sim.environment import (
     AdjacentRankSwap,
     Environment,
     FloatArray,
+    IdArray,
     MirrorSwap,
     Model,
     Switch,
@@ -59,6 +69,13 @@ class EnvSpec:
     switch_every: int = 0
     structure_seed: int = 1
     description: str = ""
+    #: host groups: the number of hosts (0: none), the Zipf skew of their sizes, the cap of
+    #: every host in polls per slot (0: none) and whether the scheduler is told the caps
+    #: (False: the simulator truncates each slot's polls per host instead)
+    hosts: int = 0
+    host_skew: float = 1.0
+    host_cap: float = 0.0
+    caps_known: bool = True
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -73,6 +90,20 @@ class EnvSpec:
             raise ValueError("change_ratio must be positive")
         if self.switch != "none" and self.switch_every <= 0:
             raise ValueError("a switching environment needs a positive switch period")
+        if self.hosts < 0 or self.hosts > self.n:
+            raise ValueError(f"hosts must be between 0 and n, got {self.hosts}")
+        if self.host_cap < 0 or self.host_skew < 0:
+            raise ValueError("host_cap and host_skew must not be negative")
+        if self.host_cap > 0 and self.hosts == 0:
+            raise ValueError("a host cap needs hosts")
+
+    def host_groups(self) -> tuple[IdArray | None, dict[int, float] | None]:
+        """Each URL's host (None without hosts) and the caps per host (None: no caps)."""
+        if self.hosts == 0:
+            return None, None
+        groups = host_assignment(self.n, self.hosts, self.host_skew, self.structure_seed)
+        caps = {h: self.host_cap for h in range(self.hosts)} if self.host_cap > 0 else None
+        return groups, caps
 
     @property
     def weighted(self) -> bool:
@@ -99,6 +130,7 @@ class EnvSpec:
             switch = AdjacentRankSwap(p.copy(), self.switch_every)
         elif self.switch == "mirror":
             switch = MirrorSwap(self.switch_every)
+        groups, caps = self.host_groups()
         return Environment(
             p,
             self.capacity,
@@ -107,11 +139,27 @@ class EnvSpec:
             switch=switch,
             seed=seed,
             name=self.name,
+            groups=groups,
+            caps=caps,
         )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly description."""
         return asdict(self)
+
+
+def host_assignment(n: int, hosts: int, skew: float, seed: int) -> IdArray:
+    """Each of n URLs' host in 0..hosts-1: host j gets a share of the URLs proportional to
+    1 / (j + 1)^skew (at least one each; the remainder of the rounding goes to the biggest),
+    and the URLs are dealt to the hosts in a random order drawn from ``seed``."""
+    share = 1.0 / np.arange(1, hosts + 1, dtype=np.float64) ** skew
+    counts = np.maximum(np.floor(share / share.sum() * n).astype(np.int64), 1)
+    while counts.sum() > n:
+        counts[int(np.argmax(counts))] -= 1
+    counts[: n - int(counts.sum())] += 1
+    groups = np.repeat(np.arange(hosts, dtype=np.int64), counts)
+    np.random.default_rng(seed).shuffle(groups)
+    return groups
 
 
 def zipf(alpha: float, beta: float, n: int) -> FloatArray:
@@ -157,6 +205,22 @@ def _thesis(name: str, n: int, capacity: float, model: Model, switch: bool) -> E
     )
 
 
+def _hosts(name: str, *, caps_known: bool) -> EnvSpec:
+    how = "caps told to the scheduler" if caps_known else "polls over a cap dropped per slot"
+    return EnvSpec(
+        name=name,
+        n=2000,
+        capacity=20.0,
+        alpha=0.5,
+        beta=0.8,
+        hosts=50,
+        host_skew=1.0,
+        host_cap=1.5,
+        caps_known=caps_known,
+        description=f"Zipf(0.5, 0.8), n=2000 on 50 Zipf-sized hosts capped at 1.5, C=20, {how}",
+    )
+
+
 ENVIRONMENTS: dict[str, EnvSpec] = {
     spec.name: spec
     for spec in (
@@ -190,6 +254,8 @@ ENVIRONMENTS: dict[str, EnvSpec] = {
         _thesis("thesis-switch", 1000, 100.0, "overwrite", True),
         _thesis("thesis-switch-disappear", 1000, 100.0, "disappear", True),
         EnvSpec("service", 300, 3.0, alpha=0.6, beta=1.2, description="Zipf(0.6, 1.2), n=300, C=3"),
+        _hosts("hosts", caps_known=True),
+        _hosts("hosts-truncated", caps_known=False),
     )
 }
 

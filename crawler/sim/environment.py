@@ -129,6 +129,8 @@ class Environment:
         switch: Switch | None = None,
         seed: int | np.random.SeedSequence | None = None,
         name: str = "custom",
+        groups: IdArray | None = None,
+        caps: dict[int, float] | None = None,
     ) -> None:
         pa = np.array(p, dtype=np.float64)
         if pa.ndim != 1 or pa.size == 0:
@@ -143,6 +145,15 @@ class Environment:
             importance = np.array(importance, dtype=np.float64)
             if importance.shape != pa.shape or np.any((importance <= 0) | (importance > 1)):
                 raise ValueError("importance must be one value in (0, 1] per URL")
+        if groups is not None:
+            groups = np.array(groups, dtype=np.int64)
+            if groups.shape != pa.shape or np.any(groups < 0):
+                raise ValueError("groups must be one host number >= 0 per URL")
+        if caps is not None and (groups is None or any(not c > 0 for c in caps.values())):
+            raise ValueError("caps need groups, and every cap must be positive")
+        #: each URL's host (None: no hosts) and the hosts' caps in polls per slot
+        self.groups: IdArray | None = groups
+        self.caps: dict[int, float] | None = None if caps is None else dict(caps)
         self.name = name
         self.capacity = float(capacity)
         self.model: Model = model

@@ -3,6 +3,10 @@
 The limit (crawler.schedulers.limit) depends on the multiset of (p_i, w_i) pairs only, not
 on which URL holds which pair, so the switches of the papers (rank swaps, mirror swaps)
 leave it unchanged: the cache is keyed by the sorted pairs.
+
+With host groups and caps the limit is the constrained one (``constrained_limit``: the best
+any policy that respects the caps can do); it then depends on which URL is on which host,
+so the key is the values in id order with the groups.
 """
 
 from __future__ import annotations
@@ -30,7 +34,16 @@ class LimitTracker:
             return self._value
         key = _key(env)
         cached = self._by_key.get(key)
-        if cached is None:
+        if cached is None and env.caps is not None:
+            cached = schedulers.constrained_limit(
+                env.p.copy(),
+                env.capacity,
+                None if env.importance is None else env.importance.copy(),
+                groups=env.groups,
+                caps=env.caps,
+                model=env.model,
+            )
+        elif cached is None:
             cached = schedulers.limit(
                 env.p.copy(),
                 env.capacity,
@@ -45,6 +58,13 @@ class LimitTracker:
 def _key(env: Environment) -> bytes:
     digest = hashlib.blake2b(digest_size=16)
     digest.update(f"{env.model}:{env.capacity!r}:".encode())
+    if env.caps is not None and env.groups is not None:
+        digest.update(repr(sorted(env.caps.items())).encode())
+        digest.update(env.groups.tobytes())
+        digest.update(env.p.tobytes())
+        if env.importance is not None:
+            digest.update(env.importance.tobytes())
+        return digest.digest()
     if env.importance is None:
         digest.update(np.sort(env.p).tobytes())
     else:

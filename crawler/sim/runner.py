@@ -10,6 +10,12 @@ re-informed at once (its per-URL polling credit restarts for those URLs). Learni
 schedulers are told nothing about a switch. When the importance changes (the thesis's
 mirror swap), a scheduler that has a ``set_importance(ids, importance)`` method is given
 the new weights; the others keep the weights given to ``add``.
+
+Host groups (``EnvSpec.hosts``): when the spec's ``caps_known`` is True the scheduler is
+told each URL's host and the hosts' caps (``set_groups``, ``set_group_caps``) and keeps to
+them itself; otherwise it is told nothing and each slot's selection is truncated per host
+as a polite fetcher would (``HostTruncation``: a host's polls beyond its credit are not
+made and give no feedback). Either way the limit is the constrained one.
 """
 
 from __future__ import annotations
@@ -99,9 +105,16 @@ def run(
         importance=_copy(environment.importance),
         rates=environment.p.copy() if oracle else None,
     )
+    truncation: HostTruncation | None = None
+    if environment.groups is not None and environment.caps is not None:
+        if env.caps_known:
+            sched.set_groups(environment.ids, environment.groups)
+            sched.set_group_caps(dict(environment.caps))
+        else:
+            truncation = HostTruncation(environment.groups, environment.caps)
     started = time.perf_counter()
     rec = SlotRecord.empty(slots)
-    _loop(sched, environment, rec, oracle, progress)
+    _loop(sched, environment, rec, oracle, progress, truncation)
     seconds = time.perf_counter() - started
     return RunResult(
         scheduler=scheduler,
@@ -123,6 +136,7 @@ def _loop(
     rec: SlotRecord,
     oracle: bool,
     progress: Progress | None,
+    truncation: HostTruncation | None = None,
 ) -> None:
     """The hot loop: a few NumPy calls per slot beyond the scheduler's own work."""
     tracker = LimitTracker()
@@ -140,6 +154,8 @@ def _loop(
             if changed.size:
                 _tell_scheduler(sched, env, changed, oracle)
         ids = select()
+        if truncation is not None:
+            ids = truncation.keep(ids)
         if ids.size:
             hit = poll(ids)
             feedback(ids, hit)
@@ -158,6 +174,42 @@ def _loop(
         rec.changes[start:end] = changes
     if progress is not None:
         progress(slots)
+
+
+class HostTruncation:
+    """What a polite fetcher does to a selection that ignores the hosts' caps: each host has
+    a credit that grows by its cap every slot (up to ``ceil(cap)``); a slot polls at most
+    ``floor(credit)`` of the host's selected URLs (in the selection's order) and pays one
+    per poll; the other polls are not made."""
+
+    def __init__(self, groups: IdArray, caps: dict[int, float]) -> None:
+        self._groups = np.asarray(groups, dtype=np.int64)
+        hosts = int(self._groups.max()) + 1 if self._groups.size else 0
+        self._cap = np.full(hosts, np.inf)
+        for host, cap in caps.items():
+            if 0 <= host < hosts:
+                self._cap[host] = cap
+        self._credit = np.zeros(hosts)
+        self.dropped = 0
+
+    def keep(self, ids: IdArray) -> IdArray:
+        """The ids of this slot's selection that the hosts' credits allow."""
+        cap = self._cap
+        ceiling = np.ceil(np.where(np.isfinite(cap), cap, 1.0) - 1e-9)
+        self._credit = np.where(np.isfinite(cap), np.minimum(self._credit + cap, ceiling), np.inf)
+        if ids.size == 0:
+            return ids
+        host = self._groups[ids]
+        order = np.argsort(host, kind="stable")
+        sorted_host = host[order]
+        start = np.searchsorted(sorted_host, sorted_host, side="left")
+        rank = np.empty(ids.size, dtype=np.int64)
+        rank[order] = np.arange(ids.size) - start
+        allowed = rank < np.floor(self._credit[host] + 1e-9)
+        kept = ids[allowed]
+        self._credit -= np.bincount(host[allowed], minlength=cap.size)
+        self.dropped += int(ids.size - kept.size)
+        return kept
 
 
 def _tell_scheduler(

@@ -209,3 +209,162 @@ def test_set_importance_keeps_learning_and_is_saved(name: str) -> None:
     run_slots(s, 10, rng)
     _, x = s.frequencies()
     assert np.all((x > 0) & (x <= 1))
+
+
+# ----- constraints: host caps, bounds, pause, failures (every scheduler) ----------------
+
+
+def grouped(s: schedulers.Scheduler, ids: np.ndarray, hosts: int) -> np.ndarray:
+    groups = ids % hosts
+    s.set_groups(ids, groups)
+    return groups
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(4, 60),
+    hosts=st.integers(1, 5),
+    capacity=st.floats(0.5, 8.0),
+    caps=st.lists(st.floats(0.2, 3.0), min_size=5, max_size=5),
+    seed=st.integers(0, 2**16),
+)
+def test_host_caps_hold_in_every_slot(
+    name: str, n: int, hosts: int, capacity: float, caps: list[float], seed: int
+) -> None:
+    s = make(name, capacity=capacity, seed=seed)
+    ids = np.arange(n, dtype=np.int64)
+    populate(s, ids)
+    groups = grouped(s, ids, hosts)
+    s.set_group_caps({h: caps[h] for h in range(hosts)})
+    slots = 120
+    per_host = np.zeros(hosts)
+    for chosen in run_slots(s, slots, np.random.default_rng(seed)):
+        assert chosen.size <= math.ceil(capacity)
+        assert np.unique(chosen).size == chosen.size
+        counts = np.bincount(groups[chosen], minlength=hosts)
+        for h in range(hosts):
+            assert counts[h] <= math.ceil(caps[h] - 1e-9)
+        per_host += counts
+    for h in range(hosts):
+        assert per_host[h] <= caps[h] * slots + math.ceil(caps[h]) + 1e-9
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_bounds_and_pause_are_honoured_exactly(name: str) -> None:
+    s = make(name, capacity=2.0, seed=3)
+    ids = np.arange(40, dtype=np.int64)
+    populate(s, ids)
+    s.set_bounds([7], lower=1 / 50, upper=1 / 5)
+    s.set_bounds([8], upper=1 / 5)
+    s.pause([9])
+    polled: dict[int, list[int]] = {7: [], 8: [], 9: []}
+    rng = np.random.default_rng(4)
+    for slot, chosen in enumerate(run_slots(s, 3000, rng), start=1):
+        for i in (7, 8, 9):
+            if i in chosen:
+                polled[i].append(slot)
+    assert polled[9] == []
+    gaps7 = np.diff([0, *polled[7]])
+    assert gaps7.size >= 3000 // 50
+    assert gaps7.max() <= 50 and gaps7[1:].min() >= 5
+    if polled[8]:
+        assert np.diff(polled[8]).min() >= 5
+    _, lower, upper = s.bounds()
+    assert lower[7] == pytest.approx(1 / 50) and upper[9] == 0.0
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_pause_and_resume_keep_the_learning(name: str) -> None:
+    s = make(name, capacity=2.0, seed=5)
+    populate(s, np.arange(20))
+    run_slots(s, 40, np.random.default_rng(6))
+    before = s.state()
+    s.pause([1, 2])
+    s.resume([1, 2])
+    s.set_bounds([3], lower=0.1, upper=0.5)
+    s.report_failures([4, 5], ["transient", "gone"])
+    after = s.state()
+    # what was learned (the rows take_delta persists; the allocation may move with the
+    # bounds in force)
+    for key in ("ids", *s.persistent_fields()):
+        assert np.array_equal(before[key], after[key], equal_nan=True), key
+    run_slots(s, 20, np.random.default_rng(7))  # and it goes on
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_failing_urls_back_off_and_come_back(name: str) -> None:
+    s = make(name, capacity=3.0, seed=9)
+    ids = np.arange(30, dtype=np.int64)
+    populate(s, ids)
+    dead = {3, 4, 5}
+    rng = np.random.default_rng(10)
+    polls_dead = 0
+    for slot in range(1500):
+        chosen = s.select()
+        bad = np.isin(chosen, list(dead))
+        s.report_failures(chosen[bad], "permanent")
+        s.feedback(chosen[~bad], rng.random(int((~bad).sum())) < 0.3)
+        if slot >= 500:
+            polls_dead += int(bad.sum())
+    failing_ids, streak, retired = s.failing()
+    assert np.all(streak >= 3)
+    assert set(failing_ids.tolist()) == dead and retired.all()
+    # retired URLs are only probed: once every 1 / probe slots
+    assert polls_dead <= 3 * (1000 * 1e-3 + 1)
+    # URL 3 comes back: its next probe succeeds and revives it
+    dead.discard(3)
+    for _ in range(1100):
+        chosen = s.select()
+        bad = np.isin(chosen, list(dead))
+        s.report_failures(chosen[bad], "permanent")
+        s.feedback(chosen[~bad], rng.random(int((~bad).sum())) < 0.3)
+    assert set(s.failing()[0].tolist()) == dead
+    _, _, upper = s.bounds()
+    assert upper[3] == 1.0 and upper[4] <= 1e-3
+    # revive by hand
+    s.revive([4])
+    assert set(s.failing()[0].tolist()) == {5}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_add_and_remove_under_constraints(name: str) -> None:
+    rng = np.random.default_rng(12)
+    s = make(name, capacity=3)
+    ids = np.arange(30, dtype=np.int64)
+    populate(s, ids)
+    s.set_groups(ids, ids % 3)
+    s.set_group_caps({0: 0.5, 1: 1.0})
+    s.set_bounds([5], upper=0.25)
+    run_slots(s, 30, rng)
+    chosen = s.select()
+    s.remove(chosen[:2])
+    s.feedback(chosen, np.ones(chosen.size, dtype=bool))  # late feedback of removed ones
+    populate(s, np.arange(100, 106))
+    s.set_groups(np.arange(100, 106), 0)
+    for picked in run_slots(s, 80, rng):
+        assert not np.isin(picked, chosen[:2]).any()
+        groups = np.where(picked >= 100, 0, picked % 3)
+        assert np.count_nonzero(groups == 0) <= 1
+        assert np.count_nonzero(groups == 1) <= 1
+    _, x = s.frequencies()
+    assert x.size == 36 - chosen[:2].size and np.all((x >= 0) & (x <= 1))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_bad_constraints_are_clear_errors(name: str) -> None:
+    s = make(name)
+    populate(s, np.arange(5))
+    with pytest.raises(ValueError):
+        s.set_bounds([1], lower=0.5, upper=0.2)
+    with pytest.raises(ValueError):
+        s.set_bounds([1], upper=1.5)
+    with pytest.raises(ValueError):
+        s.set_group_caps({0: 0.0})
+    with pytest.raises(ValueError):
+        s.set_groups([1, 2], [0.5, 1])
+    with pytest.raises(ValueError):
+        s.set_bounds([99], upper=0.5)
+    with pytest.raises(ValueError):
+        s.report_failures([1], ["sometimes"])
+    s.report_failures([99], "transient")  # no longer watched: ignored

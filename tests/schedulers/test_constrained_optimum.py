@@ -1,0 +1,307 @@
+"""The optimum under host caps and per-URL bounds, against an independent reference.
+
+The reference is the incremental greedy: start every URL at its lower bound and hand out
+the rest of the budget in small steps, each to the URL whose next step is worth the most
+among those whose upper bound, host cap and the budget leave room. For a separable concave
+objective under nested (laminar) capacity constraints that greedy is optimal up to the step
+size, and it shares no code with the solver (no multipliers, no bisection).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crawler.schedulers import (
+    constrained_allocation,
+    constrained_limit,
+    constrained_whole_slot_limit,
+    expected_hits,
+    limit,
+    optimal_allocation,
+    solve_constrained,
+    whole_slot_limit,
+)
+from crawler.schedulers._optimum import Limits, change_rates, fitted_lower
+
+STEPS = 1500
+
+
+def value(x: np.ndarray, p: np.ndarray, w: np.ndarray, model: str) -> np.ndarray:
+    if model == "disappear":
+        return w * p * x
+    r = change_rates(p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(x > 0, x * -np.expm1(-r / np.where(x > 0, x, 1.0)), 0.0)
+    return np.asarray(w * v)
+
+
+def greedy_reference(
+    p: np.ndarray,
+    capacity: float,
+    w: np.ndarray,
+    groups: np.ndarray,
+    caps: dict[int, float],
+    lower: np.ndarray,
+    upper: np.ndarray,
+    model: str = "overwrite",
+) -> float:
+    x = lower.astype(np.float64).copy()
+    step = capacity / STEPS
+    room = capacity - x.sum()
+    cap_room = {g: c - x[groups == g].sum() for g, c in caps.items()}
+    while room > 1e-12:
+        best, best_gain, best_size = -1, 0.0, 0.0
+        for i in range(p.size):
+            size = min(step, upper[i] - x[i], room)
+            g = int(groups[i])
+            if g in cap_room:
+                size = min(size, cap_room[g])
+            if size <= 1e-15:
+                continue
+            one = np.array([x[i], x[i] + size])
+            v = value(one, np.full(2, p[i]), np.full(2, w[i]), model)
+            gain = (v[1] - v[0]) / size
+            if gain > best_gain:
+                best, best_gain, best_size = i, gain, size
+        if best < 0:
+            break
+        x[best] += best_size
+        room -= best_size
+        g = int(groups[best])
+        if g in cap_room:
+            cap_room[g] -= best_size
+    return float(value(x, p, w, model).sum())
+
+
+@st.composite
+def instances(draw: st.DrawFn) -> tuple:
+    n = draw(st.integers(1, 6))
+    p = np.array(draw(st.lists(st.floats(0.0, 0.95), min_size=n, max_size=n)))
+    weighted = draw(st.booleans())
+    w = (
+        np.array(draw(st.lists(st.floats(0.05, 1.0), min_size=n, max_size=n)))
+        if weighted
+        else np.ones(n)
+    )
+    groups = np.array(draw(st.lists(st.integers(-1, 1), min_size=n, max_size=n)))
+    caps = {g: draw(st.floats(0.05, 2.0)) for g in (0, 1) if draw(st.booleans())}
+    lower = np.array(draw(st.lists(st.floats(0.0, 0.3), min_size=n, max_size=n)))
+    spread = np.array(draw(st.lists(st.floats(0.0, 1.0), min_size=n, max_size=n)))
+    upper = lower + spread * (1.0 - lower)
+    capacity = draw(st.floats(0.1, 4.0))
+    return p, capacity, w, weighted, groups, caps, lower, upper
+
+
+def fits(limits: Limits, capacity: float) -> bool:
+    lo = limits.lower
+    for g, c in enumerate(limits.cap):
+        if lo[limits.group == g].sum() > c * (1 + 1e-9):
+            return False
+    return bool(lo.sum() <= capacity * (1 + 1e-9))
+
+
+def check_constraints(x: np.ndarray, capacity: float, limits: Limits) -> None:
+    tol = 1e-9
+    assert x.sum() <= capacity * (1 + tol) + tol
+    assert np.all(x <= limits.upper + tol)
+    assert np.all(x >= -tol)
+    for g, c in enumerate(limits.cap):
+        assert x[limits.group == g].sum() <= c * (1 + 1e-7) + tol
+    assert np.all(x >= fitted_lower(limits, capacity) * (1 - 1e-7) - tol)
+
+
+@pytest.mark.slow
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_matches_the_greedy_reference(case: tuple) -> None:
+    p, capacity, w, weighted, groups, caps, lower, upper = case
+    importance = w if weighted else None
+    limits = Limits.build(p.size, groups, caps, lower, upper)
+    solved = solve_constrained(
+        change_rates(p), capacity, importance, groups=groups, caps=caps, lower=lower, upper=upper
+    )
+    check_constraints(solved.x, capacity, limits)
+    assert solved.feasible == fits(limits, capacity)
+    if not solved.feasible:
+        return
+    ours = float(value(solved.x, p, w, "overwrite").sum())
+    reference = greedy_reference(p, capacity, w, groups, caps, lower, upper)
+    # The greedy's steps cost it at most a step's worth of value; it never beats the optimum.
+    assert ours >= reference - 1e-7
+    assert ours <= reference + 2 * capacity / STEPS + 1e-9
+    got = constrained_limit(
+        p, capacity, importance, groups=groups, caps=caps, lower=lower, upper=upper
+    )
+    assert got == pytest.approx(ours, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_disappear_limit_matches_the_greedy_reference(case: tuple) -> None:
+    p, capacity, w, weighted, groups, caps, lower, upper = case
+    limits = Limits.build(p.size, groups, caps, lower, upper)
+    if not fits(limits, capacity):
+        return
+    got = constrained_limit(
+        p,
+        capacity,
+        w if weighted else None,
+        groups=groups,
+        caps=caps,
+        lower=lower,
+        upper=upper,
+        model="disappear",
+    )
+    reference = greedy_reference(p, capacity, w, groups, caps, lower, upper, "disappear")
+    assert got == pytest.approx(reference, abs=1e-7)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances(), st.integers(0, 2**16))
+def test_no_feasible_transfer_improves_it(case: tuple, seed: int) -> None:
+    p, capacity, w, weighted, groups, caps, lower, upper = case
+    limits = Limits.build(p.size, groups, caps, lower, upper)
+    if not fits(limits, capacity):
+        return
+    x = constrained_allocation(
+        p, capacity, w if weighted else None, groups=groups, caps=caps, lower=lower, upper=upper
+    )
+    best = float(value(x, p, w, "overwrite").sum())
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        y = x.copy()
+        i, j = rng.integers(0, p.size, 2)
+        d = rng.uniform(-0.05, 0.05)
+        y[i] += d
+        if i != j:
+            y[j] -= d * rng.uniform(0.0, 1.0)
+        if np.any(y < lower - 1e-12) or np.any(y > upper + 1e-12) or y.sum() > capacity:
+            continue
+        if any(y[groups == g].sum() > c for g, c in caps.items()):
+            continue
+        assert float(value(y, p, w, "overwrite").sum()) <= best + 1e-9
+
+
+def test_no_constraints_is_the_plain_optimum() -> None:
+    rng = np.random.default_rng(4)
+    p = rng.uniform(0.0, 0.6, 300)
+    w = rng.uniform(0.1, 1.0, 300)
+    for importance in (None, w):
+        plain = optimal_allocation(p, 7.5, importance)
+        assert np.array_equal(constrained_allocation(p, 7.5, importance), plain)
+        # and the solver itself, with empty constraints, agrees to rounding
+        loose = constrained_allocation(p, 7.5, importance, groups=np.zeros(300, dtype=int))
+        assert np.allclose(loose, plain, atol=1e-6)
+        assert constrained_limit(p, 7.5, importance) == limit(p, 7.5, importance)
+
+
+def test_host_caps_bind_for_the_big_hosts() -> None:
+    rng = np.random.default_rng(2)
+    n = 2000
+    p = 0.5 / np.arange(1, n + 1) ** 0.9
+    rng.shuffle(p)
+    host = np.minimum(rng.zipf(1.6, n) - 1, 49)
+    caps = {h: 1.5 for h in range(50)}
+    solved = solve_constrained(change_rates(p), 20.0, groups=host, caps=caps)
+    load = np.bincount(host, solved.x, minlength=50)
+    free_load = np.bincount(host, optimal_allocation(p, 20.0), minlength=50)
+    assert solved.x.sum() == pytest.approx(20.0)
+    assert np.all(load <= 1.5 + 1e-9)
+    assert np.array_equal(solved.groups, np.unique(host))
+    load, free_load = load[solved.groups], free_load[solved.groups]
+    big = free_load > 1.5
+    assert big.any()
+    # the hosts over the cap bind; capping them frees budget that may lift others to it
+    assert np.all(solved.binding[big])
+    assert np.allclose(load[solved.binding], 1.5)
+    assert np.all(load[~solved.binding] < 1.5)
+    # the capped optimum is worth less than the free one, and more than truncating it
+    free = limit(p, 20.0)
+    capped = constrained_limit(p, 20.0, groups=host, caps=caps)
+    scaled = optimal_allocation(p, 20.0)
+    factor = np.ones(50)
+    factor[solved.groups] = np.where(big, 1.5 / np.maximum(free_load, 1e-300), 1.0)
+    truncated = expected_hits(scaled * factor[host], p)
+    assert truncated < capped < free
+
+
+def test_budget_left_over_when_every_cap_binds() -> None:
+    p = np.full(10, 0.5)
+    groups = np.repeat([0, 1], 5)
+    x = constrained_allocation(p, 5.0, groups=groups, caps={0: 1.0, 1: 0.5})
+    assert x.sum() == pytest.approx(1.5)
+    assert np.allclose(x[:5], 0.2) and np.allclose(x[5:], 0.1)
+
+
+def test_infeasible_lower_bounds_are_scaled_down() -> None:
+    p = np.array([0.5, 0.1, 0.2, 0.3])
+    lower = np.array([0.5, 0.5, 0.2, 0.2])
+    groups = np.array([0, 0, 1, 1])
+    # host 0: minimums 1.0 over its cap 0.5 -> halved; then 0.25 + 0.25 + 0.2 + 0.2 = 0.9
+    solved = solve_constrained(change_rates(p), 2.0, groups=groups, caps={0: 0.5}, lower=lower)
+    assert not solved.feasible
+    assert np.allclose(solved.x[:2], [0.25, 0.25])
+    assert solved.x.sum() == pytest.approx(2.0)
+    # the minimums alone over the budget: all scaled to C
+    tight = solve_constrained(change_rates(p), 0.6, lower=lower)
+    assert not tight.feasible
+    assert np.allclose(tight.x, lower * 0.6 / lower.sum())
+
+
+def test_paused_urls_get_nothing_and_bad_input_is_rejected() -> None:
+    p = np.array([0.9, 0.5, 0.1])
+    x = constrained_allocation(p, 1.0, upper=np.array([0.0, 1.0, 1.0]))
+    assert x[0] == 0.0 and x.sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="lower bound"):
+        constrained_allocation(p, 1.0, lower=[0.5, 0.5, 0.5], upper=[0.2, 1.0, 1.0])
+    with pytest.raises(ValueError, match="cap"):
+        constrained_allocation(p, 1.0, groups=[0, 0, 1], caps={0: 0.0})
+    with pytest.raises(ValueError, match="groups"):
+        constrained_allocation(p, 1.0, groups=[0.5, 0, 1])
+    with pytest.raises(ValueError, match="bounds"):
+        constrained_allocation(p, 1.0, upper=[1.5, 1.0, 1.0])
+    assert math.isfinite(constrained_limit(p, 1.0, groups=[0, 0, 1], caps={0: 0.3}))
+
+
+@pytest.mark.parametrize(
+    ("p", "capacity", "weighted"),
+    [
+        (0.3 / np.arange(1, 501) ** 1.5, 1.0, False),
+        (0.9 / np.arange(1, 501) ** 1.5, 1.0, False),
+        (np.random.default_rng(5).uniform(0.0, 0.9, 200), 12.0, True),
+    ],
+)
+def test_whole_slot_bound_without_caps_is_whole_slot_limit(
+    p: np.ndarray, capacity: float, weighted: bool
+) -> None:
+    w = np.random.default_rng(6).uniform(0.1, 1.0, p.size) if weighted else None
+    assert constrained_whole_slot_limit(p, capacity, w) == pytest.approx(
+        whole_slot_limit(p, capacity, w), rel=1e-6
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_whole_slot_bound_beats_every_whole_interval_schedule(case: tuple) -> None:
+    p, capacity, w, weighted, groups, caps, _, _ = case
+    bound = constrained_whole_slot_limit(
+        p, capacity, w if weighted else None, groups=groups, caps=caps
+    )
+    assert bound <= constrained_limit(
+        p, capacity, w if weighted else None, groups=groups, caps=caps
+    ) * (1 + 1e-12)
+    # every assignment of whole intervals (1..6 slots, or never) that fits is below it
+    choices = [0.0, *(1.0 / k for k in range(1, 7))]
+    best = 0.0
+    for x in itertools.product(choices, repeat=p.size):
+        xa = np.array(x)
+        if xa.sum() > capacity or any(xa[groups == g].sum() > c for g, c in caps.items()):
+            continue
+        best = max(best, float(value(xa, p, w, "overwrite").sum()))
+    assert best <= bound + 1e-9
