@@ -220,6 +220,40 @@ class AddressPolicy:
         )
 
 
+def numeric_host_problem(host: str) -> str | None:
+    """What is wrong with a host name that is a number in disguise (None if nothing).
+
+    A host whose last label is a number (decimal digits, or ``0x`` and hex digits: the URL
+    Standard's "ends in a number" rule) is an IPv4 address to browsers and to ``getaddrinfo``
+    (``inet_aton`` reads ``1234`` as 0.0.4.210 and ``0x7f.1`` as 127.0.0.1), never a DNS
+    name. Only the plain dotted-quad form is accepted: the others hide which address is
+    meant, from an operator reading the watch list and from the literal-address check."""
+    name = host.strip("[]")
+    last = name[:-1].rpartition(".")[2] if name.endswith(".") else name.rpartition(".")[2]
+    lowered = last.lower()
+    numeric = last.isascii() and (
+        last.isdigit() or (lowered.startswith("0x") and all(c in _HEX for c in lowered[2:]))
+    )
+    if not numeric or ":" in name:
+        return None
+    try:
+        if str(ipaddress.IPv4Address(name)) == name:
+            return None
+    except ValueError:
+        pass
+    try:
+        meant = str(ipaddress.IPv4Address(socket.inet_aton(name.rstrip("."))))
+    except OSError:
+        return f"host {host!r} ends in a number but is not an IPv4 address"
+    return (
+        f"host {host!r} is a number: resolvers read it as the IPv4 address {meant}; "
+        "write the address in dotted form if that is what is meant"
+    )
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
 @functools.lru_cache(maxsize=8192)
 def ip_literal(host: str) -> str | None:
     """The host itself if it is an IP literal (aiohttp does not resolve those); cached: it
