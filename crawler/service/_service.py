@@ -20,7 +20,7 @@ from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
 from crawler.service._loop import CrawlLoop, SlotSummary, fetch_config
 from crawler.settings import Settings
-from crawler.store import Store, StoreError
+from crawler.store import ServiceLock, Store, StoreError
 from crawler.workers import CrawlWorkers
 
 log = logging.getLogger("crawler.service")
@@ -67,10 +67,20 @@ class CrawlService:
         )
         self._housekeeping = AsyncIOScheduler(timezone="UTC")
         self._http: AsyncServer | None = None
+        self._lock: ServiceLock | None = None
         self._running = False
         self._started = time.monotonic()
 
     async def __aenter__(self) -> CrawlService:
+        # one service per database: refuse (ServiceLockHeld) before touching anything
+        self._lock = await asyncio.to_thread(self.store.acquire_service_lock)
+        try:
+            return await self._start()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    async def _start(self) -> CrawlService:
         await asyncio.to_thread(self.store.upgrade)
         if self.workers is None:  # else the crawl workers fetch, each with its own Fetcher
             await self.fetcher.__aenter__()
@@ -118,6 +128,8 @@ class CrawlService:
                 self.workers.close()
             if self._own_store:
                 self.store.close()
+            if self._lock is not None:
+                self._lock.release()
 
     def is_healthy(self) -> tuple[bool, str]:
         """Healthy while the loop runs and its last slot ended recently."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -55,6 +55,7 @@ from crawler.store.models import (
 
 if TYPE_CHECKING:
     from crawler.settings import Settings
+    from crawler.store._lock import ServiceLock
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,22 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def acquire_service_lock(
+        self,
+        owner: Mapping[str, Any] | None = None,
+        *,
+        role: str = "service",
+        shared: bool = False,
+    ) -> ServiceLock:
+        """Take the database's ``role`` lock (one service per database; see ``_lock.py``):
+        a ``ServiceLock`` to release (or use as a context manager), held until then or until
+        this process dies. ``owner`` describes the holder to a refused process (default: pid,
+        host, start time). Raises ``ServiceLockHeld`` (another process has it: its message
+        says who and what to do) or ``StoreUnavailable``."""
+        from crawler.store._lock import acquire
+
+        return acquire(self.engine, owner, role=role, shared=shared)
 
     def __enter__(self) -> Store:
         return self
