@@ -12,9 +12,11 @@ from crawler.schedulers._optimum import (
     whole_slot_limit,
 )
 from crawler.schedulers._registry import create, names, restore, scheduler_class
+from crawler.schedulers._state import SchedulerState
 
 __all__ = [
     "Scheduler",
+    "SchedulerState",
     "State",
     "create",
     "expected_hits",
