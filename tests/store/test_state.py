@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -135,3 +137,25 @@ def test_save_full_state_replaces(store: Store) -> None:
     assert store.scheduler_names() == ["uniform"]
     detail = store.url_detail("https://a.example/5")
     assert detail is not None and detail.state["uniform"]["importance"] == 1.0
+
+
+@pytest.mark.parametrize("name", ["uniform", "lakg", "fpa", "bayes"])
+def test_saved_format_is_the_flat_dicts(name: str) -> None:
+    """The typed state is saved exactly as the flat dict it replaced was: the scalars JSON
+    holds every key but ids and url_*, the record dtype lists the url_* arrays in order."""
+    from crawler.store import _state
+
+    s = schedulers.create(name, capacity=2, seed=3)
+    s.add(np.arange(6), importance=np.linspace(0.2, 1, 6))
+    ids = s.select()
+    s.feedback(ids, np.ones(ids.size, dtype=bool))
+    for state in (s.state(), s.take_delta()):
+        flat = dict(state.items())
+        old_scalars = {
+            k: _state._encode(v) for k, v in flat.items() if k != "ids" and not k.startswith("url_")
+        }
+        assert _state.scalars_to_json(state) == json.dumps(old_scalars, sort_keys=True)
+        old_fields = [(k, np.asarray(v).dtype.str) for k, v in flat.items() if k.startswith("url_")]
+        assert _state.row_dtype(state) == np.dtype(old_fields)
+        again = schedulers.SchedulerState.from_mapping(flat)
+        assert list(again) == list(state) and again.scalars() == state.scalars()
