@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -22,11 +22,10 @@ from crawler.cli._common import (
     settings_from,
     store_errors,
 )
-from crawler.cli._sources import SourceUrl, read_url_source
-from crawler.cli._validate import check_url, validate_rules
-from crawler.fetch import AddressPolicy, validate_url
 from crawler.settings import Settings
-from crawler.store import NewUrl, Store
+
+if TYPE_CHECKING:  # imported where used: `crawler status` (a health check) loads none of it
+    from crawler.store import Store
 
 #: exit status of input that can never work (nothing was written)
 USAGE = 2
@@ -36,6 +35,8 @@ app.add_typer(db_app, name="db")
 
 
 def open_store(settings: Settings) -> Store:
+    from crawler.store import Store
+
     store = Store(settings.database_url)
     with store_errors():
         store.upgrade()
@@ -47,6 +48,8 @@ def db_upgrade(
     config: str | None = ConfigOption, database_url: str | None = DatabaseOption
 ) -> None:
     """Apply the database migrations (``crawler run`` does this on start too)."""
+    from crawler.store import Store
+
     settings = settings_from(config, database_url=database_url)
     with store_errors():
         Store(settings.database_url).upgrade()
@@ -77,6 +80,11 @@ def add(
 ) -> None:
     """Watch URLs. Every URL is checked with the crawl's own rules first; if any is invalid
     nothing is added (exit 2) unless --skip-invalid. A URL already watched is reported."""
+    from crawler.cli._sources import SourceUrl, read_url_source
+    from crawler.cli._validate import check_url, validate_rules
+    from crawler.fetch import AddressPolicy
+    from crawler.store import NewUrl
+
     if not 0 < importance <= 1:
         fail("--importance must be in (0, 1]", USAGE)
     patterns = tuple(ignore or ())
@@ -150,6 +158,8 @@ def remove(
     database_url: str | None = DatabaseOption,
 ) -> None:
     """Stop watching URLs (their history is kept)."""
+    from crawler.fetch import validate_url
+
     settings = settings_from(config, database_url=database_url)
     canonical = []
     for raw in urls:
@@ -222,6 +232,8 @@ def show(
     as_json: bool = JsonOption,
 ) -> None:
     """One URL: its automaton state, recent polls and changes."""
+    from crawler.fetch import validate_url
+
     settings = settings_from(config, database_url=database_url)
     try:
         url = validate_url(url)
