@@ -262,9 +262,8 @@ def lock_path(engine: Engine) -> Path | None:
     database = make_url(str(engine.url)).database
     if not database or database == ":memory:" or database.startswith("file::memory:"):
         return None
-    return Path(os.path.realpath(Path(database).expanduser())).with_name(
-        Path(database).name + ".lock"
-    )
+    real = Path(os.path.realpath(Path(database).expanduser()))  # one file, one lock
+    return real.with_name(real.name + ".lock")
 
 
 def _acquire_sqlite(engine: Engine, info: dict[str, Any], role: str, shared: bool) -> ServiceLock:

@@ -174,3 +174,26 @@ def test_second_crawler_run_refuses_until_the_first_is_killed(
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_sqlite_paths_to_one_file_share_one_lock(tmp_path: Path) -> None:
+    """A relative path, an absolute one and a symlink to the same database file."""
+    real = tmp_path / "data" / "crawler.db"
+    real.parent.mkdir()
+    link = tmp_path / "other-name.db"
+    link.symlink_to(real)
+    cwd = os.getcwd()
+    os.chdir(real.parent)
+    try:
+        with (
+            Store(f"sqlite:///{real}") as a,
+            Store("sqlite:///crawler.db") as b,
+            Store(f"sqlite:///{link}") as c,
+            a.acquire_service_lock() as lock,
+        ):
+            assert lock.where.endswith(f"(lock file {real}.lock)")
+            for other in (b, c):
+                with pytest.raises(ServiceLockHeld):
+                    other.acquire_service_lock()
+    finally:
+        os.chdir(cwd)
