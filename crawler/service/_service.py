@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -26,6 +27,14 @@ from crawler.workers import CrawlWorkers
 log = logging.getLogger("crawler.service")
 
 PRUNE_EVERY_MINUTES = 60
+#: how often the service checks it still holds its database's lock (store/_lock.py)
+LOCK_CHECK_SECONDS = 15.0
+
+
+def _stop_this_process() -> None:
+    """Another service took this database's lock (this one's session had died): stop as
+    on SIGTERM; a restart is then refused while the other one runs."""
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 class CrawlService:
@@ -74,6 +83,7 @@ class CrawlService:
     async def __aenter__(self) -> CrawlService:
         # one service per database: refuse (ServiceLockHeld) before touching anything
         self._lock = await asyncio.to_thread(self.store.acquire_service_lock)
+        self._lock.watch(LOCK_CHECK_SECONDS, _stop_this_process)
         try:
             return await self._start()
         except BaseException:

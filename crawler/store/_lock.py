@@ -34,6 +34,8 @@ Decisions:
 * ``ServiceLock.ensure()`` re-checks a PostgreSQL lock (the server restarted, the network
   cut the session): it reconnects and takes the lock again if nobody else has, and says
   False when another process took it meanwhile (then this one must stop).
+  ``ServiceLock.watch(interval, on_lost)`` does that from a daemon thread; the service
+  stops itself (as on SIGTERM) when told its lock is gone.
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import socket
+import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +60,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from crawler.store._types import StoreError, StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 #: first key of every crawler advisory lock ("craw"), so they are easy to find in pg_locks
 NAMESPACE = 0x63726177
@@ -104,6 +110,8 @@ class ServiceLock:
     _fd: int | None = None
     _key: int = 0
     released: bool = field(default=False)
+    _mutex: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
 
     def __enter__(self) -> ServiceLock:
         return self
@@ -117,7 +125,12 @@ class ServiceLock:
         self.release()
 
     def release(self) -> None:
-        """Give the lock up (idempotent)."""
+        """Give the lock up (idempotent); stops a ``watch``."""
+        self._stop.set()
+        with self._mutex:
+            self._release()
+
+    def _release(self) -> None:
         if self.released:
             return
         self.released = True
@@ -136,6 +149,35 @@ class ServiceLock:
         """True if this process still holds the lock (a PostgreSQL lock whose session died
         is taken again when free); False if another process has it now. Raises
         StoreUnavailable when the database cannot be reached to tell."""
+        with self._mutex:
+            return self._ensure()
+
+    def watch(self, interval_s: float, on_lost: Callable[[], None]) -> None:
+        """Check the lock every ``interval_s`` seconds in a daemon thread (``ensure``) and
+        call ``on_lost()`` once, from that thread, if another process has taken it (a
+        PostgreSQL restart or a network cut ended this session and a second service
+        started meanwhile). An unreachable database is checked again next time. Stops at
+        ``release()``."""
+
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    held = self.ensure()
+                except StoreError as exc:
+                    log.warning("cannot check the %s lock (%s); trying again", self.role, exc)
+                    continue
+                if not held and not self._stop.is_set():
+                    log.error(
+                        "another process took the %s lock of this database (%s)",
+                        self.role,
+                        self.where,
+                    )
+                    on_lost()
+                    return
+
+        threading.Thread(target=loop, name=f"crawler-{self.role}-lock", daemon=True).start()
+
+    def _ensure(self) -> bool:
         if self.released:
             return False
         if self._engine is None:  # SQLite: a flock lives as long as the descriptor

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from crawler.store import ServiceLockHeld, Store
-from crawler.store._lock import lock_key
+from crawler.store._lock import NAMESPACE, lock_key
 
 
 def test_second_holder_is_refused_with_who_holds_it(database_url: str) -> None:
@@ -197,3 +198,58 @@ def test_sqlite_paths_to_one_file_share_one_lock(tmp_path: Path) -> None:
                     other.acquire_service_lock()
     finally:
         os.chdir(cwd)
+
+
+@pytest.mark.parametrize("db_backend", ["postgresql"])
+def test_watch_tells_when_another_process_took_the_lock(database_url: str) -> None:
+    with Store(database_url) as a, Store(database_url) as b:
+        lock = a.acquire_service_lock()
+        lost = threading.Event()
+        lock.watch(1.0, lost.set)
+        assert lock._conn is not None
+        backend = lock._conn.execute(text("SELECT pg_backend_pid()")).scalar()
+        with b.engine.connect() as conn:
+            conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": backend})
+        deadline = time.monotonic() + 10
+        while True:  # another service starts while this one's session is gone
+            try:
+                other = b.acquire_service_lock()
+                break
+            except ServiceLockHeld:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        assert lost.wait(10)
+        assert not lock.ensure()
+        other.release()
+        lock.release()
+
+
+@pytest.mark.parametrize("db_backend", ["postgresql"])
+def test_watch_retakes_a_free_lock_quietly(database_url: str) -> None:
+    with Store(database_url) as a, Store(database_url) as b:
+        lock = a.acquire_service_lock()
+        lost = threading.Event()
+        lock.watch(0.1, lost.set)
+        assert lock._conn is not None
+        backend = lock._conn.execute(text("SELECT pg_backend_pid()")).scalar()
+        with b.engine.connect() as conn:
+            conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": backend})
+        holder = text(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND classid = CAST(:ns AS oid) AND objid = CAST(:key AS oid)"
+        )
+        key = {"ns": NAMESPACE, "key": lock._key + 2**32 if lock._key < 0 else lock._key}
+        deadline = time.monotonic() + 10
+        with b.engine.connect() as conn:
+            while True:  # the watcher takes it again, on a new session (looked at, not taken)
+                pids = conn.execute(holder, key).scalars().all()
+                conn.rollback()
+                if pids and pids != [backend]:
+                    break
+                assert time.monotonic() < deadline, "the lock was not taken again"
+                time.sleep(0.05)
+        with pytest.raises(ServiceLockHeld):
+            b.acquire_service_lock()
+        assert not lost.is_set()
+        lock.release()
+        b.acquire_service_lock().release()  # and released for good
