@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from crawler.settings import Settings, SettingsError, load_settings
 
@@ -25,7 +26,7 @@ JsonOption = typer.Option(False, "--json", help="One JSON document on stdout.")
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print one clear line to stderr and exit non-zero."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 

@@ -1,13 +1,23 @@
-"""Reading URLs from files: plain lists, sitemap.xml and OPML."""
+"""Reading URLs from files: plain lists, sitemap.xml and OPML, each URL with where it was."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
+from typing import NamedTuple
 
 from selectolax.lexbor import LexborHTMLParser
 
 
-def read_url_source(source: str | Path) -> list[str]:
+class SourceUrl(NamedTuple):
+    """A URL as written in a source, and where: ``line`` (1-based; 0 when not found, e.g. a
+    sitemap entry written with character references the parser decoded)."""
+
+    url: str
+    line: int
+
+
+def read_url_source(source: str | Path) -> list[SourceUrl]:
     """URLs from text: one per line (``#`` comments), or a sitemap (<loc>), or OPML
     (outline xmlUrl/htmlUrl). ``source`` is a path or the text itself."""
     if isinstance(source, Path):
@@ -19,21 +29,40 @@ def read_url_source(source: str | Path) -> list[str]:
     if head.startswith("<") and any(m in head for m in markers):
         return _read_xml(text)
     urls = []
-    for raw in text.splitlines():
+    for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if line and not line.startswith("#"):
-            urls.append(line)
+            urls.append(SourceUrl(line, number))
     return urls
 
 
-def _read_xml(text: str) -> list[str]:
+def _read_xml(text: str) -> list[SourceUrl]:
     tree = LexborHTMLParser(text)
-    urls = [node.text(strip=True) for node in tree.css("loc")]
+    values = [node.text(strip=True) for node in tree.css("loc")]
     for node in tree.css("outline"):
         attrs = {k.lower(): v for k, v in node.attributes.items()}
         url = attrs.get("xmlurl") or attrs.get("htmlurl")
         if url:
-            urls.append(url)
-    if not urls:
+            values.append(url)
+    if not values:
         raise ValueError("no <loc> or <outline xmlUrl=...> entries found in the XML")
-    return [u for u in urls if u]
+    return _locate([v for v in values if v], text)
+
+
+def _locate(values: list[str], text: str) -> list[SourceUrl]:
+    """Each value with the line it is written on (searched in document order; the
+    parser does not report positions)."""
+    out = []
+    pos = 0
+    for value in values:
+        found = -1
+        for written in dict.fromkeys((value, html.escape(value, quote=False), html.escape(value))):
+            found = text.find(written, pos)
+            if found >= 0:
+                break
+        if found < 0:
+            out.append(SourceUrl(value, 0))
+            continue
+        out.append(SourceUrl(value, text.count("\n", 0, found) + 1))
+        pos = found + 1
+    return out

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from crawler.cli._app import app
@@ -21,16 +22,21 @@ from crawler.cli._common import (
     settings_from,
     store_errors,
 )
-from crawler.cli._sources import read_url_source
-from crawler.fetch import validate_url
 from crawler.settings import Settings
-from crawler.store import NewUrl, Store
+
+if TYPE_CHECKING:  # imported where used: `crawler status` (a health check) loads none of it
+    from crawler.store import Store
+
+#: exit status of input that can never work (nothing was written)
+USAGE = 2
 
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 
 def open_store(settings: Settings) -> Store:
+    from crawler.store import Store
+
     store = Store(settings.database_url)
     with store_errors():
         store.upgrade()
@@ -42,6 +48,8 @@ def db_upgrade(
     config: str | None = ConfigOption, database_url: str | None = DatabaseOption
 ) -> None:
     """Apply the database migrations (``crawler run`` does this on start too)."""
+    from crawler.store import Store
+
     settings = settings_from(config, database_url=database_url)
     with store_errors():
         Store(settings.database_url).upgrade()
@@ -61,31 +69,53 @@ def add(
     importance: float = typer.Option(1.0, "--importance", help="Value of a change, in (0, 1]."),
     selector: str | None = typer.Option(None, "--selector", help="CSS selector to watch."),
     ignore: list[str] = typer.Option(None, "--ignore", help="Regex removed before hashing."),
+    skip_invalid: bool = typer.Option(
+        False,
+        "--skip-invalid",
+        help="Add the valid URLs even if some are invalid (those are reported and skipped).",
+    ),
     config: str | None = ConfigOption,
     database_url: str | None = DatabaseOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Watch URLs. A URL already watched is reported; a malformed one is reported and skipped."""
+    """Watch URLs. Every URL is checked with the crawl's own rules first; if any is invalid
+    nothing is added (exit 2) unless --skip-invalid. A URL already watched is reported."""
+    from crawler.cli._sources import SourceUrl, read_url_source
+    from crawler.cli._validate import check_url, validate_rules
+    from crawler.fetch import AddressPolicy
+    from crawler.store import NewUrl
+
     if not 0 < importance <= 1:
-        fail("--importance must be in (0, 1]")
-    candidates = list(urls or [])
+        fail("--importance must be in (0, 1]", USAGE)
+    patterns = tuple(ignore or ())
+    try:
+        validate_rules(selector, patterns)
+    except ValueError as exc:
+        fail(str(exc), USAGE)
+    candidates = [SourceUrl(u, 0) for u in urls or []]
     if file is not None:
         try:
             candidates += read_url_source(sys.stdin.read() if file == "-" else Path(file))
         except (OSError, ValueError) as exc:
-            fail(f"cannot read {file}: {exc}")
+            fail(f"cannot read {file}: {exc}", USAGE)
     if not candidates:
-        fail("no URLs given: pass URLs or --file PATH")
-    entries: list[NewUrl] = []
-    invalid: list[dict[str, str]] = []
-    for raw in candidates:
-        try:
-            entries.append(NewUrl(validate_url(raw), importance, selector, tuple(ignore or ())))
-        except ValueError as exc:
-            invalid.append({"url": raw, "error": str(exc)})
+        fail("no URLs given: pass URLs or --file PATH", USAGE)
     settings = settings_from(config, database_url=database_url)
+    policy = AddressPolicy(settings.allow_private_addresses)
+    entries: list[NewUrl] = []
+    invalid: list[dict[str, Any]] = []
+    source = "-" if file == "-" else file
+    for raw, line in candidates:
+        try:
+            entries.append(NewUrl(check_url(raw, policy), importance, selector, patterns))
+        except ValueError as exc:
+            bad: dict[str, Any] = {"url": _clip(raw), "error": str(exc)}
+            if line:
+                bad |= {"file": source, "line": line}
+            invalid.append(bad)
+    refused = bool(invalid) and not skip_invalid
     with store_errors():
-        report = open_store(settings).add_urls(entries)
+        report = open_store(settings).add_urls([] if refused else entries)
     if as_json:
         print_json(
             {
@@ -97,15 +127,28 @@ def add(
         )
     else:
         for bad in invalid:
-            err_console.print(f"[yellow]skipped[/] {bad['url']}: {bad['error']}", highlight=False)
+            where = f"{bad['file']}:{bad['line']}: " if "line" in bad else ""
+            message = escape(f"{where}{bad['error']}")
+            err_console.print(f"[yellow]invalid[/] {message}", highlight=False)
         for url in report.already_watched:
-            err_console.print(f"[dim]already watched[/] {url}", highlight=False)
-        err_console.print(
-            f"added {len(report.added)}, re-activated {len(report.reactivated)}, "
-            f"already watched {len(report.already_watched)}, invalid {len(invalid)}"
-        )
-    if invalid and not entries:  # nothing valid at all: a usage error
-        raise typer.Exit(2)
+            err_console.print(f"[dim]already watched[/] {escape(url)}", highlight=False)
+        if refused:
+            err_console.print(
+                f"nothing added: {len(invalid)} invalid URL(s) of {len(candidates)}; fix them, "
+                "or pass --skip-invalid to add the valid ones"
+            )
+        else:
+            err_console.print(
+                f"added {len(report.added)}, re-activated {len(report.reactivated)}, "
+                f"already watched {len(report.already_watched)}, invalid {len(invalid)}"
+            )
+    if refused or (invalid and not entries):
+        raise typer.Exit(USAGE)
+
+
+def _clip(url: str, keep: int = 200) -> str:
+    """A URL short enough to print (a 10 MB line is reported by its start)."""
+    return url if len(url) <= keep else f"{url[:keep]}... ({len(url):,} characters)"
 
 
 @app.command()
@@ -115,6 +158,8 @@ def remove(
     database_url: str | None = DatabaseOption,
 ) -> None:
     """Stop watching URLs (their history is kept)."""
+    from crawler.fetch import validate_url
+
     settings = settings_from(config, database_url=database_url)
     canonical = []
     for raw in urls:
@@ -126,7 +171,7 @@ def remove(
         removed = open_store(settings).remove_urls(canonical)
     missing = sorted(set(canonical) - set(removed))
     for url in missing:
-        err_console.print(f"[yellow]not watched[/] {url}", highlight=False)
+        err_console.print(f"[yellow]not watched[/] {escape(url)}", highlight=False)
     err_console.print(f"removed {len(removed)}")
     if missing and not removed:
         raise typer.Exit(1)
@@ -187,6 +232,8 @@ def show(
     as_json: bool = JsonOption,
 ) -> None:
     """One URL: its automaton state, recent polls and changes."""
+    from crawler.fetch import validate_url
+
     settings = settings_from(config, database_url=database_url)
     try:
         url = validate_url(url)
@@ -204,7 +251,7 @@ def show(
         print_json(doc)
         return
     row = doc["row"]
-    out_console.print(f"[bold]{row['url']}[/]  (id {row['id']}, host {row['host']})")
+    out_console.print(f"[bold]{escape(row['url'])}[/]  (id {row['id']}, host {row['host']})")
     out_console.print(
         f"importance {row['importance']:.2f}  wanted {doc['wanted_frequency']} polls/slot  "
         f"polls {row['polls']}  hits {row['hits']}  misses {row['misses']}  "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.live import Live
@@ -11,7 +12,9 @@ from rich.table import Table
 
 from crawler.cli._app import app
 from crawler.cli._common import err_console, fail
-from crawler.demo import DemoOptions, DemoProgress, run_demo
+
+if TYPE_CHECKING:  # imported by the command: the other commands need none of it
+    from crawler.demo import DemoOptions, DemoProgress
 
 
 def _view(progress: DemoProgress, options: DemoOptions) -> Table:
@@ -58,6 +61,8 @@ def demo(
     service on SQLite, showing the hit rate per slot against the analytic limit."""
     if urls < 1 or capacity <= 0 or slot_seconds <= 0 or slots < 1:
         fail("--urls, --capacity, --slot-seconds and --slots must be positive")
+    from crawler.demo import DemoOptions, DemoProgress, run_demo
+
     options = DemoOptions(
         urls=urls,
         capacity=capacity,

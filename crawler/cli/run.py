@@ -14,6 +14,9 @@ from crawler.cli._common import fail
 from crawler.logs import configure_logging
 from crawler.settings import Settings, SettingsError, load_settings
 
+#: exit status of a ``crawler run`` refused because another service holds the database
+ALREADY_RUNNING = 3
+
 
 def _flag_annotation(annotation: Any) -> Any:
     """The flag's type: the setting's type without None; dicts are JSON text."""
@@ -36,11 +39,16 @@ def _run(config: str | None, max_slots: int | None, **flags: Any) -> None:
         fail(str(exc))
     configure_logging(settings.log_level, settings.log_format)
     from crawler.service import serve
+    from crawler.store import ServiceLockHeld, StoreError
 
     try:
         asyncio.run(serve(settings, max_slots))
     except KeyboardInterrupt:
         pass
+    except ServiceLockHeld as exc:  # another service on this database
+        fail(str(exc), ALREADY_RUNNING)
+    except StoreError as exc:
+        fail(f"{exc} (check --database-url / CRAWLER_DATABASE_URL, and that the server is up)")
     except OSError as exc:  # e.g. the metrics port is taken
         fail(f"{exc} (is another crawler running? change --metrics-port)")
 

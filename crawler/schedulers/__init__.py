@@ -18,12 +18,14 @@ from crawler.schedulers._optimum import (
     whole_slot_limit,
 )
 from crawler.schedulers._registry import create, names, restore, scheduler_class
+from crawler.schedulers._state import SchedulerState
 
 __all__ = [
     "FAILURE_KINDS",
     "Constrained",
     "FailureKind",
     "Scheduler",
+    "SchedulerState",
     "State",
     "classify_failure",
     "constrained_allocation",

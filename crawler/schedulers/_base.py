@@ -18,15 +18,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, Guard, refund
 from crawler.schedulers._realize import REALIZATIONS, poll_shares, sampling_pick, stride_pick
+from crawler.schedulers._state import URL_PREFIX, SchedulerState
 
 IdArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
 IndexArray = NDArray[np.intp]
-State = dict[str, Any]
-
-STATE_FORMAT = 1
-URL_PREFIX = "url_"
+#: what ``state()``/``take_delta()`` return and ``from_state``/``restore`` take
+State = SchedulerState
 
 
 def as_id_array(ids: ArrayLike, what: str = "ids") -> IdArray:
@@ -362,30 +361,27 @@ class Scheduler(ABC):
         """Every watched URL's id and wanted polls per slot x_i."""
         return self._ids.copy(), np.asarray(self._wanted(), dtype=np.float64).copy()
 
-    def state(self) -> State:
-        """All that resumes this scheduler: NumPy arrays (per-URL ones prefixed ``url_``,
-        aligned with ``ids``) and plain scalars."""
-        st = self._scalar_state()
-        st["ids"] = self._ids.copy()
-        for field in self._all_url_fields():
-            if field != "dirty":
-                st[URL_PREFIX + field] = getattr(self, "_" + field).copy()
-        return st
+    def state(self) -> SchedulerState:
+        """All that resumes this scheduler: the scalars, the ids and every per-URL array
+        (aligned with ``ids``; see ``SchedulerState``)."""
+        return self._make_state(
+            self._ids.copy(),
+            {f: getattr(self, "_" + f).copy() for f in self._all_url_fields() if f != "dirty"},
+        )
 
-    def _scalar_state(self) -> State:
-        st: State = {
-            "scheduler": self.name,
-            "format": STATE_FORMAT,
-            "params": json.dumps(self.params(), sort_keys=True),
-            "rng": json.dumps(self._rng.bit_generator.state),
-            "budget": self._budget,
-            "slot": self._slot,
-        }
-        for field in self._scalar_fields:
-            st[field] = getattr(self, "_" + field)
-        return st
+    def _make_state(self, ids: IdArray, rows: dict[str, NDArray[Any]]) -> SchedulerState:
+        return SchedulerState(
+            scheduler=self.name,
+            params=json.dumps(self.params(), sort_keys=True),
+            rng=json.dumps(self._rng.bit_generator.state),
+            budget=self._budget,
+            slot=self._slot,
+            ids=ids,
+            rows=rows,
+            extra={field: getattr(self, "_" + field) for field in self._scalar_fields},
+        )
 
-    def take_delta(self) -> State:
+    def take_delta(self) -> SchedulerState:
         """What changed since the last call, for incremental persistence: the learning rows
         (``url_*`` arrays, no realization credit and no derived caches) of the URLs added or
         given feedback since then, and every scalar. Merging the deltas of a run row by row
@@ -393,46 +389,46 @@ class Scheduler(ABC):
         ``from_state`` accepts: it resumes the learning exactly, with fresh stride phases."""
         changed = np.flatnonzero(self._dirty)
         self._dirty[:] = False
-        st = self._scalar_state()
-        st["ids"] = self._ids[changed]
-        for field in self._persistent_url_fields():
-            st[URL_PREFIX + field] = getattr(self, "_" + field)[changed]
-        return st
+        return self._make_state(
+            self._ids[changed],
+            {f: getattr(self, "_" + f)[changed] for f in self._persistent_url_fields()},
+        )
 
     def persistent_fields(self) -> tuple[str, ...]:
         """The ``url_*`` keys that ``take_delta()`` carries."""
         return tuple(URL_PREFIX + f for f in self._persistent_url_fields())
 
     @classmethod
-    def from_state(cls, st: State) -> Scheduler:
-        """Rebuild a scheduler saved by ``state()`` (or merged from ``take_delta()``)."""
-        if st.get("format") != STATE_FORMAT:
-            raise ValueError(f"unsupported scheduler state format {st.get('format')!r}")
-        params = json.loads(st["params"])
-        obj = cls(**params)
-        ids = as_id_array(st["ids"], "state ids")
+    def from_state(cls, state: Mapping[str, Any]) -> Scheduler:
+        """Rebuild a scheduler saved by ``state()`` (or merged from ``take_delta()``); a
+        ``SchedulerState`` or its flat mapping form."""
+        st = SchedulerState.from_mapping(state)
+        obj = cls(**json.loads(st.params))
+        ids = as_id_array(st.ids, "state ids")
         if ids.size > 1 and np.any(np.diff(ids) <= 0):
             raise ValueError("corrupt scheduler state: ids are not strictly increasing")
         obj._ids = ids.copy()
         optional = {"credit", "dirty", *obj._derived_fields, *obj._added_fields}
         for field in obj._all_url_fields():
-            key = URL_PREFIX + field
-            if key not in st and field in optional:
+            saved = st.rows.get(field)
+            if saved is None and field in optional:
                 dtype = getattr(obj, "_" + field).dtype
                 fill = obj._rng.random(ids.size) if field == "credit" else np.zeros(ids.size)
                 setattr(obj, "_" + field, fill.astype(dtype))
                 continue
-            if key not in st:
-                raise ValueError(f"corrupt scheduler state: {key} is missing")
-            arr = np.asarray(st[key]).copy()
+            if saved is None:
+                raise ValueError(f"corrupt scheduler state: {URL_PREFIX + field} is missing")
+            arr = np.asarray(saved).copy()
             if arr.shape != ids.shape:
-                raise ValueError(f"corrupt scheduler state: {key} does not match ids")
+                raise ValueError(f"corrupt scheduler state: {URL_PREFIX}{field} does not match ids")
             setattr(obj, "_" + field, arr.astype(getattr(obj, "_" + field).dtype, copy=False))
         for field in obj._scalar_fields:
-            setattr(obj, "_" + field, st[field])
-        obj._budget = float(st["budget"])
-        obj._slot = int(st["slot"])
-        obj._rng.bit_generator.state = json.loads(st["rng"])
+            if field not in st.extra:
+                raise ValueError(f"corrupt scheduler state: {field} is missing")
+            setattr(obj, "_" + field, st.extra[field])
+        obj._budget = st.budget
+        obj._slot = st.slot
+        obj._rng.bit_generator.state = json.loads(st.rng)
         obj._after_restore()
         return obj
 

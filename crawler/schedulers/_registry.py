@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
-from crawler.schedulers._base import Scheduler, State
+from crawler.schedulers._base import Scheduler
+from crawler.schedulers._state import SchedulerState
 
 # name -> "module:Class"; imported on first use so that one broken module cannot hide the rest.
 _REGISTRY: dict[str, str] = {
@@ -50,9 +52,8 @@ def create(name: str, capacity: float, seed: int | None = None, **params: Any) -
         raise ValueError(f"bad parameters for scheduler {name!r}: {exc}") from None
 
 
-def restore(st: State) -> Scheduler:
-    """Rebuild a scheduler from ``Scheduler.state()``."""
-    name = st.get("scheduler")
-    if not isinstance(name, str):
-        raise ValueError("not a scheduler state: the 'scheduler' name is missing")
-    return scheduler_class(name).from_state(st)
+def restore(st: Mapping[str, Any]) -> Scheduler:
+    """Rebuild a scheduler from ``Scheduler.state()`` (a ``SchedulerState``, or its flat
+    mapping form)."""
+    state = SchedulerState.from_mapping(st)
+    return scheduler_class(state.scheduler).from_state(state)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -20,12 +21,20 @@ from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
 from crawler.service._loop import CrawlLoop, SlotSummary, fetch_config
 from crawler.settings import Settings
-from crawler.store import Store, StoreError
+from crawler.store import ServiceLock, Store, StoreError
 from crawler.workers import CrawlWorkers
 
 log = logging.getLogger("crawler.service")
 
 PRUNE_EVERY_MINUTES = 60
+#: how often the service checks it still holds its database's lock (store/_lock.py)
+LOCK_CHECK_SECONDS = 15.0
+
+
+def _stop_this_process() -> None:
+    """Another service took this database's lock (this one's session had died): stop as
+    on SIGTERM; a restart is then refused while the other one runs."""
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 class CrawlService:
@@ -67,10 +76,21 @@ class CrawlService:
         )
         self._housekeeping = AsyncIOScheduler(timezone="UTC")
         self._http: AsyncServer | None = None
+        self._lock: ServiceLock | None = None
         self._running = False
         self._started = time.monotonic()
 
     async def __aenter__(self) -> CrawlService:
+        # one service per database: refuse (ServiceLockHeld) before touching anything
+        self._lock = await asyncio.to_thread(self.store.acquire_service_lock)
+        self._lock.watch(LOCK_CHECK_SECONDS, _stop_this_process)
+        try:
+            return await self._start()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    async def _start(self) -> CrawlService:
         await asyncio.to_thread(self.store.upgrade)
         if self.workers is None:  # else the crawl workers fetch, each with its own Fetcher
             await self.fetcher.__aenter__()
@@ -118,6 +138,8 @@ class CrawlService:
                 self.workers.close()
             if self._own_store:
                 self.store.close()
+            if self._lock is not None:
+                self._lock.release()
 
     def is_healthy(self) -> tuple[bool, str]:
         """Healthy while the loop runs and its last slot ended recently."""

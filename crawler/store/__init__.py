@@ -8,6 +8,7 @@ a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migratio
 """
 
 from crawler.store._engine import sync_url
+from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
 from crawler.store._migrate import alembic_config, head_revision
 from crawler.store._store import Store, compress_snapshot, decompress_snapshot, site_host
 from crawler.store._types import (
@@ -35,6 +36,8 @@ __all__ = [
     "Outcome",
     "PollRecord",
     "PollRow",
+    "ServiceLock",
+    "ServiceLockHeld",
     "SlotRecord",
     "Stats",
     "Store",
@@ -47,6 +50,7 @@ __all__ = [
     "compress_snapshot",
     "decompress_snapshot",
     "head_revision",
+    "owner_info",
     "site_host",
     "sync_url",
 ]

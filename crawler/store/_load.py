@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import Connection, select
 
+from crawler.schedulers import SchedulerState
 from crawler.store import _state
 from crawler.store._scan import scan
 from crawler.store.models import scheduler_state
@@ -26,7 +27,7 @@ _SQLITE_ROWS = _ROWS.format("?")
 _PG_ROWS = _ROWS.format("%s")
 
 
-def load_state(conn: Connection, name: str, problems: list[str] | None) -> dict[str, Any] | None:
+def load_state(conn: Connection, name: str, problems: list[str] | None) -> SchedulerState | None:
     """The merged state of scheduler ``name`` over the watched URLs (see Store)."""
     found = conn.execute(
         select(scheduler_state.c.scalars, scheduler_state.c.url_dtype).where(
@@ -37,7 +38,7 @@ def load_state(conn: Connection, name: str, problems: list[str] | None) -> dict[
         return None
     issues: list[str] = []
     try:
-        state = _state.scalars_from_json(found[0])
+        scalars = _state.scalars_from_json(found[0])
         dtype = _state.dtype_from_json(found[1])
     except (ValueError, TypeError) as exc:
         issues.append(f"scheduler {name}: saved state is unreadable ({exc}); starting afresh")
@@ -61,10 +62,12 @@ def load_state(conn: Connection, name: str, problems: list[str] | None) -> dict[
             f"restart learning), e.g. url ids {bad[:5]}"
         )
     ids = np.concatenate(id_parts) if id_parts else np.empty(0, np.int64)
-    state["ids"] = ids
-    state.update(_state.unpack_rows(b"".join(blobs), dtype))
     _report(issues, problems)
-    return state
+    # a state that is not this release's (another format) is an error for the caller, as
+    # restoring it would be: starting afresh would overwrite what was learned
+    return SchedulerState.from_mapping(
+        {**scalars, "ids": ids, **_state.unpack_rows(b"".join(blobs), dtype)}
+    )
 
 
 def _all_sized(data: list[Any], size: int) -> bool:

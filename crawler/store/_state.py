@@ -1,10 +1,11 @@
 """Scheduler state <-> database rows.
 
-A scheduler delta (``Scheduler.take_delta()``) is split into its scalars (one JSON object:
-params, rng, slot, budget, ...) and its per-URL rows: the ``url_*`` arrays are packed into a
-NumPy structured array whose dtype (a JSON list of ``[key, dtype.str]``) is stored next to
-the scalars; each URL's record is one fixed-length blob. Loading concatenates the blobs and
-views them with ``np.frombuffer``: no per-field Python work per URL.
+A ``SchedulerState`` (``Scheduler.take_delta()`` or ``state()``) is split into its scalars
+(one JSON object: scheduler, format, params, rng, budget, slot and the scheduler's own) and
+its per-URL rows: the per-URL arrays are packed into a NumPy structured array whose dtype (a
+JSON list of ``[url_<field>, dtype.str]``) is stored next to the scalars; each URL's record
+is one fixed-length blob. Loading concatenates the blobs and views them with
+``np.frombuffer``: no per-field Python work per URL.
 """
 
 from __future__ import annotations
@@ -15,23 +16,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-State = dict[str, Any]
+from crawler.schedulers import SchedulerState
+
 URL_PREFIX = "url_"
 
 
-def url_keys(state: State) -> list[str]:
-    """The per-URL array keys of a state, in their order."""
-    return [k for k in state if k.startswith(URL_PREFIX)]
-
-
-def row_dtype(state: State) -> np.dtype[Any]:
-    """The structured dtype of one URL's record."""
+def row_dtype(state: SchedulerState) -> np.dtype[Any]:
+    """The structured dtype of one URL's record (fields named ``url_<field>``)."""
     fields = []
-    for key in url_keys(state):
-        arr = np.asarray(state[key])
+    for name, values in state.rows.items():
+        arr = np.asarray(values)
         if arr.ndim != 1:
-            raise ValueError(f"scheduler state {key} must be a 1-D array")
-        fields.append((key, arr.dtype.str))
+            raise ValueError(f"scheduler state {URL_PREFIX}{name} must be a 1-D array")
+        fields.append((URL_PREFIX + name, arr.dtype.str))
     return np.dtype(fields)
 
 
@@ -47,13 +44,13 @@ def dtype_from_json(text: str) -> np.dtype[Any]:
     return np.dtype([(str(name), str(code)) for name, code in fields])
 
 
-def pack_rows(state: State, dtype: np.dtype[Any]) -> list[bytes]:
-    """One blob per URL of ``state["ids"]``."""
-    ids = np.asarray(state["ids"])
+def pack_rows(state: SchedulerState, dtype: np.dtype[Any]) -> list[bytes]:
+    """One blob per URL of ``state.ids``."""
+    ids = np.asarray(state.ids)
     rec = np.empty(ids.size, dtype=dtype)
     assert dtype.names is not None
     for key in dtype.names:
-        arr = np.asarray(state[key])
+        arr = np.asarray(state.rows[key.removeprefix(URL_PREFIX)])
         if arr.shape != ids.shape:
             raise ValueError(f"scheduler state {key} does not match ids")
         rec[key] = arr
@@ -69,17 +66,12 @@ def unpack_rows(blob: bytes, dtype: np.dtype[Any]) -> dict[str, NDArray[Any]]:
     return {key: np.ascontiguousarray(rec[key]) for key in dtype.names}
 
 
-def scalars_to_json(state: State) -> str:
+def scalars_to_json(state: SchedulerState) -> str:
     """Every entry that is neither ``ids`` nor a per-URL array, as JSON."""
-    out: dict[str, Any] = {}
-    for key, value in state.items():
-        if key == "ids" or key.startswith(URL_PREFIX):
-            continue
-        out[key] = _encode(value)
-    return json.dumps(out, sort_keys=True)
+    return json.dumps({k: _encode(v) for k, v in state.scalars().items()}, sort_keys=True)
 
 
-def scalars_from_json(text: str) -> State:
+def scalars_from_json(text: str) -> dict[str, Any]:
     data = json.loads(text)
     if not isinstance(data, dict):
         raise ValueError("scheduler scalars are not a JSON object")

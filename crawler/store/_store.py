@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 
 from crawler.detect import collapse_whitespace
+from crawler.schedulers import SchedulerState
 from crawler.store import _admin, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._engine import make_engine, sync_url, translate_errors
@@ -55,10 +56,10 @@ from crawler.store.models import (
 
 if TYPE_CHECKING:
     from crawler.settings import Settings
+    from crawler.store._lock import ServiceLock
 
 log = logging.getLogger(__name__)
 
-State = dict[str, Any]
 IdArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 
@@ -158,6 +159,22 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def acquire_service_lock(
+        self,
+        owner: Mapping[str, Any] | None = None,
+        *,
+        role: str = "service",
+        shared: bool = False,
+    ) -> ServiceLock:
+        """Take the database's ``role`` lock (one service per database; see ``_lock.py``):
+        a ``ServiceLock`` to release (or use as a context manager), held until then or until
+        this process dies. ``owner`` describes the holder to a refused process (default: pid,
+        host, start time). Raises ``ServiceLockHeld`` (another process has it: its message
+        says who and what to do) or ``StoreUnavailable``."""
+        from crawler.store._lock import acquire
+
+        return acquire(self.engine, owner, role=role, shared=shared)
 
     def __enter__(self) -> Store:
         return self
@@ -349,7 +366,7 @@ class Store:
         self,
         slot: SlotRecord,
         polls: Sequence[PollRecord],
-        scheduler_delta: State | None = None,
+        scheduler_delta: SchedulerState | None = None,
     ) -> None:
         """Write one slot in ONE transaction: the slot row, its poll log and changes, the
         URLs' counters and cached headers/hashes, and the scheduler delta
@@ -422,8 +439,8 @@ class Store:
         for row in bad:
             _pg.execute_columns(conn, _pg.ERROR_UPDATE, _pg.ERROR_COLUMNS, [row])
 
-    def _write_state(self, conn: Connection, delta: State) -> None:
-        name = delta.get("scheduler")
+    def _write_state(self, conn: Connection, delta: SchedulerState) -> None:
+        name = delta.scheduler
         if not isinstance(name, str) or not name:
             raise ValueError("scheduler delta has no 'scheduler' name")
         dtype = _state.row_dtype(delta)
@@ -433,7 +450,7 @@ class Store:
         ).scalar()
         if stored is not None and stored != dtype_json:
             self._convert_url_state(conn, name, stored, dtype)
-        ids = np.asarray(delta["ids"], dtype=np.int64)
+        ids = np.asarray(delta.ids, dtype=np.int64)
         self._write_url_rows(conn, name, ids.tolist(), _state.pack_rows(delta, dtype))
         upsert(
             conn,
@@ -494,17 +511,20 @@ class Store:
             len(rows) - len(kept),
         )
 
-    def save_scheduler_state(self, state: State) -> None:
+    def save_scheduler_state(self, state: SchedulerState | Mapping[str, Any]) -> None:
         """Replace a scheduler's whole saved state with ``state`` (a full
         ``Scheduler.state()`` or ``take_delta()`` of a fresh scheduler)."""
-        name = state.get("scheduler")
+        state = SchedulerState.from_mapping(state)
+        name = state.scheduler
         with translate_errors("saving the scheduler state"), self.engine.begin() as conn:
             conn.execute(delete(url_state).where(url_state.c.scheduler == name))
             self._write_state(conn, state)
-        if np.asarray(state.get("ids", ())).size >= ANALYZE_AFTER_ROWS:
+        if state.ids.size >= ANALYZE_AFTER_ROWS:
             self._analyze("url_state")
 
-    def load_scheduler_state(self, name: str, problems: list[str] | None = None) -> State | None:
+    def load_scheduler_state(
+        self, name: str, problems: list[str] | None = None
+    ) -> SchedulerState | None:
         """The saved state of scheduler ``name`` (merged deltas), restricted to the watched
         URLs, ready for ``crawler.schedulers.restore``; None if never saved. Corrupt rows
         are skipped (those URLs restart learning) and described in ``problems`` and the log.

@@ -26,11 +26,18 @@ def test_add_list_show_stats_remove(cli: CliRunner, tmp_path: Path) -> None:
     assert len(doc["added"]) == 2 and doc["invalid"] == [] and doc["already_watched"] == []
 
     again = cli.invoke(app, ["add", "https://example.org/a", "not a url", "ftp://x.org/f",
-                             "--json"])  # fmt: skip
-    assert again.exit_code == 0, again.output  # the duplicate is reported, not an error
+                             "https://example.org/c", "--json"])  # fmt: skip
+    assert again.exit_code == 2, again.output  # invalid input: nothing added
     doc = json.loads(again.stdout)
-    assert doc["added"] == [] and doc["already_watched"] == ["https://example.org/a"]
+    assert doc["added"] == [] and doc["already_watched"] == []
     assert [bad["url"] for bad in doc["invalid"]] == ["not a url", "ftp://x.org/f"]
+
+    skipping = cli.invoke(app, ["add", "https://example.org/a", "not a url",
+                                "--skip-invalid", "--json"])  # fmt: skip
+    assert skipping.exit_code == 0, skipping.output  # the duplicate is reported, not an error
+    doc = json.loads(skipping.stdout)
+    assert doc["added"] == [] and doc["already_watched"] == ["https://example.org/a"]
+    assert [bad["url"] for bad in doc["invalid"]] == ["not a url"]
 
     listing = json.loads(cli.invoke(app, ["list", "--json"]).stdout)
     urls = {u["url"]: u for u in listing["urls"]}

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 
 from crawler import schedulers
 
 
-def merge(deltas: list[schedulers.State]) -> schedulers.State:
+def merge(deltas: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     rows: dict[int, dict[str, object]] = {}
-    merged: schedulers.State = {}
+    merged: dict[str, Any] = {}
     for delta in deltas:
         url_keys = [k for k in delta if k.startswith("url_")]
         for j, uid in enumerate(delta["ids"].tolist()):

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from crawler.schedulers import SchedulerState
 from crawler.store import NewUrl, PollRecord, SlotRecord, Store
 
 
@@ -36,4 +41,17 @@ def poll(uid: int, outcome: str, when: datetime | None = None, **kw: object) -> 
         polled_at=when or datetime.now(UTC),
         status=None if outcome == "error" else 200,
         **kw,  # type: ignore[arg-type]
+    )
+
+
+def custom_state(ids: ArrayLike, slot: int = 1, **rows: NDArray[Any]) -> SchedulerState:
+    """A state of a made-up scheduler "custom" with the given per-URL arrays."""
+    return SchedulerState(
+        scheduler="custom",
+        params="{}",
+        rng="{}",
+        budget=0.0,
+        slot=slot,
+        ids=np.asarray(ids, dtype=np.int64),
+        rows=rows,
     )

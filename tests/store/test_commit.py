@@ -16,7 +16,7 @@ from crawler.store import (
     decompress_snapshot,
 )
 from crawler.store.models import changes, poll_log, slots, url_state
-from tests.store._helpers import add, poll, slot_record
+from tests.store._helpers import add, custom_state, poll, slot_record
 
 
 def _count(store: Store, table: object) -> int:
@@ -69,7 +69,7 @@ def test_failure_mid_transaction_writes_nothing(
 
     monkeypatch.setattr(Store, "_write_state", boom)
     with pytest.raises(RuntimeError):
-        store.commit_slot(slot_record(1, polls), polls, {"scheduler": "x", "ids": []})
+        store.commit_slot(slot_record(1, polls), polls, custom_state([]))
     assert _count(store, slots) == 0
     assert _count(store, poll_log) == 0
     assert _count(store, changes) == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,7 @@ from crawler import schedulers
 from crawler.store import NewUrl, Store
 from crawler.store.models import url_state
 from tests.schedulers.test_delta import merge
-from tests.store._helpers import poll, slot_record
+from tests.store._helpers import custom_state, poll, slot_record
 
 
 def _available(name: str) -> bool:
@@ -57,11 +59,9 @@ def test_round_trip_resumes_learning(store: Store, name: str) -> None:
     state = store.load_scheduler_state(name)
     assert state is not None
     # the store's job: exactly the in-memory merge of the deltas (tests/schedulers/test_delta.py)
-    expected = merge(deltas)
-    keep = np.isin(expected["ids"], live.state()["ids"])  # rows of removed URLs dropped
-    expected = {
-        k: v[keep] if k == "ids" or k.startswith("url_") else v for k, v in expected.items()
-    }
+    merged = merge(deltas)
+    keep = np.isin(merged["ids"], live.state()["ids"])  # rows of removed URLs dropped
+    expected = {k: v[keep] if k == "ids" or k.startswith("url_") else v for k, v in merged.items()}
     assert np.array_equal(state["ids"], expected["ids"])
     for key in live.persistent_fields():
         assert state[key].dtype == expected[key].dtype, key
@@ -95,13 +95,12 @@ def test_format_change_converts_the_saved_rows(store: Store) -> None:
     re-packed, shared fields carried over, the new field zero, a dropped field gone."""
     store.add_urls([NewUrl(f"https://a.example/{i}") for i in range(4)])
     ids, _ = store.active_urls()
-    base = {"scheduler": "custom", "format": 1, "slot": 1, "ids": ids}
-    old = {"url_a": np.arange(4.0), "url_gone": np.arange(4, dtype=np.int8)}
-    store.commit_slot(slot_record(1, []), [], base | old)
+    old = custom_state(ids, a=np.arange(4.0), gone=np.arange(4, dtype=np.int8))
+    store.commit_slot(slot_record(1, []), [], old)
     store.commit_slot(
         slot_record(2, []),
         [],
-        base | {"ids": ids[:2], "url_a": np.ones(2), "url_b": np.full(2, 7, np.float16)},
+        custom_state(ids[:2], a=np.ones(2), b=np.full(2, 7, np.float16)),
     )
     state = store.load_scheduler_state("custom")
     assert state is not None
@@ -115,13 +114,10 @@ def test_format_change_converts_the_saved_rows(store: Store) -> None:
 def test_format_change_drops_unreadable_rows(store: Store) -> None:
     store.add_urls([NewUrl(f"https://a.example/{i}") for i in range(3)])
     ids, _ = store.active_urls()
-    base = {"scheduler": "custom", "format": 1, "slot": 1, "ids": ids}
-    store.commit_slot(slot_record(1, []), [], base | {"url_a": np.arange(3.0)})
+    store.commit_slot(slot_record(1, []), [], custom_state(ids, a=np.arange(3.0)))
     with store.engine.begin() as conn:  # one row damaged on disk
         conn.execute(url_state.update().where(url_state.c.url_id == int(ids[2])).values(data=b"xx"))
-    store.commit_slot(
-        slot_record(2, []), [], base | {"ids": ids[:1], "url_a": np.ones(1), "url_b": np.ones(1)}
-    )
+    store.commit_slot(slot_record(2, []), [], custom_state(ids[:1], a=np.ones(1), b=np.ones(1)))
     state = store.load_scheduler_state("custom")
     assert state is not None
     assert state["ids"].tolist() == ids[:2].tolist()
@@ -141,3 +137,25 @@ def test_save_full_state_replaces(store: Store) -> None:
     assert store.scheduler_names() == ["uniform"]
     detail = store.url_detail("https://a.example/5")
     assert detail is not None and detail.state["uniform"]["importance"] == 1.0
+
+
+@pytest.mark.parametrize("name", ["uniform", "lakg", "fpa", "bayes"])
+def test_saved_format_is_the_flat_dicts(name: str) -> None:
+    """The typed state is saved exactly as the flat dict it replaced was: the scalars JSON
+    holds every key but ids and url_*, the record dtype lists the url_* arrays in order."""
+    from crawler.store import _state
+
+    s = schedulers.create(name, capacity=2, seed=3)
+    s.add(np.arange(6), importance=np.linspace(0.2, 1, 6))
+    ids = s.select()
+    s.feedback(ids, np.ones(ids.size, dtype=bool))
+    for state in (s.state(), s.take_delta()):
+        flat = dict(state.items())
+        old_scalars = {
+            k: _state._encode(v) for k, v in flat.items() if k != "ids" and not k.startswith("url_")
+        }
+        assert _state.scalars_to_json(state) == json.dumps(old_scalars, sort_keys=True)
+        old_fields = [(k, np.asarray(v).dtype.str) for k, v in flat.items() if k.startswith("url_")]
+        assert _state.row_dtype(state) == np.dtype(old_fields)
+        again = schedulers.SchedulerState.from_mapping(flat)
+        assert list(again) == list(state) and again.scalars() == state.scalars()

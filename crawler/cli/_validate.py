@@ -1,0 +1,67 @@
+"""What ``crawler add`` accepts: only input the crawl can ever use.
+
+A URL, selector or pattern that is refused later fails forever (or, with the detector in
+process, silently never detects a change), so ``add`` applies the crawl's own rules first:
+
+* the URL: the fetcher's ``validate_url`` (canonical form), then the fetcher's address
+  policy (``AddressPolicy`` from the same settings) for an IP-literal host, then
+  ``fetch.numeric_host_problem`` (a host such as ``1234`` or ``0x7f.1`` that resolvers
+  read as an IPv4 address in another notation);
+* the length: at most ``MAX_URL_LENGTH`` characters, before and after canonicalization
+  (percent-encoding can grow a URL ninefold). 2,048: the sitemaps protocol's own limit on a
+  ``<loc>``, far above real pages' URLs, and safely below what PostgreSQL can keep in the
+  unique index on ``urls.url`` (a B-tree entry must fit in a third of a page, about 2,700
+  bytes: a longer URL made the whole ``add`` fail there). Many servers and CDNs answer 414
+  well before 8 KB anyway;
+* the host: at most 253 characters (DNS), so that ``host:port`` fits the sites table;
+* the selector and the ignore patterns: ``validate_rules``, which compiles them the way the
+  detector does (today through ``WatchRules``; when ``crawler.detect.validate_rules`` lands
+  with the linear-time pattern engine, ``validate_rules`` below becomes that import).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from crawler.detect import WatchRules
+from crawler.fetch import AddressPolicy, validate_url
+from crawler.fetch._addresses import ip_literal, numeric_host_problem
+
+MAX_URL_LENGTH = 2048
+MAX_HOST_LENGTH = 253
+
+
+def validate_rules(selector: str | None, ignore_patterns: Sequence[str]) -> None:
+    """ValueError (with a clear message) unless the detector can use these rules."""
+    WatchRules(selector, tuple(ignore_patterns))
+
+
+def check_url(raw: str, policy: AddressPolicy) -> str:
+    """The canonical form of ``raw`` if the crawl can poll it, else ValueError."""
+    if len(raw) > MAX_URL_LENGTH:
+        raise ValueError(
+            f"URL of {len(raw):,} characters (starting {raw[:60]!r}): longer than the "
+            f"{MAX_URL_LENGTH:,} accepted"
+        )
+    url = validate_url(raw)
+    if len(url) > MAX_URL_LENGTH:
+        raise ValueError(
+            f"URL {raw[:60]!r}... is {len(url):,} characters once percent-encoded: longer "
+            f"than the {MAX_URL_LENGTH:,} accepted"
+        )
+    host = urlsplit(url).hostname or ""
+    if len(host) > MAX_HOST_LENGTH:
+        raise ValueError(f"host of {len(host)} characters in {url[:60]!r}...: DNS allows 253")
+    problem = numeric_host_problem(host)
+    if problem is not None:
+        raise ValueError(f"{url}: {problem}")
+    literal = ip_literal(host)
+    if literal is not None:
+        reason = policy.refusal(literal)
+        if reason is not None:
+            raise ValueError(
+                f"{url}: the crawler refuses {literal} ({reason}); "
+                "see allow_private_addresses in the settings"
+            )
+    return url
