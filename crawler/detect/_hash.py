@@ -11,13 +11,7 @@ from itertools import product
 import xxhash
 from ahocorasick_rs import BytesAhoCorasick, Implementation
 
-from crawler.detect._charset import (
-    _BOMS,
-    _META_CHARSET,
-    _META_PRESCAN_BYTES,
-    codec_name,
-    header_charset,
-)
+from crawler.detect._charset import ASCII_TRANSPARENT, sniff, undeclared_encoding
 from crawler.detect._guard import MAX_OPEN_ELEMENTS
 from crawler.detect._normalize import MAX_NORMALIZE_BYTES, NBSP, content_kind
 
@@ -389,11 +383,6 @@ _INPUT_TYPE_WITH_REFERENCE = re.compile(_TYPE_WITH_REFERENCE)
 _NAME = re.compile(rb"[a-zA-Z]+")
 _GUARD_TAG = re.compile(rb"<(/?)([a-zA-Z][a-zA-Z0-9-]*)")  # what the open-elements guard counts
 _HTML_IN_SVG = re.compile(rb"<(?:" + _ci(b"foreignobject") + b"|" + _ci(b"desc") + rb")")
-_ASCII_TRANSPARENT = frozenset(
-    ["utf-8", "utf-8-sig", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254", "cp1255"]
-    + ["cp1256", "cp1257", "cp1258", "koi8-r", "koi8-u"]
-    + [f"iso8859-{i}" for i in range(1, 17)]
-)
 _SKELETON_SEED = 0x736B656C  # a seed of its own: a skeleton hash is never an exact hash
 
 
@@ -402,26 +391,14 @@ class _GiveUpError(Exception):
 
 
 def _decoding(body: bytes, content_type: str | None) -> str | None:
-    """The codec ``decode`` uses for ``body``, if ASCII bytes always decode to themselves in it."""
-    for bom, bom_codec in _BOMS:
-        if body.startswith(bom):
-            return "bom-utf-8" if bom_codec == "utf-8" else None
-    name = codec_name(header_charset(content_type))
+    """The encoding ``decode`` uses for ``body``, if ASCII bytes always decode to themselves in
+    it (with a BOM: only UTF-8's, marked apart as it is cut before decoding)."""
+    name, bom = sniff(body, content_type)
+    if bom:
+        return "BOM-UTF-8" if name == "UTF-8" else None
     if name is None:
-        match = _META_CHARSET.search(body, 0, _META_PRESCAN_BYTES)
-        if match:
-            name = codec_name(match.group(1).decode("ascii", errors="replace"))
-            if name is not None and name.startswith("utf-16"):
-                name = "utf-8"
-    if name is None:  # UTF-8 if the whole body is valid UTF-8, else windows-1252
-        if body.isascii():
-            return "utf-8"
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError:
-            return "cp1252"
-        return "utf-8"
-    return name if name in _ASCII_TRANSPARENT else None
+        return undeclared_encoding(body)
+    return name if name in ASCII_TRANSPARENT else None
 
 
 def _data_state(body: bytes, pos: int, p: int) -> bool:
