@@ -164,9 +164,7 @@ _MULTI_BYTE: Final[dict[str, str]] = {
     "UTF-16LE": "utf-16-le",
 }
 #: Encodings in which every ASCII byte decodes to itself whatever surrounds it.
-ASCII_TRANSPARENT: Final[frozenset[str]] = frozenset(
-    [*_SINGLE_BYTE, "UTF-8", "x-user-defined"]
-)
+ASCII_TRANSPARENT: Final[frozenset[str]] = frozenset([*_SINGLE_BYTE, "UTF-8", "x-user-defined"])
 assert set(_SINGLE_BYTE) | set(_MULTI_BYTE) | {"replacement", "x-user-defined"} == set(
     _ENCODING_LABELS
 )
@@ -192,9 +190,7 @@ def _table(python_codec: str, name: str) -> str:
     return chars
 
 
-_TABLES: Final[dict[str, str]] = {
-    name: _table(codec, name) for name, codec in _SINGLE_BYTE.items()
-}
+_TABLES: Final[dict[str, str]] = {name: _table(codec, name) for name, codec in _SINGLE_BYTE.items()}
 _TABLES["x-user-defined"] = "".join(chr(b if b < 0x80 else 0xF780 + b - 0x80) for b in range(256))
 
 
@@ -223,9 +219,9 @@ def sniff(body: bytes, content_type: str | None, *, html: bool = True) -> tuple[
     """(encoding, BOM length): the encoding the body declares (BOM, header, then for HTML a
     <meta> in the first KiB), or None when it declares none (then: UTF-8 if valid, else
     windows-1252, see ``decode``)."""
-    for bom, name in _BOMS:
+    for bom, bom_encoding in _BOMS:
         if body.startswith(bom):
-            return name, len(bom)
+            return bom_encoding, len(bom)
     name = _header_encoding(content_type)
     if name is None and html:
         match = _META_CHARSET.search(body, 0, META_PRESCAN_BYTES)
@@ -243,7 +239,8 @@ def decode_as(body: bytes, name: str) -> str:
     replaced by U+FFFD."""
     table = _TABLES.get(name)
     if table is not None:
-        return codecs.charmap_decode(body, "strict", table)[0]
+        # a str table is what the standard library's own single-byte codecs pass
+        return codecs.charmap_decode(body, "strict", table)[0]  # type: ignore[arg-type]
     if name == "replacement":
         return "\ufffd" if body else ""
     return body.decode(_MULTI_BYTE[name], errors="replace")
