@@ -60,7 +60,7 @@ def skeleton_hash(
 
     Equal skeleton hashes imply equal ``normalize`` output (for the same content type and rules);
     when that cannot be established cheaply, this is the exact hash (see the module notes).
-    Raises ``BudgetExceededError`` once ``perf_counter()`` passes ``deadline``."""
+    Raises ``BudgetExceededError`` once ``clock()`` passes ``deadline``."""
     key = rules.key
     if content_kind(content_type, body) != "html" or len(body) > MAX_NORMALIZE_BYTES:
         return exact_hash(body, key)

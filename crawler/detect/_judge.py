@@ -12,12 +12,11 @@ the measurements did not find (see docs/detect.md for the worst cases measured).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from time import perf_counter
 from typing import Final
 
 from crawler.detect._hash import content_hash, exact_hash, skeleton_hash, split_raw_hash
 from crawler.detect._normalize import extract_page
-from crawler.detect._rules import NO_RULES, BudgetExceededError, WatchRules
+from crawler.detect._rules import NO_RULES, BudgetExceededError, WatchRules, clock
 
 #: Seconds of CPU a page may take to judge before it is abandoned (a failed poll).
 JUDGE_BUDGET_S: Final = 2.0
@@ -84,7 +83,7 @@ def judge(
     """Full judgement: exact check, then skeleton check, then normalize + hash. Never raises."""
     if item.rules.invalid is not None:
         return failed("invalid_rules", item.rules.invalid)
-    deadline = perf_counter() + budget_s
+    deadline = clock() + budget_s
     try:
         return _judge(item, exact, deadline)
     except BudgetExceededError as exc:

@@ -14,7 +14,6 @@ import html
 import re
 from functools import lru_cache
 from math import inf
-from time import perf_counter
 from typing import Literal, NamedTuple
 
 from selectolax.lexbor import LexborHTMLParser
@@ -25,6 +24,7 @@ from crawler.detect._rules import (
     NO_RULES,
     BudgetExceededError,
     WatchRules,
+    clock,
     compiled_patterns,
     remove_patterns,
 )
@@ -83,7 +83,7 @@ def html_text(text: str, selector: str | None, deadline: float = inf) -> tuple[s
     cut = safe_length(text)
     truncated = cut < len(text)
     tree = LexborHTMLParser(text[:cut] if truncated else text)
-    if perf_counter() > deadline:
+    if clock() > deadline:
         raise BudgetExceededError("parse")
     tree.strip_tags(_DROP_TAGS)
     if selector is not None:
@@ -182,7 +182,7 @@ def extract_page(
     deadline: float = inf,
 ) -> Extract:
     """The content of a page (see ``Extract``); raises ``BudgetExceededError`` once
-    ``perf_counter()`` passes ``deadline`` (looked at between steps)."""
+    ``clock()`` passes ``deadline`` (looked at between steps)."""
     kind = content_kind(content_type, body)
     if kind == "binary":
         return Extract(body, False, False)
@@ -190,7 +190,7 @@ def extract_page(
     if truncated:
         body = body[:max_bytes]
     text = decode(body, content_type, sniff_meta=kind == "html")
-    if perf_counter() > deadline:
+    if clock() > deadline:
         raise BudgetExceededError("decode")
     if kind == "html" or (rules.has_selector and kind == "xml"):
         text, cut = html_text(text, rules.selector, deadline)
@@ -199,7 +199,7 @@ def extract_page(
         text = xml_text(text)
     data = text.encode("utf-8", errors="replace")
     if rules.ignore_patterns:
-        if perf_counter() > deadline:
+        if clock() > deadline:
             raise BudgetExceededError("text")
         data = remove_patterns(
             collapse_whitespace(data), compiled_patterns(rules.ignore_patterns), deadline

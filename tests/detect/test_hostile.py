@@ -32,9 +32,9 @@ HTML = "text/html; charset=utf-8"
 
 
 def timed(item: DetectItem, limit_s: float) -> None:
-    start = time.perf_counter()
+    start = time.process_time()  # CPU: the machine running the tests may be busy
     verdict = judge(item)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert elapsed < limit_s, elapsed
     assert verdict.error is None, verdict.message
 
@@ -58,9 +58,9 @@ HOSTILE_PAGES = {
 def test_hostile_html_is_judged_quickly(name: str) -> None:
     body = HOSTILE_PAGES[name]
     timed(DetectItem(body, "text/html", previous_hash="0" * 32), 1.5)
-    start = time.perf_counter()
+    start = time.process_time()
     skeleton_hash(body, "text/html")
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
 
 
 XML_PAGES = {
