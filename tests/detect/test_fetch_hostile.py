@@ -7,9 +7,11 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from prometheus_client import CollectorRegistry, generate_latest
 
 from crawler.detect import ChangeDetector, DetectItem, WatchRules, snapshot_limit
 from crawler.fetch import FetchConfig, Fetcher, FetchRequest
+from crawler.metrics import CrawlerMetrics
 from crawler.workers._process import PollJob, poll_answer
 
 LOCAL = "127.0.0.1"
@@ -100,3 +102,15 @@ async def test_stored_rules_that_cannot_work_are_a_failed_poll(server: TestServe
             [DetectItem(result.body, result.content_type, WatchRules.of(selector, patterns))]
         )[0]
         assert verdict.error == "invalid_rules"
+
+
+async def test_a_failed_verdict_is_counted_under_its_own_kind(server: TestServer) -> None:
+    async with Fetcher(CONFIG) as fetcher:
+        result = await fetcher.fetch(FetchRequest(1, url(server, "/header/bogus")))
+    job: PollJob = (1, result.final_url, LOCAL, None, None, "x y z", (), None, None)
+    answer = poll_answer(result, job, None)
+    metrics = CrawlerMetrics(CollectorRegistry())
+    metrics.observe_poll(answer[1], answer[8], answer[9], answer[6], LOCAL)
+    text = generate_latest(metrics.registry).decode()
+    assert 'crawler_poll_errors_total{kind="invalid_rules"} 1.0' in text
+    assert 'crawler_poll_errors_total{kind="other"} 0.0' in text

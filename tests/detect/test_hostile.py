@@ -26,7 +26,7 @@ from crawler.detect import (
 )
 from crawler.detect._hash import skeleton_hash
 from crawler.detect._normalize import xml_text
-from crawler.detect._rules import descendant_combinators
+from crawler.detect._rules import compiled_patterns, descendant_combinators, remove_patterns
 
 HTML = "text/html; charset=utf-8"
 
@@ -256,3 +256,14 @@ def test_snapshot_limits() -> None:
     assert snapshot_limit(True, None) is None
     with pytest.raises(ValueError):
         cut_snapshot(text, -1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pattern=st.sampled_from([r"\d+ views", r"[ab]+", r"x|yz", r"a.c", r"(?i)hello", r"b\b"]),
+    text=st.text(alphabet="ab xyz0123hello.HELLOc views", max_size=60),
+)
+def test_pattern_removal_is_what_python_re_gives(pattern: str, text: str) -> None:
+    data = text.encode()
+    expected = re.sub(pattern, " ", text).encode()
+    assert remove_patterns(data, compiled_patterns((pattern,)), float("inf")) == expected
