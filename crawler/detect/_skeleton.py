@@ -19,9 +19,9 @@ are junk or change the tokenizer's state):
   be in a quoted value or after a '>' that is in one). Anything else that could hide ``p``
   (comments, raw text, RCDATA, script data) starts at a candidate, handled before ``p``.
 * Elements are matched whole, exactly as the tokenizer reads them, for the usual syntax.
-  Runs of junk (from one junk element to the last one followed by at most RUN_GAP ordinary
-  tags) are matched whole by the scan too, and cut by one regex split (RUN_SPLIT); the rest
-  are cut one by one.
+  Runs of junk (from one junk element to the last one followed by at most ``_RUN_GAP``
+  ordinary tags, see ``_skeleton_syntax``) are matched whole by the scan too, and cut by one
+  regex split (``RUN_SPLIT``); the rest are cut one by one.
 * Inside <svg>/<math> (foreign content: no raw text, CDATA sections) and <select> (parsed
   differently by different HTML versions) only comments are cut, and raw-text elements must
   hold no '<' (then every reading of them agrees).
@@ -39,13 +39,17 @@ selectors see input/meta/link attributes: with a selector those tags are kept).
 The model is of the HTML tokenizer and tree builder as lexbor implements them (scripting off);
 tests/detect/test_hash_skeleton.py checks the invariant on generated pages.
 
+The walk's state: ``pos`` (in the data state), ``last`` (what is hashed or cut), the
+<svg>/<select> modes (``_Restricted``), whether it is in <body>, and how often it was stuck.
+The common cases are settled by the scan's table (``Fast``); the rest by ``_element``.
+
 Bounded cost: the walk is linear in the page but for candidates it must look at without moving
 on (a tag kept in place, a candidate that is not in the data state): after ``MAX_STUCK`` of
 those it gives up, and it reads no runs while stuck (measured before: ``<a title="`` and then
 8,000 ``<meta>`` took 18 s, 16,000 took 58 s, each candidate re-reading the run of junk after
-it; now 27 and 47 ms). Pages with more than ``MAX_LT``
-'<' or ``MAX_CANDIDATES`` candidates give up before walking (1.5 MB of ``<svg>`` walked in
-3.9 s). The page's time budget is looked at every 64 candidates.
+it; now 27 and 47 ms). Pages with more than ``MAX_LT`` '<' or ``MAX_CANDIDATES`` candidates
+give up before walking (1.5 MB of ``<svg>`` walked in 3.9 s). The page's time budget is looked
+at every 64 candidates.
 """
 
 from __future__ import annotations
@@ -110,7 +114,7 @@ class GiveUpError(Exception):
 
 
 def data_state(body: bytes, pos: int, p: int) -> bool:
-    """Whether the '<' at ``p`` is in the data state, given that ``pos`` is (see above)."""
+    """Whether the '<' at ``p`` is in the data state, given that ``pos`` is (see the notes)."""
     lt = body.rfind(b"<", pos, p)
     if lt < 0:
         return True
@@ -288,8 +292,8 @@ def _element(
 
 
 def skeleton(body: bytes, cut_tags: bool, header: bytes, deadline: float) -> str:
-    """The skeleton hash (see above); raises GiveUpError, or BudgetExceededError past
-    ``deadline``."""
+    """The skeleton hash (see the notes); raises GiveUpError, or BudgetExceededError past
+    ``deadline``. ``header``: the decoding and rules, hashed too."""
     n = len(body)
     view = memoryview(body)
     kept: list[bytes | memoryview] = []  # what is hashed, then:
