@@ -47,6 +47,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from crawler.detect import JUDGE_ERROR_KINDS
 from crawler.fetch import ERROR_KINDS as FETCH_ERROR_KINDS
 
 __all__ = [
@@ -63,8 +64,9 @@ __all__ = [
 OUTCOMES: Final[tuple[str, ...]] = ("hit", "miss", "error", "not_modified")
 
 #: The fetcher's closed set of error kinds (label values of ``crawler_poll_errors_total``),
-#: taken from the fetcher itself so the two cannot drift. An unknown kind counts as ``other``.
-ERROR_KINDS: Final[tuple[str, ...]] = tuple(FETCH_ERROR_KINDS)
+#: taken from the fetcher itself so the two cannot drift, and the change detector's (a page
+#: that could not be judged). An unknown kind counts as ``other``.
+ERROR_KINDS: Final[tuple[str, ...]] = (*FETCH_ERROR_KINDS, *JUDGE_ERROR_KINDS)
 
 #: One HTTP poll: a fast 304 on loopback takes a few ms, a slow origin up to the timeout.
 POLL_BUCKETS: Final[tuple[float, ...]] = (

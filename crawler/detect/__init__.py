@@ -7,9 +7,13 @@ Only selectolax, xxhash and the standard library; nothing of the rest of the pro
   nonces); ``WatchRules`` can narrow it to a CSS selector and remove regexes.
 * ``content_hash`` is xxh3-128 of that text without whitespace, so formatting never counts.
 * Charset: BOM, then the Content-Type charset, then <meta charset>, then UTF-8, then
-  windows-1252; unknown or bytes-to-bytes codec names are ignored; bad bytes are replaced.
+  windows-1252; only the WHATWG Encoding Standard's labels are used; bad bytes are replaced.
 * Cost bounds: bodies cut at ``MAX_NORMALIZE_BYTES``; HTML cut where more than
-  ``MAX_OPEN_ELEMENTS`` elements would be open (lexbor is quadratic in nesting depth).
+  ``MAX_OPEN_ELEMENTS`` elements would be open (lexbor is quadratic in nesting depth): the
+  verdict says ``truncated``. Operator rules are checked by ``validate_rules`` (ignore
+  patterns run on RE2, selectors have a bounded number of descendant combinators), and a page
+  whose judging passes ``JUDGE_BUDGET_S`` is a failed verdict (``error``), as are pages whose
+  stored rules are invalid: ``judge`` never raises. See docs/detect.md.
 * ``raw_hash`` is ``"<exact>.<skeleton>"``: the exact-bytes hash is checked in the caller
   (~3 µs); the skeleton (the page with its comments, scripts, styles and input/meta/link
   tags cut out, each leaving a marker, found by a walk that knows the tokenizer's context and
@@ -21,7 +25,7 @@ from crawler.detect._charset import decode
 from crawler.detect._detector import ChangeDetector
 from crawler.detect._guard import MAX_OPEN_ELEMENTS
 from crawler.detect._hash import content_hash, raw_hash
-from crawler.detect._judge import DetectItem, Verdict, judge
+from crawler.detect._judge import JUDGE_BUDGET_S, JUDGE_ERROR_KINDS, DetectItem, Verdict, judge
 from crawler.detect._normalize import (
     MAX_NORMALIZE_BYTES,
     collapse_whitespace,
@@ -29,21 +33,28 @@ from crawler.detect._normalize import (
     extract,
     normalize,
 )
-from crawler.detect._rules import WatchRules
+from crawler.detect._rules import InvalidRuleError, WatchRules, validate_rules
+from crawler.detect._snapshot import cut_snapshot, snapshot_limit
 
 __all__ = [
+    "JUDGE_BUDGET_S",
+    "JUDGE_ERROR_KINDS",
     "MAX_NORMALIZE_BYTES",
     "MAX_OPEN_ELEMENTS",
     "ChangeDetector",
     "DetectItem",
+    "InvalidRuleError",
     "Verdict",
     "WatchRules",
     "collapse_whitespace",
     "content_hash",
     "content_kind",
+    "cut_snapshot",
     "decode",
     "extract",
     "judge",
     "normalize",
     "raw_hash",
+    "snapshot_limit",
+    "validate_rules",
 ]

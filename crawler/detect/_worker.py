@@ -20,12 +20,11 @@ from crawler.detect._rules import WatchRules
 
 #: (body, content_type, selector, ignore_patterns, previous_hash, previous_raw_hash, exact)
 Job = tuple[bytes, str | None, str | None, tuple[str, ...], str | None, str | None, str]
-#: (content_hash, raw_hash, changed, text, parsed)
-Answer = tuple[str, str, bool | None, bytes | None, bool]
+#: (content_hash, raw_hash, changed, text, parsed, truncated, error, message)
+Answer = tuple[str, str, bool | None, bytes | None, bool, bool, str | None, str | None]
 
 HEADER = 8
 _META = 4
-_NO_RULES = WatchRules()
 
 
 def job(item: DetectItem, exact: str) -> Job:
@@ -43,17 +42,19 @@ def job(item: DetectItem, exact: str) -> Job:
 
 def answer(verdict: Verdict) -> Answer:
     v = verdict
-    return (v.content_hash, v.raw_hash, v.changed, v.text, v.parsed)
+    return (
+        v.content_hash, v.raw_hash, v.changed, v.text, v.parsed, v.truncated, v.error, v.message,
+    )  # fmt: skip
 
 
 def verdict(a: Answer) -> Verdict:
-    return Verdict(a[0], a[1], a[2], a[3], a[4])
+    return Verdict(*a)
 
 
 def judge_jobs(jobs: list[Job]) -> list[Answer]:
     out: list[Answer] = []
     for body, ctype, selector, patterns, prev, prev_raw, exact in jobs:
-        rules = _NO_RULES if selector is None and not patterns else WatchRules(selector, patterns)
+        rules = WatchRules.of(selector, patterns)
         out.append(answer(judge(DetectItem(body, ctype, rules, prev, prev_raw), exact)))
     return out
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from crawler import schedulers
-from crawler.detect import ChangeDetector, DetectItem, Verdict, WatchRules
+from crawler.detect import ChangeDetector, DetectItem, Verdict, WatchRules, snapshot_limit
 from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers._base import FloatArray, IdArray
@@ -398,7 +398,7 @@ class CrawlLoop:
             dispatch.close()
             for task in judging:
                 task.cancel()
-        text_bytes = self.settings.snapshot_max_bytes
+        text_bytes = snapshot_limit(self.settings.store_snapshots, self.settings.snapshot_max_bytes)
         yield [answer_of(r, verdicts.get(r.url_id), text_bytes) for r in results if r is not None]
 
     def _outcomes(
@@ -411,7 +411,6 @@ class CrawlLoop:
         fb_ids = tally.fb_ids
         fb_hits = tally.fb_hits
         keep_text = self.settings.store_snapshots
-        text_limit = self.settings.snapshot_max_bytes
         observe = self.metrics.observe_poll
         for a in answers:
             # (url_id, outcome, status, content_type, etag, last_modified, error_kind, error,
@@ -434,7 +433,7 @@ class CrawlLoop:
                 outcome = "baseline" if changed is None else "hit" if changed else "miss"
                 text = a[15]
                 if outcome == "hit" and keep_text and text is not None:
-                    snapshot = text[:text_limit].decode("utf-8", "replace")
+                    snapshot = text.decode("utf-8", "replace")  # cut by answer_of
                 content_hash, raw_hash, old_hash = a[12], a[13], rec.last_hash
             failed = outcome == "error"
             polls.append(
@@ -498,13 +497,8 @@ def _report(summary: SlotSummary, on_slot: Callable[[SlotSummary], None] | None)
         on_slot(summary)
 
 
-_NO_RULES = WatchRules()
-
-
 def _rules(record: UrlRecord) -> WatchRules:
-    if record.selector is None and not record.ignore_patterns:
-        return _NO_RULES
-    return WatchRules(record.selector, tuple(record.ignore_patterns))
+    return WatchRules.of(record.selector, record.ignore_patterns)
 
 
 def _poll_job(request: FetchRequest, record: UrlRecord) -> PollJob:

@@ -15,7 +15,7 @@ from types import TracebackType
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
 
-from crawler.detect import ChangeDetector
+from crawler.detect import ChangeDetector, snapshot_limit
 from crawler.fetch import Fetcher
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
@@ -66,7 +66,7 @@ class CrawlService:
             CrawlWorkers(
                 n_workers,
                 fetch_config(settings, share=n_workers),
-                settings.snapshot_max_bytes if settings.store_snapshots else None,
+                snapshot_limit(settings.store_snapshots, settings.snapshot_max_bytes),
             )
             if n_workers
             else None

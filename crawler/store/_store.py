@@ -24,7 +24,7 @@ from sqlalchemy import (
     update,
 )
 
-from crawler.detect import collapse_whitespace
+from crawler.detect import collapse_whitespace, cut_snapshot
 from crawler.schedulers import SchedulerState
 from crawler.store import _admin, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
@@ -94,9 +94,8 @@ def site_host(url: str) -> str:
 
 
 def compress_snapshot(text: str, max_bytes: int | None) -> bytes:
-    data = text.encode("utf-8")
-    if max_bytes is not None and len(data) > max_bytes:
-        data = data[:max_bytes].decode("utf-8", "ignore").encode("utf-8")
+    """``text`` cut to ``max_bytes`` (``crawler.detect.cut_snapshot``), compressed."""
+    data = cut_snapshot(text.encode("utf-8"), max_bytes) or b""
     return zstandard.compress(data, SNAPSHOT_LEVEL)
 
 

@@ -24,7 +24,7 @@ import pickle
 from collections import deque
 from multiprocessing.connection import Connection
 
-from crawler.detect import DetectItem, Verdict, WatchRules
+from crawler.detect import DetectItem, Verdict, WatchRules, cut_snapshot
 from crawler.detect._judge import judge
 from crawler.detect._worker import HEADER, own_fd
 from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult, HostDispatcher
@@ -57,8 +57,6 @@ PollAnswer = tuple[
     bool | None,
 ]
 
-_NO_RULES = WatchRules()
-
 
 def encode_polls(jobs: list[PollJob]) -> list[bytes]:
     """A request frame as parts for ``os.writev``."""
@@ -68,11 +66,12 @@ def encode_polls(jobs: list[PollJob]) -> list[bytes]:
 
 def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> PollAnswer:
     """What the service records of one poll: the fetch result without its body, and the
-    verdict of the body (``text`` of a changed page kept up to ``text_bytes``; None = none)."""
+    verdict of the body (``text`` of a changed page cut to ``text_bytes``: see
+    ``crawler.detect.cut_snapshot``)."""
     if result.outcome != "ok":
         return answer_of(result, None, text_bytes)
     _, _, _, _, _, selector, patterns, previous, previous_raw = job
-    rules = _NO_RULES if selector is None and not patterns else WatchRules(selector, patterns)
+    rules = WatchRules.of(selector, patterns)
     verdict = judge(DetectItem(result.body, result.content_type, rules, previous, previous_raw))
     return answer_of(result, verdict, text_bytes)
 
@@ -87,7 +86,12 @@ def answer_of(result: FetchResult, verdict: Verdict | None, text_bytes: int | No
     if verdict is None:
         return (*head, None, None, None, None, None)
     v = verdict
-    text = v.text[:text_bytes] if v.text is not None and text_bytes is not None else None
+    if v.error is not None:  # the body could not be judged: a failed poll
+        return (
+            r.url_id, "error", r.status, r.content_type, None, None, v.error, v.message,
+            r.duration_s, r.bytes_received, None, r.final_url, None, None, None, None, None,
+        )  # fmt: skip
+    text = cut_snapshot(v.text, text_bytes)
     return (*head, v.content_hash, v.raw_hash, v.changed, text, v.parsed)
 
 

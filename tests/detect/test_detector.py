@@ -57,7 +57,7 @@ def test_stale_raw_hash_never_hides_a_change() -> None:
 
 def test_rules_are_part_of_the_raw_hash() -> None:
     body = page(5)
-    assert raw_hash(body, HTML) != raw_hash(body, HTML, WatchRules(selector="h2").key)
+    assert raw_hash(body, HTML) != raw_hash(body, HTML, WatchRules(selector="h2"))
 
 
 def test_binary_content() -> None:

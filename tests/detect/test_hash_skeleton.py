@@ -9,16 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.detect import MAX_NORMALIZE_BYTES, MAX_OPEN_ELEMENTS, WatchRules, normalize
-from crawler.detect._hash import (
-    _SCAN,
-    _SCAN_ONE,
-    _candidates,
-    _matches,
-    exact_hash,
-    raw_hash,
-    skeleton_hash,
-    split_raw_hash,
-)
+from crawler.detect._hash import exact_hash, raw_hash, skeleton_hash, split_raw_hash
+from crawler.detect._skeleton_syntax import SCAN, SCAN_ONE, candidates, matches
 from crawler.testsite import PageRenderer
 from tests.detect.pages import page
 
@@ -26,7 +18,7 @@ HTML = "text/html; charset=utf-8"
 
 
 def sk(body: bytes, ctype: str | None = HTML, rules: WatchRules | None = None) -> str:
-    return skeleton_hash(body, ctype, (rules or WatchRules()).key)
+    return skeleton_hash(body, ctype, rules or WatchRules())
 
 
 def variants(template: str, nonces: tuple[str, ...] = ("n0nce", "<b>x</b>", "")) -> list[bytes]:
@@ -264,7 +256,9 @@ def test_selector_rules_keep_input_attributes() -> None:
 
 def test_other_content_types_use_the_exact_hash() -> None:
     assert skeleton_hash(b'{"a": 1}', "application/json") == exact_hash(b'{"a": 1}')
-    assert skeleton_hash(b"\x89PNG", "image/png", b"k") == exact_hash(b"\x89PNG", b"k")
+    assert skeleton_hash(b"\x89PNG", "image/png", WatchRules("p")) == exact_hash(
+        b"\x89PNG", WatchRules("p").key
+    )
 
 
 def test_raw_hash_format() -> None:
@@ -403,11 +397,11 @@ def test_nonces_in_plain_junk_are_ignored(pieces: list[str], n1: str, n2: str) -
 
 
 def _scans_agree(body: bytes) -> None:
-    candidates = _candidates(body)
-    for scan in (_SCAN, _SCAN_ONE):
+    found = candidates(body)
+    for scan in (SCAN.pattern, SCAN_ONE.pattern):
         for start in sorted({0, 1, len(body) // 3, len(body) // 2, len(body)}):
-            found = [(m.span(), m.lastindex) for m in _matches(scan, body, candidates, start)]
-            assert found == [(m.span(), m.lastindex) for m in scan.finditer(body, start)]
+            got = [(m.span(), m.lastindex) for m in matches(scan, body, found, start)]
+            assert got == [(m.span(), m.lastindex) for m in scan.finditer(body, start)]
 
 
 @settings(max_examples=300, deadline=None)
