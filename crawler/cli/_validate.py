@@ -14,27 +14,23 @@ process, silently never detects a change), so ``add`` applies the crawl's own ru
   bytes: a longer URL made the whole ``add`` fail there). Many servers and CDNs answer 414
   well before 8 KB anyway;
 * the host: at most 253 characters (DNS), so that ``host:port`` fits the sites table;
-* the selector and the ignore patterns: ``validate_rules``, which compiles them the way the
-  detector does (today through ``WatchRules``; when ``crawler.detect.validate_rules`` lands
-  with the linear-time pattern engine, ``validate_rules`` below becomes that import).
+* the selector and the ignore patterns: the detector's own ``validate_rules`` (the selector
+  parsed by lexbor within its complexity limit, every pattern compiled by RE2, the
+  linear-time engine the detector runs them on).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-from crawler.detect import WatchRules
+from crawler.detect import validate_rules
 from crawler.fetch import AddressPolicy, validate_url
 from crawler.fetch._addresses import ip_literal, numeric_host_problem
 
+__all__ = ["MAX_HOST_LENGTH", "MAX_URL_LENGTH", "check_url", "validate_rules"]
+
 MAX_URL_LENGTH = 2048
 MAX_HOST_LENGTH = 253
-
-
-def validate_rules(selector: str | None, ignore_patterns: Sequence[str]) -> None:
-    """ValueError (with a clear message) unless the detector can use these rules."""
-    WatchRules(selector, tuple(ignore_patterns))
 
 
 def check_url(raw: str, policy: AddressPolicy) -> str:
