@@ -5,9 +5,10 @@
 #
 #   single   (default) build the image from the unchanged Dockerfile, run it against
 #            PostgreSQL and check it (see below)
-#   compose  build the stand-in images of the compose stack and bring up crawler,
-#            postgres and prometheus with podman-compose; check that Prometheus scrapes
-#            the crawler container
+#   compose  build stand-ins for PostgreSQL and Prometheus from Debian's packages and
+#            bring up crawler, postgres and prometheus of docker-compose.yml with
+#            podman-compose (netavark network); check that Prometheus scrapes the
+#            crawler container (Grafana is not packaged in Debian: left out)
 #   all      single, then compose
 #   clean    remove the stand-in base images and the tarball cache
 #   --install-tools   apt-get install the tools this needs (root; what CI does)
@@ -79,6 +80,9 @@ step() {
 cleanup() {
     local status=$?
     set +e
+    if [ ${#COMPOSE_DOWN[@]} -gt 0 ]; then
+        "${COMPOSE_DOWN[@]}" down -v -t 0 </dev/null >/dev/null 2>&1
+    fi
     for c in "${CONTAINERS[@]}"; do
         podman rm -f -t 0 "$c" >/dev/null 2>&1
     done
@@ -91,6 +95,7 @@ cleanup() {
         done
     fi
     [ -n "$TMP" ] && rm -rf "$TMP"
+    [ -n "$COMPOSE_COPY" ] && rm -f "$COMPOSE_COPY"
     if [ $status -eq 0 ]; then
         say "done in $(($(date +%s) - T0)) s"
     else
@@ -161,6 +166,10 @@ ulimit_args() {
     echo "--ulimit nofile=$n:$n --ulimit nproc=$u:$u"
 }
 ULIMITS=$(ulimit_args)
+ULIMITS_NOFILE=$(echo "$ULIMITS" | sed -n 's/.*nofile=\([0-9]*\):.*/\1/p')
+ULIMITS_NPROC=$(echo "$ULIMITS" | sed -n 's/.*nproc=\([0-9]*\):.*/\1/p')
+COMPOSE_DOWN=()
+COMPOSE_COPY=""
 
 # podman run with the flags this machine needs; --health-interval disable: no systemd
 # timer (there is no systemd here), the HEALTHCHECK itself stays in the config.
@@ -518,14 +527,129 @@ single() {
 }
 
 # ------------------------------------------------------------------ compose
+STANDINS="$REPO/scripts/standins"
+PROJECT=crawler-image-check
+
+# The stack of docker-compose.yml with the images Debian can provide: the crawler image
+# (built above), PostgreSQL and Prometheus from Debian's packages (stand-ins built here).
+# Grafana is not packaged in Debian: it is left out. podman-compose needs name
+# resolution between containers, which the CNI backend here lacks (no dnsname plugin in
+# Debian): the netavark backend with aardvark-dns provides it, selected for this
+# script's podman calls only (CONTAINERS_CONF), not for the machine.
 compose() {
     check_root
-    die "compose is not implemented yet" "run: scripts/image-check.sh single"
+    ensure_tools "${INSTALL:-0}" "${TOOLS_SINGLE[@]}" "${TOOLS_COMPOSE[@]}" catatonit -- \
+        "${PKGS_SINGLE[@]}" "${PKGS_COMPOSE[@]}" catatonit
+    [ -n "$TMP" ] || TMP=$(mktemp -d)
+    printf '[network]\nnetwork_backend = "netavark"\n' >"$TMP/containers.conf"
+    export CONTAINERS_CONF="$TMP/containers.conf"
+    say "podman-compose $(podman-compose --version 2>/dev/null | awk '/podman-compose/ {print $3}'), network backend: $(podman info --format '{{.Host.NetworkBackend}}')"
+
+    if [ -z "${IMAGE_CHECK_IMAGE:-}" ] && ! podman image exists "$CRAWLER_IMAGE"; then
+        build_crawler_image
+    elif [ -n "${IMAGE_CHECK_IMAGE:-}" ]; then
+        CRAWLER_IMAGE=$IMAGE_CHECK_IMAGE
+    fi
+
+    step "stand-in images from Debian's packages"
+    local pg_base=localhost/crawler-standin/postgres-base:$SUITE
+    local prom_base=localhost/crawler-standin/prometheus-base:$SUITE
+    ensure_base postgres "$pg_base" "postgresql ca-certificates"
+    ensure_base prometheus "$prom_base" "prometheus wget ca-certificates"
+    local pg_image=localhost/crawler-standin/postgres:$SUITE-$RUN_ID
+    local prom_image=localhost/crawler-standin/prometheus:$SUITE-$RUN_ID
+    IMAGES+=("$pg_image" "$prom_image")
+    buildah bud --isolation chroot --format docker --pull=never --layers=false --quiet \
+        --build-arg BASE="$pg_base" -t "$pg_image" -f "$STANDINS/postgres.Dockerfile" "$STANDINS" \
+        </dev/null >"$TMP/pg-bud.log" 2>&1 || { tail -n 30 "$TMP/pg-bud.log" >&2; die "building the PostgreSQL stand-in failed" "read the lines above"; }
+    buildah bud --isolation chroot --format docker --pull=never --layers=false --quiet \
+        --build-arg BASE="$prom_base" -t "$prom_image" -f "$STANDINS/prometheus.Dockerfile" "$STANDINS" \
+        </dev/null >"$TMP/prom-bud.log" 2>&1 || { tail -n 30 "$TMP/prom-bud.log" >&2; die "building the Prometheus stand-in failed" "read the lines above"; }
+    ok "PostgreSQL $(podman run --rm --runtime runc --health-interval disable $ULIMITS --entrypoint postgres "$pg_image" --version | awk '{print $3}'), Prometheus $(podman run --rm --runtime runc --health-interval disable $ULIMITS --entrypoint prometheus "$prom_image" --version 2>&1 | awk 'NR==1 {print $3}') (Debian's packages)"
+
+    step "podman-compose up crawler postgres prometheus"
+    cat >"$TMP/override.yml" <<YML
+services:
+  crawler:
+    image: $CRAWLER_IMAGE
+    ulimits: {nofile: {soft: ${ULIMITS_NOFILE}, hard: ${ULIMITS_NOFILE}}, nproc: ${ULIMITS_NPROC}}
+    environment:
+      CRAWLER_SLOT_SECONDS: "1"
+  postgres:
+    image: $pg_image
+    ulimits: {nofile: {soft: ${ULIMITS_NOFILE}, hard: ${ULIMITS_NOFILE}}, nproc: ${ULIMITS_NPROC}}
+  prometheus:
+    image: $prom_image
+    ulimits: {nofile: {soft: ${ULIMITS_NOFILE}, hard: ${ULIMITS_NOFILE}}, nproc: ${ULIMITS_NPROC}}
+YML
+    export POSTGRES_PASSWORD="check-$RUN_ID" GRAFANA_ADMIN_PASSWORD="unused-$RUN_ID"
+    METRICS_PUBLISH_PORT=$(free_port)
+    PROMETHEUS_PUBLISH_PORT=$(free_port)
+    export METRICS_PUBLISH_PORT PROMETHEUS_PUBLISH_PORT
+    # podman-compose 1.0.3 (Debian bookworm) cannot read env_file's long syntax
+    # (`- path: .env` / `required: false`: TypeError in container_to_args); the copy it
+    # reads has that block removed (the check sets the variables itself). It sits next
+    # to docker-compose.yml because relative paths are resolved from the file's folder.
+    COMPOSE_COPY="$REPO/.image-check-compose-$RUN_ID.yml"
+    python3 - "$REPO/docker-compose.yml" "$COMPOSE_COPY" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+text, n = re.subn(r"\n    env_file:\n      - path: [^\n]*\n        required: false", "", text)
+open(sys.argv[2], "w").write(text)
+print(f"compose copy: {n} env_file block(s) removed", file=sys.stderr)
+PY
+    local pc=(podman-compose -p "$PROJECT" -f "$COMPOSE_COPY" -f "$TMP/override.yml")
+    COMPOSE_DOWN=("${pc[@]}")
+    "${pc[@]}" down -v </dev/null >/dev/null 2>&1 || true
+    "${pc[@]}" up -d crawler postgres prometheus </dev/null >"$TMP/compose-up.log" 2>&1 || {
+        tail -n 40 "$TMP/compose-up.log" >&2
+        die "podman-compose up failed (above)" "read the lines above (full log: podman-compose ... up)"
+    }
+    ok "podman-compose up: $(podman ps --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}' | tr '\n' ' ')"
+
+    step "Prometheus scrapes the crawler container"
+    local prom_ctr i state=""
+    prom_ctr=$(podman ps --filter "label=io.podman.compose.project=$PROJECT" --filter "label=com.docker.compose.service=prometheus" --format '{{.Names}}' | head -n 1)
+    [ -n "$prom_ctr" ] || die "no prometheus container is running" "podman ps -a; podman logs of the prometheus container"
+    for ((i = 0; i < 120; i++)); do
+        state=$(podman exec "$prom_ctr" wget -qO- 'http://127.0.0.1:9090/api/v1/targets?state=active' 2>/dev/null | python3 -c '
+import json, sys
+doc = json.load(sys.stdin)
+for t in doc["data"]["activeTargets"]:
+    if t["labels"].get("job") == "crawler":
+        print(t["health"], t["scrapeUrl"], t.get("lastError", ""))
+' 2>/dev/null || true)
+        case $state in up*) break ;; esac
+        sleep 2
+    done
+    case $state in up*) ;; *)
+        for c in $(podman ps -a --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}'); do
+            echo "--- $c" >&2; podman logs --tail 15 "$c" >&2 2>&1
+        done
+        die "Prometheus' crawler target is not up: '$state' (logs above)" \
+            "the crawler must listen on 0.0.0.0:9410 and the compose network must resolve 'crawler'" ;;
+    esac
+    ok "Prometheus target crawler: $state"
+    local value
+    value=$(podman exec "$prom_ctr" wget -qO- 'http://127.0.0.1:9090/api/v1/query?query=up%7Bjob%3D%22crawler%22%7D' | python3 -c '
+import json, sys
+print(json.load(sys.stdin)["data"]["result"][0]["value"][1])')
+    [ "$value" = "1" ] || die "up{job=\"crawler\"} is $value" "read the Prometheus log"
+    ok "PromQL up{job=\"crawler\"} = 1"
+    if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$METRICS_PUBLISH_PORT/healthz', timeout=5)" 2>/dev/null; then
+        ok "the crawler's published port 127.0.0.1:$METRICS_PUBLISH_PORT answers /healthz"
+    else
+        say "note: the published port 127.0.0.1:$METRICS_PUBLISH_PORT does not answer from the host (netavark's port forwarding on loopback); the check above ran inside the network"
+    fi
+    "${pc[@]}" down -v -t 10 </dev/null >"$TMP/compose-down.log" 2>&1 || true
+    COMPOSE_DOWN=()
+    ok "podman-compose down -v"
 }
 
 clean() {
     local tag
-    for tag in "$(dockerfile_base)"; do
+    for tag in "$(dockerfile_base)" "localhost/crawler-standin/postgres-base:$SUITE" \
+        "localhost/crawler-standin/prometheus-base:$SUITE"; do
         local label
         label=$(podman image inspect --format "{{index .Labels \"$LABEL\"}}" "$tag" 2>/dev/null || true)
         if [ -n "$label" ] && [ "$label" != "<no value>" ]; then
