@@ -552,10 +552,11 @@ compose() {
     fi
 
     step "stand-in images from Debian's packages"
-    local pg_base=localhost/crawler-standin/postgres-base:$SUITE
-    local prom_base=localhost/crawler-standin/prometheus-base:$SUITE
-    ensure_base postgres "$pg_base" "postgresql ca-certificates"
-    ensure_base prometheus "$prom_base" "prometheus wget ca-certificates"
+    # One Debian root file system for both (one mmdebstrap run instead of two: ~200 s
+    # less on a fresh machine); each stand-in's Dockerfile adds its own entry point.
+    local svc_base=localhost/crawler-standin/services-base:$SUITE
+    ensure_base services "$svc_base" "postgresql prometheus wget ca-certificates"
+    local pg_base=$svc_base prom_base=$svc_base
     local pg_image=localhost/crawler-standin/postgres:$SUITE-$RUN_ID
     local prom_image=localhost/crawler-standin/prometheus:$SUITE-$RUN_ID
     IMAGES+=("$pg_image" "$prom_image")
@@ -648,8 +649,7 @@ print(json.load(sys.stdin)["data"]["result"][0]["value"][1])')
 
 clean() {
     local tag
-    for tag in "$(dockerfile_base)" "localhost/crawler-standin/postgres-base:$SUITE" \
-        "localhost/crawler-standin/prometheus-base:$SUITE"; do
+    for tag in "$(dockerfile_base)" "localhost/crawler-standin/services-base:$SUITE"; do
         local label
         label=$(podman image inspect --format "{{index .Labels \"$LABEL\"}}" "$tag" 2>/dev/null || true)
         if [ -n "$label" ] && [ "$label" != "<no value>" ]; then

@@ -2,7 +2,7 @@
 # scripts/image-check.sh compose (FROM: the Debian base the script imports). Same
 # interface as far as docker-compose.yml uses it: POSTGRES_USER/PASSWORD/DB initialise
 # an empty /var/lib/postgresql/data, pg_isready is on PATH, port 5432, runs as postgres.
-ARG BASE=localhost/crawler-standin/postgres-base:bookworm
+ARG BASE=localhost/crawler-standin/services-base:bookworm
 FROM ${BASE}
 ENV PGDATA=/var/lib/postgresql/data
 COPY --chmod=0755 postgres-entrypoint.sh /usr/local/bin/postgres-entrypoint.sh
