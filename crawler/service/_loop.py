@@ -414,14 +414,11 @@ class CrawlLoop:
         text_limit = self.settings.snapshot_max_bytes
         observe = self.metrics.observe_poll
         for a in answers:
-            # (url_id, outcome, status, content_type, etag, last_modified, error_kind, error,
-            #  duration_s, bytes_received, retry_after_s, final_url, content_hash, raw_hash,
-            #  changed, text, parsed): see PollAnswer
-            url_id, fetched, status = a[0], a[1], a[2]
+            url_id, fetched, status = a.url_id, a.outcome, a.status
             rec = records[url_id]
             outcome: Outcome
             content_hash = raw_hash = old_hash = snapshot = None
-            etag, last_modified = a[4], a[5]
+            etag, last_modified = a.etag, a.last_modified
             if fetched == "error":
                 outcome = "error"
                 etag = last_modified = None
@@ -430,28 +427,29 @@ class CrawlLoop:
                 content_hash = rec.last_hash
                 etag, last_modified = etag or rec.etag, last_modified or rec.last_modified
             else:
-                changed = a[14]
+                changed = a.changed
                 outcome = "baseline" if changed is None else "hit" if changed else "miss"
-                text = a[15]
+                text = a.text
                 if outcome == "hit" and keep_text and text is not None:
                     snapshot = text[:text_limit].decode("utf-8", "replace")
-                content_hash, raw_hash, old_hash = a[12], a[13], rec.last_hash
+                content_hash, raw_hash, old_hash = a.content_hash, a.raw_hash, rec.last_hash
             failed = outcome == "error"
+            duration, size, kind = a.duration_s, a.bytes_received, a.error_kind
             polls.append(
                 PollRecord(
                     url_id=url_id,
                     outcome=outcome,
                     polled_at=now,
                     status=status,
-                    duration_s=a[8],
-                    bytes=a[9],
+                    duration_s=duration,
+                    bytes=size,
                     content_hash=content_hash,
                     raw_hash=raw_hash,
                     old_hash=old_hash,
                     etag=etag,
                     last_modified=last_modified,
-                    error_kind=a[6] if failed else None,
-                    error=a[7] if failed else None,
+                    error_kind=kind if failed else None,
+                    error=a.error if failed else None,
                     snapshot=snapshot,
                 )
             )
@@ -459,7 +457,7 @@ class CrawlLoop:
             if outcome in ("hit", "miss", "not_modified"):
                 fb_ids.append(url_id)
                 fb_hits.append(outcome == "hit")
-            observe(_METRIC_OUTCOME[outcome], a[8], a[9], a[6], rec.host if failed else None)
+            observe(_METRIC_OUTCOME[outcome], duration, size, kind, rec.host if failed else None)
         tally.polls += polls
         return polls
 
@@ -509,7 +507,7 @@ def _rules(record: UrlRecord) -> WatchRules:
 
 def _poll_job(request: FetchRequest, record: UrlRecord) -> PollJob:
     r = record
-    return (
+    return PollJob(
         request.url_id, request.url, r.host, request.etag, request.last_modified, r.selector,
         tuple(r.ignore_patterns), r.last_hash, r.last_raw_hash,
     )  # fmt: skip

@@ -5,7 +5,8 @@ second): the store, the schedulers and the service stay in the coordinating proc
 """
 
 from crawler.workers._pool import LOST, CrawlWorkers, host_key
-from crawler.workers._process import PollAnswer, PollJob, answer_of
+from crawler.workers._process import answer_of
+from crawler.workers._types import PollAnswer, PollJob
 
 __all__ = [
     "LOST",

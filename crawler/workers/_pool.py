@@ -21,7 +21,8 @@ from collections.abc import AsyncGenerator, Sequence
 
 from crawler.detect._pool import PipeWorker, WorkerLostError
 from crawler.fetch import FetchConfig
-from crawler.workers._process import PollAnswer, PollJob, encode_polls, failed_answer, serve
+from crawler.workers._process import encode_polls, failed_answer, serve
+from crawler.workers._types import PollAnswer, PollJob, answers_of
 
 log = logging.getLogger("crawler.service")
 
@@ -118,7 +119,7 @@ class CrawlWorkers:
         indexes in ``jobs``, their answers). A worker that dies fails its outstanding chunks
         (answers of kind "other"); it is started again for the next call."""
         parts: list[list[int]] = [[] for _ in range(self.size)]
-        for j, k in enumerate(self.owners([job[2] for job in jobs])):
+        for j, k in enumerate(self.owners([job.host for job in jobs])):
             parts[k].append(j)
         pending: dict[asyncio.Future[list[PollAnswer]], tuple[int, list[int]]] = {}
         step = self.chunk
@@ -150,7 +151,7 @@ class CrawlWorkers:
                     elif error is not None:
                         raise error
                     else:
-                        yield indexes, future.result()
+                        yield indexes, answers_of(future.result())
         finally:
             for future in pending:
                 future.cancel()

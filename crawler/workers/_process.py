@@ -7,8 +7,9 @@ coordinator sends a host's URLs to one worker only), so its ``Fetcher`` keeps ex
 politeness, robots.txt and back-off state, as the in-process fetcher does.
 
 Wire format, both ways (the framing of ``crawler.detect._worker``): an 8-byte big-endian
-length, then a pickle. A request is a list of ``PollJob`` tuples; the answer is the list of
-``PollAnswer`` tuples in the same order (no bodies: only what the service records). Batches are
+length, then a pickle. A request is a list of ``PollJob``s; the answer is the list of
+``PollAnswer``s in the same order (no bodies: only what the service records), both pickled as
+plain tuples (see ``crawler.workers._types``). Batches are
 worked concurrently (their polls share the fetcher's dispatcher) and answered in the order
 they came. The worker leaves when its input
 closes.
@@ -28,41 +29,14 @@ from crawler.detect import DetectItem, Verdict, WatchRules
 from crawler.detect._judge import judge
 from crawler.detect._worker import HEADER, own_fd
 from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult, HostDispatcher
-
-#: (url_id, url, host, etag, last_modified, selector, ignore_patterns, previous_hash,
-#:  previous_raw_hash)
-PollJob = tuple[
-    int, str, str, str | None, str | None, str | None, tuple[str, ...], str | None, str | None
-]
-#: (url_id, outcome, status, content_type, etag, last_modified, error_kind, error, duration_s,
-#:  bytes_received, retry_after_s, final_url, content_hash, raw_hash, changed, text, parsed);
-#: the last five are None unless the outcome is "ok"
-PollAnswer = tuple[
-    int,
-    str,
-    int | None,
-    str | None,
-    str | None,
-    str | None,
-    str | None,
-    str | None,
-    float,
-    int,
-    float | None,
-    str,
-    str | None,
-    str | None,
-    bool | None,
-    bytes | None,
-    bool | None,
-]
+from crawler.workers._types import PollAnswer, PollJob, jobs_of, plain
 
 _NO_RULES = WatchRules()
 
 
 def encode_polls(jobs: list[PollJob]) -> list[bytes]:
     """A request frame as parts for ``os.writev``."""
-    payload = pickle.dumps(jobs, pickle.HIGHEST_PROTOCOL)
+    payload = pickle.dumps(plain(jobs), pickle.HIGHEST_PROTOCOL)
     return [len(payload).to_bytes(HEADER, "big"), payload]
 
 
@@ -71,30 +45,37 @@ def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> Po
     verdict of the body (``text`` of a changed page kept up to ``text_bytes``; None = none)."""
     if result.outcome != "ok":
         return answer_of(result, None, text_bytes)
-    _, _, _, _, _, selector, patterns, previous, previous_raw = job
+    selector, patterns = job.selector, job.ignore_patterns
     rules = _NO_RULES if selector is None and not patterns else WatchRules(selector, patterns)
-    verdict = judge(DetectItem(result.body, result.content_type, rules, previous, previous_raw))
+    item = DetectItem(
+        result.body, result.content_type, rules, job.previous_hash, job.previous_raw_hash
+    )
+    verdict = judge(item)
     return answer_of(result, verdict, text_bytes)
 
 
 def answer_of(result: FetchResult, verdict: Verdict | None, text_bytes: int | None) -> PollAnswer:
-    """The answer tuple of a fetch result and the verdict of its body (None unless "ok")."""
+    """The answer of a fetch result and the verdict of its body (None unless "ok")."""
     r = result
-    head = (
-        r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
-        r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
-    )  # fmt: skip
     if verdict is None:
-        return (*head, None, None, None, None, None)
+        return PollAnswer(
+            r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
+            r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
+            None, None, None, None, None,
+        )  # fmt: skip
     v = verdict
     text = v.text[:text_bytes] if v.text is not None and text_bytes is not None else None
-    return (*head, v.content_hash, v.raw_hash, v.changed, text, v.parsed)
+    return PollAnswer(
+        r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
+        r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
+        v.content_hash, v.raw_hash, v.changed, text, v.parsed,
+    )  # fmt: skip
 
 
 def failed_answer(job: PollJob, message: str) -> PollAnswer:
     """An error answer (kind "other") for a poll that could not be done."""
-    return (
-        job[0], "error", None, None, None, None, "other", message, 0.0, 0, None, job[1],
+    return PollAnswer(
+        job.url_id, "error", None, None, None, None, "other", message, 0.0, 0, None, job.url,
         None, None, None, None, None,
     )  # fmt: skip
 
@@ -129,7 +110,7 @@ class _Worker:
         """Start polling a batch."""
         batch = _Batch(jobs, asyncio.get_running_loop().create_future())
         key = self.fetcher.gate_key
-        self.dispatch.submit((key(job[1]), (batch, j)) for j, job in enumerate(jobs))
+        self.dispatch.submit((key(job.url), (batch, j)) for j, job in enumerate(jobs))
         self.batches.append(batch)
         self.more.set()
 
@@ -137,7 +118,8 @@ class _Worker:
         batch, j = item
         job = batch.jobs[j]
         try:
-            result = await self.fetcher.fetch(FetchRequest(job[0], job[1], job[3], job[4]))
+            request = FetchRequest(job.url_id, job.url, job.etag, job.last_modified)
+            result = await self.fetcher.fetch(request)
             batch.answers[j] = poll_answer(result, job, self.text_bytes)
         except Exception as exc:  # a bug, not a network problem: one failed poll
             batch.answers[j] = failed_answer(job, f"crawl worker: {type(exc).__name__}: {exc}")
@@ -150,7 +132,7 @@ class _Worker:
         try:
             while True:
                 size = int.from_bytes(await reader.readexactly(HEADER), "big")
-                self.add(pickle.loads(await reader.readexactly(size)))
+                self.add(jobs_of(pickle.loads(await reader.readexactly(size))))
         except (asyncio.IncompleteReadError, ConnectionError):
             return
 
@@ -164,7 +146,7 @@ class _Worker:
             batch = self.batches[0]
             await batch.done
             self.batches.popleft()
-            payload = pickle.dumps(batch.answers, pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps(plain(batch.answers), pickle.HIGHEST_PROTOCOL)  # type: ignore[arg-type]
             data = memoryview(len(payload).to_bytes(HEADER, "big") + payload)
             while data:
                 data = data[os.write(sink_fd, data) :]
