@@ -1,7 +1,8 @@
 """The crawl service: slot clock, crawl loop, health, shutdown."""
 
 from crawler.service._clock import SlotClock, Tick
-from crawler.service._loop import CrawlLoop, SlotSummary, fetch_config
+from crawler.service._loop import CrawlLoop, SlotSummary
+from crawler.service._pollers import build_poller, fetch_config
 from crawler.service._service import CrawlService, serve, tune_gc
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "SlotClock",
     "SlotSummary",
     "Tick",
+    "build_poller",
     "fetch_config",
     "serve",
     "tune_gc",

@@ -1,8 +1,8 @@
-"""The crawl loop: one slot = select, fetch, judge, learn, commit (DESIGN.md).
+"""The crawl loop: one slot = select, fetch and judge, learn, commit.
 
-Components are built from the settings and can be passed in for tests. The scheduler is
-pure and synchronous; the store is synchronous and runs in a worker thread; the fetcher
-and the change detector are asynchronous.
+Components are built from the settings by the service. The scheduler is pure and
+synchronous; the store is synchronous and runs in a worker thread; fetching and judging are
+the ``Poller``'s (in this process or in crawl workers: the loop does not know which).
 """
 
 from __future__ import annotations
@@ -12,15 +12,14 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
 
 from crawler import schedulers
-from crawler.detect import ChangeDetector, DetectItem, Verdict, WatchRules
-from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult
+from crawler.fetch import FetchRequest
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._clock import SlotClock, Tick
@@ -36,14 +35,12 @@ from crawler.store import (
     StoreUnavailable,
     UrlRecord,
 )
-from crawler.workers import CrawlWorkers, PollAnswer, PollJob, answer_of
+from crawler.workers import PollAnswer, Poller, PollJob
 
 log = logging.getLogger("crawler.service")
 
 #: slots kept in memory while the database refuses commits
 MAX_PENDING_SLOTS = 10_000
-#: fetched bodies handed to the change detector at a time, while the slot's fetches go on
-JUDGE_BATCH = 64
 
 #: poll outcomes as the metrics count them (a baseline poll is a successful miss)
 _METRIC_OUTCOME = {
@@ -72,23 +69,6 @@ class SlotSummary:
     committed: bool
 
 
-def fetch_config(settings: Settings, share: int = 1) -> FetchConfig:
-    """The fetcher's configuration from the service settings, for a fetcher that makes one of
-    ``share`` equal shares of the service's requests (one of that many crawl workers)."""
-    return FetchConfig(
-        total_concurrency=max(1, -(-settings.fetch_concurrency // share)),
-        user_agent=settings.user_agent,
-        timeout_s=settings.fetch_timeout_s,
-        max_body_bytes=settings.fetch_max_body_bytes,
-        max_redirects=settings.fetch_max_redirects,
-        per_host_concurrency=settings.per_host_concurrency,
-        per_host_min_delay_s=settings.per_host_min_delay_s,
-        allow_private_addresses=settings.allow_private_addresses,
-        respect_robots=settings.respect_robots,
-        retries=settings.fetch_retries,
-    )
-
-
 class CrawlLoop:
     """Polls the watched URLs slot after slot and learns which ones change."""
 
@@ -96,17 +76,13 @@ class CrawlLoop:
         self,
         settings: Settings,
         store: Store,
-        fetcher: Fetcher,
-        detector: ChangeDetector,
+        poller: Poller,
         metrics: CrawlerMetrics,
-        workers: CrawlWorkers | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
-        self.fetcher = fetcher
-        self.detector = detector
+        self.poller = poller
         self.metrics = metrics
-        self.workers = workers
         self.scheduler: schedulers.Scheduler | None = None
         self.slots_run = 0
         self.last_slot_monotonic: float | None = None
@@ -234,8 +210,9 @@ class CrawlLoop:
             if (r := records.get(int(i))) is not None
         ]
         tally = _Tally()
+        jobs = [_poll_job(r, records[r.url_id]) for r in requests]
         # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched
-        async with contextlib.aclosing(self._fetch_and_judge(requests, records)) as chunks:
+        async with contextlib.aclosing(self.poller.poll_chunks(jobs)) as chunks:
             async for answers in chunks:
                 self._recent.polled(records, self._outcomes(answers, records, tally))
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
@@ -338,69 +315,6 @@ class CrawlLoop:
         records.update(read)
         return records
 
-    async def _fetch_and_judge(
-        self, requests: Sequence[FetchRequest], records: dict[int, UrlRecord]
-    ) -> AsyncGenerator[list[PollAnswer], None]:
-        """Fetch every request and judge the bodies, yielding the answers as they come (the
-        crawl workers' compact tuples, without bodies; the text of changed pages only).
-
-        With crawl workers, a chunk at a time as the workers answer. Without, all at the end:
-        fetched here, and judged while the rest are still downloading (bodies go to the
-        detector in batches of ``JUDGE_BATCH`` as they arrive, so its worker processes parse
-        while this process fetches)."""
-        if self.workers is not None:
-            jobs = [_poll_job(r, records[r.url_id]) for r in requests]
-            async for _, answers in self.workers.poll_chunks(jobs):
-                yield answers
-            return
-        results: list[FetchResult | None] = [None] * len(requests)
-        verdicts: dict[int, Verdict] = {}
-        items: list[DetectItem] = []
-        keys: list[int] = []
-        judging: list[asyncio.Task[None]] = []
-
-        async def judge(batch: list[DetectItem], ids: list[int]) -> None:
-            verdicts.update(zip(ids, await self.detector.judge_many(batch), strict=True))
-
-        def submit() -> None:
-            nonlocal items, keys
-            judging.append(asyncio.ensure_future(judge(items, keys)))
-            items, keys = [], []
-
-        async def one(j: int) -> None:
-            res = results[j] = await self.fetcher.fetch(requests[j])
-            if res.outcome != "ok":
-                return
-            rec = records[res.url_id]
-            items.append(
-                DetectItem(
-                    body=res.body,
-                    content_type=res.content_type,
-                    rules=_rules(rec),
-                    previous_hash=rec.last_hash,
-                    previous_raw_hash=rec.last_raw_hash,
-                )
-            )
-            keys.append(res.url_id)
-            if len(items) >= JUDGE_BATCH:
-                submit()
-
-        # each host's polls in order, by the fetcher's runners (see HostDispatcher)
-        dispatch = self.fetcher.dispatcher(one)
-        try:
-            key = self.fetcher.gate_key
-            dispatch.submit((key(r.url), j) for j, r in enumerate(requests))
-            await dispatch.join()
-            if items:
-                submit()
-            await asyncio.gather(*judging)
-        finally:
-            dispatch.close()
-            for task in judging:
-                task.cancel()
-        text_bytes = self.settings.snapshot_max_bytes
-        yield [answer_of(r, verdicts.get(r.url_id), text_bytes) for r in results if r is not None]
-
     def _outcomes(
         self, answers: Sequence[PollAnswer], records: dict[int, UrlRecord], tally: _Tally
     ) -> list[PollRecord]:
@@ -494,15 +408,6 @@ def _report(summary: SlotSummary, on_slot: Callable[[SlotSummary], None] | None)
     )  # fmt: skip
     if on_slot is not None:
         on_slot(summary)
-
-
-_NO_RULES = WatchRules()
-
-
-def _rules(record: UrlRecord) -> WatchRules:
-    if record.selector is None and not record.ignore_patterns:
-        return _NO_RULES
-    return WatchRules(record.selector, tuple(record.ignore_patterns))
 
 
 def _poll_job(request: FetchRequest, record: UrlRecord) -> PollJob:

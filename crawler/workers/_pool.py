@@ -1,6 +1,6 @@
 """Crawl workers: processes that fetch and judge, each owning a share of the hosts.
 
-The crawl loop hands a slot's polls to ``CrawlWorkers.poll``; every host is given to one
+A ``Poller``: the crawl loop hands a slot's polls to ``poll_chunks``; every host is given to one
 worker the first time it is seen (the least-loaded one) and stays there, so per-host
 concurrency, delays, Crawl-delay, back-off and the robots.txt cache stay exact. A worker that
 dies fails its outstanding polls (recorded as errors of kind "other"; no feedback) and is
@@ -19,8 +19,8 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Sequence
 
-from crawler.detect._pool import PipeWorker, WorkerLostError
 from crawler.fetch import FetchConfig
+from crawler.ipc import PipeWorker, WorkerLostError
 from crawler.workers._process import encode_polls, failed_answer, serve
 from crawler.workers._types import PollAnswer, PollJob, answers_of
 
@@ -76,10 +76,7 @@ class CrawlWorkers:
             self.restarts += 1
             log.warning("crawl worker %d exited; starting a new one", k)
         worker = self._workers[k] = PipeWorker(
-            asyncio.get_running_loop(),
-            target=serve,
-            args=(self.config, self.text_bytes),
-            encode=encode_polls,
+            asyncio.get_running_loop(), serve, encode_polls, (self.config, self.text_bytes)
         )
         return worker
 
@@ -106,13 +103,21 @@ class CrawlWorkers:
     async def poll(self, jobs: Sequence[PollJob]) -> list[PollAnswer]:
         """The answers of ``jobs``, in order."""
         answers: list[PollAnswer | None] = [None] * len(jobs)
-        async with contextlib.aclosing(self.poll_chunks(jobs)) as chunks:
+        async with contextlib.aclosing(self.indexed_chunks(jobs)) as chunks:
             async for indexes, chunk in chunks:
                 for j, answer in zip(indexes, chunk, strict=True):
                     answers[j] = answer
         return [a for a in answers if a is not None]
 
     async def poll_chunks(
+        self, jobs: Sequence[PollJob]
+    ) -> AsyncGenerator[Sequence[PollAnswer], None]:
+        """The answers of ``jobs`` a chunk at a time, as the workers send them (``Poller``)."""
+        async with contextlib.aclosing(self.indexed_chunks(jobs)) as chunks:
+            async for _, answers in chunks:
+                yield answers
+
+    async def indexed_chunks(
         self, jobs: Sequence[PollJob]
     ) -> AsyncGenerator[tuple[list[int], list[PollAnswer]], None]:
         """The answers of ``jobs`` a chunk at a time, as the workers send them: (the chunk's
@@ -155,6 +160,10 @@ class CrawlWorkers:
         finally:
             for future in pending:
                 future.cancel()
+
+    async def aclose(self) -> None:
+        """Stop the processes (``Poller``)."""
+        self.close()
 
     def close(self, wait: bool = True) -> None:
         """Stop the processes (idempotent)."""

@@ -6,8 +6,8 @@ here, so both fit on more than one core. Each worker owns a fixed share of the h
 coordinator sends a host's URLs to one worker only), so its ``Fetcher`` keeps exact per-host
 politeness, robots.txt and back-off state, as the in-process fetcher does.
 
-Wire format, both ways (the framing of ``crawler.detect._worker``): an 8-byte big-endian
-length, then a pickle. A request is a list of ``PollJob``s; the answer is the list of
+Wire format, both ways: ``crawler.ipc``'s frames (an 8-byte big-endian length, then a
+pickle). A request is a list of ``PollJob``s; the answer is the list of
 ``PollAnswer``s in the same order (no bodies: only what the service records), both pickled as
 plain tuples (see ``crawler.workers._types``). Batches are
 worked concurrently (their polls share the fetcher's dispatcher) and answered in the order
@@ -27,8 +27,8 @@ from multiprocessing.connection import Connection
 
 from crawler.detect import DetectItem, Verdict, WatchRules
 from crawler.detect._judge import judge
-from crawler.detect._worker import HEADER, own_fd
 from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult, HostDispatcher
+from crawler.ipc import encode_pickle, own_fd, read_frame_async, write_frame
 from crawler.workers._types import PollAnswer, PollJob, jobs_of, plain
 
 _NO_RULES = WatchRules()
@@ -36,8 +36,7 @@ _NO_RULES = WatchRules()
 
 def encode_polls(jobs: list[PollJob]) -> list[bytes]:
     """A request frame as parts for ``os.writev``."""
-    payload = pickle.dumps(plain(jobs), pickle.HIGHEST_PROTOCOL)
-    return [len(payload).to_bytes(HEADER, "big"), payload]
+    return encode_pickle(plain(jobs))
 
 
 def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> PollAnswer:
@@ -129,12 +128,8 @@ class _Worker:
 
     async def read(self, reader: asyncio.StreamReader) -> None:
         """Start every batch as it arrives, until the input closes."""
-        try:
-            while True:
-                size = int.from_bytes(await reader.readexactly(HEADER), "big")
-                self.add(jobs_of(pickle.loads(await reader.readexactly(size))))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
+        while (payload := await read_frame_async(reader)) is not None:
+            self.add(jobs_of(pickle.loads(payload)))
 
     async def write(self, sink_fd: int) -> None:
         """Answer the batches in the order they came (blocking writes: the service reads its
@@ -146,10 +141,8 @@ class _Worker:
             batch = self.batches[0]
             await batch.done
             self.batches.popleft()
-            payload = pickle.dumps(plain(batch.answers), pickle.HIGHEST_PROTOCOL)  # type: ignore[arg-type]
-            data = memoryview(len(payload).to_bytes(HEADER, "big") + payload)
-            while data:
-                data = data[os.write(sink_fd, data) :]
+            answers = plain(batch.answers)  # type: ignore[arg-type]
+            write_frame(sink_fd, pickle.dumps(answers, pickle.HIGHEST_PROTOCOL))
 
 
 async def _serve(source_fd: int, sink_fd: int, config: FetchConfig, text_bytes: int | None) -> None:

@@ -111,7 +111,7 @@ async def test_answers_come_a_chunk_at_a_time_and_cover_every_poll_once(
     try:
         urls = site.urls()
         jobs = [job(k + 1, u) for k, u in enumerate(urls)] + [job(99, "ftp://example.org/x")]
-        chunks = [(indexes, answers) async for indexes, answers in pool.poll_chunks(jobs)]
+        chunks = [(indexes, answers) async for indexes, answers in pool.indexed_chunks(jobs)]
         assert all(1 <= len(indexes) <= 2 for indexes, _ in chunks) and len(chunks) >= 4
         seen = sorted(j for indexes, _ in chunks for j in indexes)
         assert seen == list(range(len(jobs)))  # every poll once
@@ -153,7 +153,7 @@ async def test_a_finished_chunk_is_answered_while_later_ones_are_still_fetched()
     try:
         base = f"http://127.0.0.1:{port}"
         jobs = [job(1, f"{base}/fast"), job(2, f"{base}/fast"), job(3, f"{base}/slow")]
-        chunks = pool.poll_chunks(jobs)
+        chunks = pool.indexed_chunks(jobs)
         indexes, answers = await asyncio.wait_for(anext(chunks), 10)  # not held by /slow
         assert indexes == [0, 1] and [a.outcome for a in answers] == ["ok", "ok"]
         assert not release.is_set()
@@ -177,7 +177,7 @@ async def test_a_killed_worker_fails_every_outstanding_chunk(
     try:
         await pool.start()
         slow = f"http://127.0.0.1:{port}/slow"
-        chunks = pool.poll_chunks([job(k, slow) for k in (1, 2, 3)])
+        chunks = pool.indexed_chunks([job(k, slow) for k in (1, 2, 3)])
         first = asyncio.ensure_future(anext(chunks))
         await asyncio.sleep(0.5)
         worker = pool._workers[0]
