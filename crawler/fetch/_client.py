@@ -23,6 +23,7 @@ from crawler.fetch._hosts import HostGates
 from crawler.fetch._robots import MISSING, RobotsAnswer, RobotsCache
 from crawler.fetch._types import FetchConfig, FetchError, FetchRequest, FetchResult
 from crawler.fetch._urls import UnsupportedSchemeError, validate_url
+from crawler.sites import url_host_key
 
 T = TypeVar("T")
 
@@ -121,11 +122,8 @@ class Fetcher:
     # -- public -------------------------------------------------------------------------------
 
     def gate_key(self, url: str) -> str:
-        """The host whose gate a fetch of ``url`` passes first ("" for a URL it refuses)."""
-        try:
-            return _canonical_url(url).raw_host or ""
-        except Exception:
-            return ""
+        """The host whose gate a fetch of (canonical) ``url`` passes first: its host key."""
+        return url_host_key(url)
 
     def dispatcher(self, work: Callable[[T], Awaitable[None]]) -> HostDispatcher[T]:
         """A dispatcher for ``work`` that fetches with this fetcher (items submitted by

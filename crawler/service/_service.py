@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import signal
 import time
@@ -14,6 +13,7 @@ from types import TracebackType
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
 
+from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
 from crawler.service._loop import CrawlLoop, SlotSummary
@@ -131,18 +131,6 @@ class CrawlService:
             await self.loop.run(stop, max_slots, on_slot)
         finally:
             self._running = False
-
-
-def tune_gc() -> None:
-    """Set the garbage collector up for a service process, once it has started: what start-up
-    loaded (modules, the scheduler's arrays, the settings) moves to the permanent generation,
-    and the young generation is collected every 20,000 allocations instead of 700. Every poll
-    makes a few dozen short-lived objects; with the default thresholds the collector ran every
-    few dozen polls and a full collection walked everything loaded (tens of ms, stalling the
-    crawl loop)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
 
 
 async def serve(settings: Settings, max_slots: int | None = None) -> None:

@@ -8,7 +8,7 @@ schedulers and the service stay in the coordinating process.
 
 from crawler.workers._local import JUDGE_BATCH, InProcessPoller
 from crawler.workers._poller import Poller
-from crawler.workers._pool import LOST, CrawlWorkers, host_key
+from crawler.workers._pool import LOST, CrawlWorkers
 from crawler.workers._process import answer_of
 from crawler.workers._types import PollAnswer, PollJob
 
@@ -21,5 +21,4 @@ __all__ = [
     "PollJob",
     "Poller",
     "answer_of",
-    "host_key",
 ]

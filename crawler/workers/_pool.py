@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, Sequence
 
 from crawler.fetch import FetchConfig
 from crawler.ipc import PipeWorker, WorkerLostError
+from crawler.sites import host_key
 from crawler.workers._process import encode_polls, failed_answer, serve
 from crawler.workers._types import PollAnswer, PollJob, answers_of
 
@@ -29,15 +30,6 @@ log = logging.getLogger("crawler.service")
 LOST = "the crawl worker process exited during the poll; the URL is polled again later"
 #: polls per request frame (and answer frame) sent to a worker
 ANSWER_CHUNK = 128
-
-
-def host_key(host: str) -> str:
-    """The politeness key of a store host (``host[:port]``): the host without its port, as the
-    fetcher's per-host gates see it."""
-    if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
-    name, sep, port = host.rpartition(":")
-    return name if sep and port.isdigit() else host
 
 
 class CrawlWorkers:

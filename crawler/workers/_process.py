@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import pickle
 from collections import deque
@@ -28,6 +27,7 @@ from multiprocessing.connection import Connection
 from crawler.detect import DetectItem, Verdict, WatchRules
 from crawler.detect._judge import judge
 from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult, HostDispatcher
+from crawler.gc_policy import tune_gc
 from crawler.ipc import encode_pickle, own_fd, read_frame_async, write_frame
 from crawler.workers._types import PollAnswer, PollJob, jobs_of, plain
 
@@ -170,11 +170,7 @@ def serve(
 ) -> None:
     """Worker entry point (a spawned process): poll batches until the input closes."""
     source_fd, sink_fd = own_fd(requests), own_fd(answers)
-    # Every poll makes hundreds of short-lived objects (aiohttp's request and response, the
-    # coroutines): with the default thresholds the cyclic collector runs every few polls and
-    # walks the long-lived modules too. Freeze what was imported; collect the young less often.
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    tune_gc(collect=False)  # nothing to collect yet: only imports ran
     try:
         asyncio.run(_serve(source_fd, sink_fd, config, text_bytes))
     except (BrokenPipeError, KeyboardInterrupt):

@@ -13,7 +13,8 @@ from aiohttp import web
 
 from crawler.fetch import FetchConfig
 from crawler.testsite import ChangingSite
-from crawler.workers import LOST, CrawlWorkers, PollAnswer, PollJob, host_key
+from crawler.sites import host_key
+from crawler.workers import LOST, CrawlWorkers, PollAnswer, PollJob
 
 CONFIG = FetchConfig(
     user_agent="crawler-tests/1.0",
@@ -46,14 +47,6 @@ async def workers() -> AsyncIterator[CrawlWorkers]:
         yield pool
     finally:
         pool.close()
-
-
-def test_host_key_drops_the_port_only() -> None:
-    assert host_key("example.org:8080") == "example.org"
-    assert host_key("example.org") == "example.org"
-    assert host_key("[::1]:8080") == "[::1]"
-    assert host_key("[::1]") == "[::1]"
-    assert host_key("127.0.0.1:80") == "127.0.0.1"
 
 
 def test_each_host_has_one_worker_and_new_hosts_go_to_the_least_loaded() -> None:
