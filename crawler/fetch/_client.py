@@ -18,7 +18,7 @@ from yarl import URL
 from crawler.fetch._addresses import AddressPolicy, GuardedResolver, ip_literal
 from crawler.fetch._body import read_capped
 from crawler.fetch._dispatch import HostDispatcher
-from crawler.fetch._errors import classify, parse_retry_after, status_failure
+from crawler.fetch._errors import classify, parse_retry_after, release, status_failure
 from crawler.fetch._hosts import HostGates
 from crawler.fetch._robots import MISSING, RobotsAnswer, RobotsCache
 from crawler.fetch._types import FetchConfig, FetchError, FetchRequest, FetchResult
@@ -174,7 +174,9 @@ class Fetcher:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return self._error(request, request.url, classify(exc, request.url), started)
+            failure = classify(exc, request.url)
+            release(exc)
+            return self._error(request, request.url, failure, started)
         return self._result(request, resp, started)
 
     # -- internals ----------------------------------------------------------------------------
@@ -182,6 +184,7 @@ class Fetcher:
     def _error(
         self, request: FetchRequest, final_url: str, failure: FetchError, started: float
     ) -> FetchResult:
+        release(failure)  # nothing of the failed read outlives the poll (see release)
         return FetchResult(
             url_id=request.url_id,
             url=request.url,
@@ -228,11 +231,15 @@ class Fetcher:
                 robots=False,
             )
         except FetchError as failure:
+            release(failure)
             if failure.kind in ("http_4xx", "http_5xx", "rate_limited") and failure.status:
                 return RobotsAnswer(failure.status)
             return RobotsAnswer(None, failure=failure)
         except Exception as exc:
-            return RobotsAnswer(None, failure=classify(exc, str(url)))
+            failure = classify(exc, str(url))
+            release(exc)
+            release(failure)
+            return RobotsAnswer(None, failure=failure)
         return RobotsAnswer(resp.status, resp.body)
 
     async def _follow(

@@ -59,6 +59,22 @@ def classify(exc: BaseException, url: str) -> FetchError:
     return FetchError("other", f"{type(exc).__name__} fetching {url}: {exc!s:.200}")
 
 
+def release(exc: BaseException) -> None:
+    """Drop what ``exc`` and the exceptions chained to it hold: their tracebacks (whose frames
+    keep every local of the failed read alive, e.g. the body chunks read before a size limit
+    tripped) and their links. An exception raised through a frame that keeps it in a local
+    (``failure = classify(exc)``; ``raise failure``) is a reference cycle: without this it waits
+    for a full garbage collection, which a tuned collector runs rarely."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        nxt = cur.__cause__ or cur.__context__
+        cur.__traceback__ = None
+        cur.__cause__ = cur.__context__ = None
+        cur = nxt
+
+
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
     """Seconds from a Retry-After header (delta-seconds or an HTTP date), None if absent/bad."""
     if value is None:
