@@ -39,7 +39,7 @@ def frame_header(size: int) -> bytes:
     return size.to_bytes(HEADER, "big")
 
 
-def encode_pickle(items: list[Any]) -> list[bytes]:
+def encode_pickle(items: Any) -> list[bytes]:
     """A frame holding ``items`` pickled, as parts for ``os.writev``."""
     payload = pickle.dumps(items, pickle.HIGHEST_PROTOCOL)
     return [frame_header(len(payload)), payload]
@@ -134,7 +134,7 @@ class PipeWorker:
         self,
         loop: asyncio.AbstractEventLoop,
         target: Callable[..., None],
-        encode: Callable[[list[Any]], list[bytes]],
+        encode: Callable[[Any], list[bytes]],
         args: tuple[Any, ...] = (),
     ) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -163,14 +163,17 @@ class PipeWorker:
         self.alive = True
         loop.add_reader(self.in_fd, self._readable)
 
-    def submit(self, jobs: list[Any]) -> asyncio.Future[list[Any]]:
+    def submit(self, request: Any, size: int | None = None) -> asyncio.Future[list[Any]]:
+        """Send ``request`` (encoded by ``encode``); its answer comes as the future's result.
+        ``size``: the jobs it holds, for ``load`` (None: ``len(request)``)."""
         future: asyncio.Future[list[Any]] = self.loop.create_future()
         if not self.alive:
             future.set_exception(WorkerLostError("worker process is gone"))
             return future
-        self.waiting.append((future, len(jobs)))
-        self.load += len(jobs)
-        self._out.extend(memoryview(part) for part in self.encode(jobs) if part)
+        size = len(request) if size is None else size
+        self.waiting.append((future, size))
+        self.load += size
+        self._out.extend(memoryview(part) for part in self.encode(request) if part)
         if not self._writing:
             self._flush()
         return future

@@ -74,6 +74,7 @@ class Fetcher:
         self.resolver = GuardedResolver(self.policy)
         self._session: aiohttp.ClientSession | None = None
         self._slots: asyncio.Semaphore | None = None
+        self._at_gate: set[asyncio.Task[object] | None] = set()
 
     async def __aenter__(self) -> Fetcher:
         await self.open()
@@ -125,6 +126,11 @@ class Fetcher:
         """The host whose gate a fetch of (canonical) ``url`` passes first: its host key."""
         return url_host_key(url)
 
+    def waits_at_gate(self, task: asyncio.Task[object] | None) -> bool:
+        """Whether ``task`` is waiting for its host's concurrency or delay (no request made
+        yet): a poll cut there was held back by politeness, not by a slow host."""
+        return task in self._at_gate
+
     def dispatcher(self, work: Callable[[T], Awaitable[None]]) -> HostDispatcher[T]:
         """A dispatcher for ``work`` that fetches with this fetcher (items submitted by
         ``gate_key``): as many runners as connection slots, at most ``per_host_concurrency``
@@ -174,9 +180,9 @@ class Fetcher:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            failure = classify(exc, request.url)
+            classified = classify(exc, request.url)
             release(exc)
-            return self._error(request, request.url, failure, started)
+            return self._error(request, request.url, classified, started)
         return self._result(request, resp, started)
 
     # -- internals ----------------------------------------------------------------------------
@@ -189,7 +195,7 @@ class Fetcher:
             url_id=request.url_id,
             url=request.url,
             final_url=final_url,
-            outcome="error",
+            outcome="deferred" if failure.deferred else "error",
             status=failure.status,
             body=b"",
             content_type=None,
@@ -236,10 +242,10 @@ class Fetcher:
                 return RobotsAnswer(failure.status)
             return RobotsAnswer(None, failure=failure)
         except Exception as exc:
-            failure = classify(exc, str(url))
+            classified = classify(exc, str(url))
             release(exc)
-            release(failure)
-            return RobotsAnswer(None, failure=failure)
+            release(classified)
+            return RobotsAnswer(None, failure=classified)
         return RobotsAnswer(resp.status, resp.body)
 
     async def _follow(
@@ -289,6 +295,7 @@ class Fetcher:
                 "rate_limited",
                 f"{host} is backed off for {waiting:.0f} s more after a 429/503",
                 retry_after_s=waiting,
+                deferred=True,
             )
         if robots:
             delay = self.robots.check_cached(url)
@@ -346,7 +353,12 @@ class Fetcher:
                     raise TimeoutError()
                 gate = None if self.gates.trivial else self.gates.slot(host)
                 if gate is not None:
-                    await gate.__aenter__()
+                    task = asyncio.current_task()
+                    self._at_gate.add(task)
+                    try:
+                        await gate.__aenter__()
+                    finally:
+                        self._at_gate.discard(task)
                 try:
                     async with slots:
                         t0 = time.monotonic()

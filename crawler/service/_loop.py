@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -41,6 +41,9 @@ log = logging.getLogger("crawler.service")
 
 #: slots kept in memory while the database refuses commits
 MAX_PENDING_SLOTS = 10_000
+#: how long past a slot's deadline the loop waits for a poller's deferred answers before it
+#: counts the missing ones as deferred itself (a crawl worker stuck on one page's judging)
+GRACE_S = 5.0
 
 #: poll outcomes as the metrics count them (a baseline poll is a successful miss)
 _METRIC_OUTCOME = {
@@ -67,6 +70,8 @@ class SlotSummary:
     lag_s: float
     overrun: bool
     committed: bool
+    #: polls selected but not made (see ``crawler.workers.DEFERRED_REASONS``)
+    deferred: int = 0
 
 
 class CrawlLoop:
@@ -90,6 +95,7 @@ class CrawlLoop:
         self._pending: list[tuple[SlotRecord, list[PollRecord], schedulers.State]] = []
         self._recent = RecentRecords()
         self._flush_lock = asyncio.Lock()
+        self._stop: asyncio.Event | None = None
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -161,6 +167,7 @@ class CrawlLoop:
         """Run slots on the clock until ``stop`` is set (or ``max_slots`` ran); ``on_slot``
         sees every slot's summary."""
         clock = SlotClock(self.settings.slot_seconds)
+        self._stop = stop
         # A slot that overran (the next one is already due) commits in the background while
         # the next slot selects and fetches; it is reported once its commit is done, before
         # the next slot commits. Otherwise each slot commits and is reported at its end.
@@ -211,10 +218,20 @@ class CrawlLoop:
         ]
         tally = _Tally()
         jobs = [_poll_job(r, records[r.url_id]) for r in requests]
-        # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched
-        async with contextlib.aclosing(self.poller.poll_chunks(jobs)) as chunks:
-            async for answers in chunks:
+        deadline = started + self.settings.effective_slot_deadline()
+        # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched;
+        # the poller defers what is not done by the deadline; a stop request cuts the slot
+        # short at once, and so does a poller that overruns its deadline by GRACE_S
+        stop = self._stop
+        async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
+            async for answers in _until(chunks, stop, deadline + GRACE_S):
                 self._recent.polled(records, self._outcomes(answers, records, tally))
+        if len(tally.seen) < len(jobs):  # cut short: not polled
+            reason = "shutdown" if stop is not None and stop.is_set() else "timeout"
+            for job in jobs:
+                if job.url_id not in tally.seen:
+                    tally.deferred += 1
+                    self.metrics.observe_deferred(reason, job.host)
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
@@ -256,6 +273,7 @@ class CrawlLoop:
             tick.lag_s,
             overrun,
             False,
+            tally.deferred,
         )
         return summary, commit
 
@@ -327,9 +345,17 @@ class CrawlLoop:
         keep_text = self.settings.store_snapshots
         text_limit = self.settings.snapshot_max_bytes
         observe = self.metrics.observe_poll
+        seen = tally.seen
         for a in answers:
             url_id, fetched, status = a.url_id, a.outcome, a.status
             rec = records[url_id]
+            seen.add(url_id)
+            if fetched == "deferred":  # not polled: no record, no feedback, not an error
+                tally.deferred += 1
+                self.metrics.observe_deferred(a.deferred or "timeout", rec.host)
+                continue
+            if a.truncated:
+                self.metrics.observe_truncated()
             outcome: Outcome
             content_hash = raw_hash = old_hash = snapshot = None
             etag, last_modified = a.etag, a.last_modified
@@ -378,12 +404,15 @@ class CrawlLoop:
 
 @dataclass(slots=True)
 class _Tally:
-    """A slot's outcomes so far: its poll records, the scheduler's feedback, the counts."""
+    """A slot's outcomes so far: its poll records, the scheduler's feedback, the counts, the
+    URLs answered and how many of them were deferred."""
 
     polls: list[PollRecord] = field(default_factory=list)
     fb_ids: list[int] = field(default_factory=list)
     fb_hits: list[bool] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    seen: set[int] = field(default_factory=set)  # the URLs answered (polled or deferred)
+    deferred: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,12 +427,39 @@ async def _committed(summary: SlotSummary, commit: asyncio.Task[bool]) -> SlotSu
     return dataclasses.replace(summary, committed=await commit)
 
 
+async def _until(
+    chunks: AsyncIterator[Sequence[PollAnswer]], stop: asyncio.Event | None, hard: float
+) -> AsyncGenerator[Sequence[PollAnswer], None]:
+    """The chunks of ``chunks`` until it ends, ``stop`` is set, or ``time.monotonic()`` passes
+    ``hard``; the chunk being awaited then is cancelled (``chunks`` must then be closed)."""
+    stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
+    try:
+        while stopping is None or not stopping.done():
+            following = asyncio.ensure_future(anext(chunks))
+            waiting = {following} if stopping is None else {following, stopping}
+            left = max(0.0, hard - time.monotonic())
+            await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if not following.done():
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await following
+                return
+            try:
+                answers = following.result()
+            except StopAsyncIteration:
+                return
+            yield answers
+    finally:
+        if stopping is not None:
+            stopping.cancel()
+
+
 def _report(summary: SlotSummary, on_slot: Callable[[SlotSummary], None] | None) -> None:
     log.info(
-        "slot %d: polls=%d hits=%d misses=%d not_modified=%d errors=%d "
+        "slot %d: polls=%d hits=%d misses=%d not_modified=%d errors=%d deferred=%d "
         "duration=%.3fs lag=%.3fs%s%s",
         summary.seq, summary.polls, summary.hits, summary.misses,
-        summary.not_modified, summary.errors, summary.duration_s, summary.lag_s,
+        summary.not_modified, summary.errors, summary.deferred, summary.duration_s, summary.lag_s,
         " OVERRUN" if summary.overrun else "", "" if summary.committed else " NOT COMMITTED",
     )  # fmt: skip
     if on_slot is not None:

@@ -12,6 +12,7 @@ Paths:
 * ``/endless``       a chunked body that never ends;
 * ``/oversized``     a chunked body of ``oversized_bytes``, then a proper end;
 * ``/corrupt-gzip``  ``Content-Encoding: gzip`` over bytes that are not gzip;
+* ``/limited``       429 Too Many Requests with ``Retry-After: retry_after_s``;
 * ``/trickle``       the status line and headers, one byte per ``trickle_s``, never finished;
 * ``/robots.txt``    per ``robots``: "none" (404), "slow" (answers after ``robots_delay_s``),
   "crawl-delay" (``Crawl-delay: crawl_delay_s``), "allow" (an empty allow-all file).
@@ -44,6 +45,7 @@ class HostileServer:
         trickle_s: float = 0.5,
         bomb_bytes: int = 200 << 20,
         oversized_bytes: int = 64 << 20,
+        retry_after_s: int = 60,
     ) -> None:
         self.host = host
         self.robots = robots
@@ -52,6 +54,7 @@ class HostileServer:
         self.trickle_s = trickle_s
         self.bomb_bytes = bomb_bytes
         self.oversized_bytes = oversized_bytes
+        self.retry_after_s = retry_after_s
         self.port = 0
         self.served: Counter[str] = Counter()
         self.versions: Counter[int] = Counter()
@@ -64,6 +67,7 @@ class HostileServer:
             "/oversized": self._send_oversized,
             "/corrupt-gzip": self._send_corrupt_gzip,
             "/trickle": self._send_trickle,
+            "/limited": self._send_limited,
             "/robots.txt": self._send_robots,
         }
 
@@ -113,6 +117,8 @@ class HostileServer:
                     await route(writer)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, IndexError):
             pass
+        except asyncio.CancelledError:  # the server stops: end quietly (asyncio's stream
+            pass  # callback would log a cancelled handler as an error)
         finally:
             self._writers.discard(writer)
             writer.transport.abort()
@@ -153,6 +159,10 @@ class HostileServer:
     async def _send_corrupt_gzip(self, writer: asyncio.StreamWriter) -> None:
         body = b"\x1f\x8b\x08\x00" + bytes(range(256)) * 8  # a gzip magic, then garbage
         await _send(writer, "200 OK", "text/html", body, "Content-Encoding: gzip\r\n")
+
+    async def _send_limited(self, writer: asyncio.StreamWriter) -> None:
+        extra = f"Retry-After: {self.retry_after_s}\r\n"
+        await _send(writer, "429 Too Many Requests", "text/plain", b"slow down\n", extra)
 
     async def _send_trickle(self, writer: asyncio.StreamWriter) -> None:
         head = _HEAD.format(status="200 OK", ctype="text/html") + "X-Pad: " + "z" * 10_000

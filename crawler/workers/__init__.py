@@ -6,13 +6,14 @@ and ``crawler.ipc`` (a worker process starts in well under a second): the store,
 schedulers and the service stay in the coordinating process.
 """
 
+from crawler.workers._answers import answer_of, deferred_answer
 from crawler.workers._local import JUDGE_BATCH, InProcessPoller
 from crawler.workers._poller import Poller
 from crawler.workers._pool import LOST, CrawlWorkers
-from crawler.workers._process import answer_of
-from crawler.workers._types import PollAnswer, PollJob
+from crawler.workers._types import DEFERRED_REASONS, PollAnswer, PollJob
 
 __all__ = [
+    "DEFERRED_REASONS",
     "JUDGE_BATCH",
     "LOST",
     "CrawlWorkers",
@@ -21,4 +22,5 @@ __all__ = [
     "PollJob",
     "Poller",
     "answer_of",
+    "deferred_answer",
 ]

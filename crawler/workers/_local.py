@@ -1,25 +1,31 @@
 """The in-process poller: fetch in the service's own process, judge in the detector's pool.
 
-Used with ``fetch_workers = 0`` (one core, or a debugger). Bodies go to the change detector
-in batches of ``JUDGE_BATCH`` as they arrive, so its worker processes parse while this
-process fetches; each batch's answers are yielded once judged, failed and unchanged-by-304
-polls as soon as they are done (in chunks of up to ``JUDGE_BATCH`` too).
+Used with ``fetch_workers = 0`` (one core, or a debugger). The polls run on the same engine
+as a crawl worker's (``crawler.workers._engine``: the dispatcher, the deadline). Bodies go to
+the change detector in batches of ``JUDGE_BATCH`` as they arrive (or after ``JUDGE_WAIT_S``,
+when slow hosts keep a batch from filling), so its worker processes parse while this process
+fetches; answers are yielded as they are set, up to ``JUDGE_BATCH`` at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import AsyncGenerator, Sequence
 
-from crawler.detect import ChangeDetector, DetectItem, WatchRules
-from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult
-from crawler.workers._process import answer_of
+from crawler.detect import ChangeDetector, DetectItem
+from crawler.fetch import FetchConfig, Fetcher, FetchResult
+from crawler.workers._answers import answer_of, detect_item, failed_answer
+from crawler.workers._engine import Batch, PollEngine
 from crawler.workers._types import PollAnswer, PollJob
+
+log = logging.getLogger("crawler.service")
 
 #: fetched bodies handed to the change detector at a time, while the slot's fetches go on
 JUDGE_BATCH = 64
-
-_NO_RULES = WatchRules()
+#: the longest a fetched body waits for more to make up a batch (slow hosts in the same slot)
+JUDGE_WAIT_S = 0.05
 
 
 class InProcessPoller:
@@ -32,80 +38,80 @@ class InProcessPoller:
         self.fetcher = Fetcher(config)
         self.detector = detector
         self.text_bytes = text_bytes
+        self.engine = PollEngine(self.fetcher, self._finish)
+        self._items: list[DetectItem] = []
+        self._held: list[tuple[Batch, int, FetchResult]] = []
+        self._judging: set[asyncio.Task[None]] = set()
+        self._timer: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
         await self.fetcher.open()
 
     async def aclose(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.engine.close()
+        for task in self._judging:
+            task.cancel()
         await self.fetcher.close()
         self.detector.close()
 
-    async def poll_chunks(
-        self, jobs: Sequence[PollJob]
-    ) -> AsyncGenerator[Sequence[PollAnswer], None]:
-        fetcher, text_bytes = self.fetcher, self.text_bytes
-        chunks: asyncio.Queue[list[PollAnswer] | None] = asyncio.Queue()
-        items: list[DetectItem] = []
-        held: list[FetchResult] = []
-        plain: list[PollAnswer] = []
-        judging: list[asyncio.Task[None]] = []
+    def _finish(self, batch: Batch, j: int, result: FetchResult) -> None:
+        if result.outcome != "ok":
+            batch.set(j, answer_of(result, None, self.text_bytes))
+            return
+        self._items.append(detect_item(result, batch.jobs[j]))
+        self._held.append((batch, j, result))
+        batch.held += 1
+        if len(self._items) >= JUDGE_BATCH or batch.held >= batch.left:
+            self._judge()  # a full batch, or nothing else of this batch to wait for
+        elif self._timer is None:  # a partial batch waits JUDGE_WAIT_S at most
+            self._timer = asyncio.get_running_loop().call_later(JUDGE_WAIT_S, self._judge)
 
-        async def judge(batch: list[DetectItem], results: list[FetchResult]) -> None:
-            verdicts = await self.detector.judge_many(batch)
-            chunks.put_nowait(
-                [answer_of(r, v, text_bytes) for r, v in zip(results, verdicts, strict=True)]
-            )
+    def _judge(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        items, held = self._items, self._held
+        if not items:
+            return
+        self._items, self._held = [], []
+        task = asyncio.ensure_future(self._judge_batch(items, held))
+        self._judging.add(task)
+        task.add_done_callback(self._judging.discard)
 
-        def submit() -> None:
-            nonlocal items, held
-            judging.append(asyncio.ensure_future(judge(items, held)))
-            items, held = [], []
-
-        async def one(job: PollJob) -> None:
-            nonlocal plain
-            request = FetchRequest(job.url_id, job.url, job.etag, job.last_modified)
-            res = await fetcher.fetch(request)
-            if res.outcome != "ok":
-                plain.append(answer_of(res, None, text_bytes))
-                if len(plain) >= JUDGE_BATCH:
-                    chunks.put_nowait(plain)
-                    plain = []
-                return
-            selector, patterns = job.selector, job.ignore_patterns
-            rules = (
-                _NO_RULES if selector is None and not patterns else WatchRules(selector, patterns)
-            )
-            items.append(
-                DetectItem(
-                    res.body, res.content_type, rules, job.previous_hash, job.previous_raw_hash
-                )
-            )
-            held.append(res)
-            if len(items) >= JUDGE_BATCH:
-                submit()
-
-        async def run() -> None:
-            try:
-                key = fetcher.gate_key
-                dispatch.submit((key(job.url), job) for job in jobs)
-                await dispatch.join()
-                if items:
-                    submit()
-                if plain:
-                    chunks.put_nowait(plain)
-                await asyncio.gather(*judging)
-            finally:
-                chunks.put_nowait(None)
-
-        # each host's polls in order, by the fetcher's runners (see HostDispatcher)
-        dispatch = fetcher.dispatcher(one)
-        runner = asyncio.ensure_future(run())
+    async def _judge_batch(
+        self, items: list[DetectItem], held: list[tuple[Batch, int, FetchResult]]
+    ) -> None:
         try:
-            while (chunk := await chunks.get()) is not None:
+            verdicts = await self.detector.judge_many(items)
+        except Exception as exc:  # a bug: these polls fail, the others go on
+            log.exception("judging %d pages failed", len(items))
+            for batch, j, _ in held:
+                batch.held -= 1
+                batch.set(j, failed_answer(batch.jobs[j], f"judging failed: {exc!r:.200}"))
+            return
+        for batch, _, _ in held:
+            batch.held -= 1
+        text_bytes = self.text_bytes
+        for (batch, j, result), verdict in zip(held, verdicts, strict=True):
+            batch.set(j, answer_of(result, verdict, text_bytes))
+
+    async def poll_chunks(
+        self, jobs: Sequence[PollJob], deadline: float | None = None
+    ) -> AsyncGenerator[Sequence[PollAnswer], None]:
+        fresh: asyncio.Queue[PollAnswer] = asyncio.Queue()
+        left = None if deadline is None else deadline - time.monotonic()
+        batch = self.engine.add(jobs, left, fresh.put_nowait)
+        got = 0
+        try:
+            while got < len(jobs):
+                chunk = [await fresh.get()]
+                while not fresh.empty() and len(chunk) < JUDGE_BATCH:
+                    chunk.append(fresh.get_nowait())
+                got += len(chunk)
                 yield chunk
-            await runner  # a failure of the judging is raised here
         finally:
-            runner.cancel()
-            dispatch.close()
-            for task in judging:
-                task.cancel()
+            if got < len(jobs):  # closed early: nothing of this batch goes on
+                batch.sink = None
+                self.engine.expire(batch)

@@ -26,9 +26,12 @@ class Poller(Protocol):
     async def start(self) -> None:
         """Get ready (start processes, open connections); later polls do not wait for it."""
 
-    def poll_chunks(self, jobs: Sequence[PollJob]) -> AsyncGenerator[Sequence[PollAnswer], None]:
+    def poll_chunks(
+        self, jobs: Sequence[PollJob], deadline: float | None = None
+    ) -> AsyncGenerator[Sequence[PollAnswer], None]:
         """Every job's answer, a chunk at a time in no particular order, as they come (an
-        async generator: closing it early cancels the polls still under way)."""
+        async generator). What is not done by ``deadline`` (a ``time.monotonic()`` time; None:
+        none) is answered as deferred right then."""
         ...
 
     async def aclose(self) -> None:

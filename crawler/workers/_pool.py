@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator, Sequence
 
 from crawler.fetch import FetchConfig
 from crawler.ipc import PipeWorker, WorkerLostError
 from crawler.sites import host_key
-from crawler.workers._process import encode_polls, failed_answer, serve
+from crawler.workers._answers import failed_answer
+from crawler.workers._process import encode_polls, serve
 from crawler.workers._types import PollAnswer, PollJob, answers_of
 
 log = logging.getLogger("crawler.service")
@@ -74,7 +76,7 @@ class CrawlWorkers:
 
     async def start(self) -> None:
         """Start every worker and wait until each answers (spawning takes a second or two)."""
-        await asyncio.gather(*(self._worker(k).submit([]) for k in range(self.size)))
+        await asyncio.gather(*(self._worker(k).submit((None, []), 0) for k in range(self.size)))
 
     def owners(self, hosts: Sequence[str]) -> list[int]:
         """The worker of each host; a new host goes to the worker with the fewest polls so far
@@ -92,25 +94,27 @@ class CrawlWorkers:
         owner = self._owner
         return [owner[key] for key in keys]
 
-    async def poll(self, jobs: Sequence[PollJob]) -> list[PollAnswer]:
+    async def poll(
+        self, jobs: Sequence[PollJob], deadline: float | None = None
+    ) -> list[PollAnswer]:
         """The answers of ``jobs``, in order."""
         answers: list[PollAnswer | None] = [None] * len(jobs)
-        async with contextlib.aclosing(self.indexed_chunks(jobs)) as chunks:
+        async with contextlib.aclosing(self.indexed_chunks(jobs, deadline)) as chunks:
             async for indexes, chunk in chunks:
                 for j, answer in zip(indexes, chunk, strict=True):
                     answers[j] = answer
         return [a for a in answers if a is not None]
 
     async def poll_chunks(
-        self, jobs: Sequence[PollJob]
+        self, jobs: Sequence[PollJob], deadline: float | None = None
     ) -> AsyncGenerator[Sequence[PollAnswer], None]:
         """The answers of ``jobs`` a chunk at a time, as the workers send them (``Poller``)."""
-        async with contextlib.aclosing(self.indexed_chunks(jobs)) as chunks:
+        async with contextlib.aclosing(self.indexed_chunks(jobs, deadline)) as chunks:
             async for _, answers in chunks:
                 yield answers
 
     async def indexed_chunks(
-        self, jobs: Sequence[PollJob]
+        self, jobs: Sequence[PollJob], deadline: float | None = None
     ) -> AsyncGenerator[tuple[list[int], list[PollAnswer]], None]:
         """The answers of ``jobs`` a chunk at a time, as the workers send them: (the chunk's
         indexes in ``jobs``, their answers). A worker that dies fails its outstanding chunks
@@ -127,7 +131,9 @@ class CrawlWorkers:
             worker = self._worker(k)
             for c in range(0, len(part), step):
                 indexes = part[c : c + step]
-                pending[worker.submit([jobs[j] for j in indexes])] = (k, indexes)
+                left = None if deadline is None else deadline - time.monotonic()
+                chunk = [jobs[j] for j in indexes]
+                pending[worker.submit((left, chunk), len(chunk))] = (k, indexes)
         lost: set[int] = set()
         try:
             while pending:

@@ -23,20 +23,24 @@ import os
 import pickle
 from collections import deque
 from multiprocessing.connection import Connection
+from typing import Any
 
-from crawler.detect import DetectItem, Verdict, WatchRules
 from crawler.detect._judge import judge
-from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult, HostDispatcher
+from crawler.fetch import FetchConfig, Fetcher, FetchResult
 from crawler.gc_policy import tune_gc
 from crawler.ipc import encode_pickle, own_fd, read_frame_async, write_frame
+from crawler.workers._answers import answer_of, detect_item
+from crawler.workers._engine import Batch, PollEngine
 from crawler.workers._types import PollAnswer, PollJob, jobs_of, plain
 
-_NO_RULES = WatchRules()
+#: a request frame: (seconds left until the deadline, or None; the jobs)
+Request = tuple[float | None, list[PollJob]]
 
 
-def encode_polls(jobs: list[PollJob]) -> list[bytes]:
+def encode_polls(request: Request) -> list[bytes]:
     """A request frame as parts for ``os.writev``."""
-    return encode_pickle(plain(jobs))
+    left, jobs = request
+    return encode_pickle((left, plain(jobs)))
 
 
 def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> PollAnswer:
@@ -44,92 +48,33 @@ def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> Po
     verdict of the body (``text`` of a changed page kept up to ``text_bytes``; None = none)."""
     if result.outcome != "ok":
         return answer_of(result, None, text_bytes)
-    selector, patterns = job.selector, job.ignore_patterns
-    rules = _NO_RULES if selector is None and not patterns else WatchRules(selector, patterns)
-    item = DetectItem(
-        result.body, result.content_type, rules, job.previous_hash, job.previous_raw_hash
-    )
-    verdict = judge(item)
-    return answer_of(result, verdict, text_bytes)
-
-
-def answer_of(result: FetchResult, verdict: Verdict | None, text_bytes: int | None) -> PollAnswer:
-    """The answer of a fetch result and the verdict of its body (None unless "ok")."""
-    r = result
-    if verdict is None:
-        return PollAnswer(
-            r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
-            r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
-            None, None, None, None, None,
-        )  # fmt: skip
-    v = verdict
-    text = v.text[:text_bytes] if v.text is not None and text_bytes is not None else None
-    return PollAnswer(
-        r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
-        r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
-        v.content_hash, v.raw_hash, v.changed, text, v.parsed,
-    )  # fmt: skip
-
-
-def failed_answer(job: PollJob, message: str) -> PollAnswer:
-    """An error answer (kind "other") for a poll that could not be done."""
-    return PollAnswer(
-        job.url_id, "error", None, None, None, None, "other", message, 0.0, 0, None, job.url,
-        None, None, None, None, None,
-    )  # fmt: skip
-
-
-class _Batch:
-    """One request frame: its jobs, their answers as they come, and when all are in."""
-
-    __slots__ = ("answers", "done", "jobs", "left")
-
-    def __init__(self, jobs: list[PollJob], done: asyncio.Future[None]) -> None:
-        self.jobs = jobs
-        self.answers: list[PollAnswer | None] = [None] * len(jobs)
-        self.left = len(jobs)
-        self.done = done
-        if not jobs:
-            done.set_result(None)
+    return answer_of(result, judge(detect_item(result, job)), text_bytes)
 
 
 class _Worker:
-    """The process's event loop side: read batches, hand their polls to the fetcher's
-    dispatcher (every batch's polls share its runners, host by host), write the answers of each
-    batch, in the order the batches came, once they are all in."""
+    """The process's event loop side: read batches, poll them (every batch's polls share the
+    fetcher's runners, host by host), write the answers of each batch, in the order the
+    batches came, once they are all in (or deferred at its deadline)."""
 
     def __init__(self, fetcher: Fetcher, text_bytes: int | None) -> None:
-        self.fetcher = fetcher
         self.text_bytes = text_bytes
-        self.dispatch: HostDispatcher[tuple[_Batch, int]] = fetcher.dispatcher(self._poll)
-        self.batches: deque[_Batch] = deque()
+        self.engine = PollEngine(fetcher, self._finish)
+        self.batches: deque[Batch] = deque()
         self.more = asyncio.Event()
 
-    def add(self, jobs: list[PollJob]) -> None:
-        """Start polling a batch."""
-        batch = _Batch(jobs, asyncio.get_running_loop().create_future())
-        key = self.fetcher.gate_key
-        self.dispatch.submit((key(job.url), (batch, j)) for j, job in enumerate(jobs))
-        self.batches.append(batch)
-        self.more.set()
+    def _finish(self, batch: Batch, j: int, result: FetchResult) -> None:
+        batch.set(j, poll_answer(result, batch.jobs[j], self.text_bytes))
 
-    async def _poll(self, item: tuple[_Batch, int]) -> None:
-        batch, j = item
-        job = batch.jobs[j]
-        try:
-            request = FetchRequest(job.url_id, job.url, job.etag, job.last_modified)
-            result = await self.fetcher.fetch(request)
-            batch.answers[j] = poll_answer(result, job, self.text_bytes)
-        except Exception as exc:  # a bug, not a network problem: one failed poll
-            batch.answers[j] = failed_answer(job, f"crawl worker: {type(exc).__name__}: {exc}")
-        batch.left -= 1
-        if not batch.left:
-            batch.done.set_result(None)
+    def add(self, left: float | None, jobs: list[PollJob]) -> None:
+        """Start polling a batch."""
+        self.batches.append(self.engine.add(jobs, left))
+        self.more.set()
 
     async def read(self, reader: asyncio.StreamReader) -> None:
         """Start every batch as it arrives, until the input closes."""
         while (payload := await read_frame_async(reader)) is not None:
-            self.add(jobs_of(pickle.loads(payload)))
+            left, jobs = pickle.loads(payload)
+            self.add(left, jobs_of(jobs))
 
     async def write(self, sink_fd: int) -> None:
         """Answer the batches in the order they came (blocking writes: the service reads its
@@ -141,8 +86,8 @@ class _Worker:
             batch = self.batches[0]
             await batch.done
             self.batches.popleft()
-            answers = plain(batch.answers)  # type: ignore[arg-type]
-            write_frame(sink_fd, pickle.dumps(answers, pickle.HIGHEST_PROTOCOL))
+            answers: list[Any] = batch.answers
+            write_frame(sink_fd, pickle.dumps(plain(answers), pickle.HIGHEST_PROTOCOL))
 
 
 async def _serve(source_fd: int, sink_fd: int, config: FetchConfig, text_bytes: int | None) -> None:
@@ -159,7 +104,7 @@ async def _serve(source_fd: int, sink_fd: int, config: FetchConfig, text_bytes: 
             await worker.read(reader)
         finally:
             writer.cancel()
-            worker.dispatch.close()
+            worker.engine.close()
             with contextlib.suppress(BaseException):
                 await asyncio.gather(writer, return_exceptions=True)
             transport.close()

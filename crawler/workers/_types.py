@@ -14,6 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+#: why a poll was deferred (answered without being made), as the metrics count them
+DEFERRED_REASONS: dict[str, str] = {
+    "politeness": "queued behind its host's concurrency or delay (Crawl-delay) at the deadline",
+    "backoff": "its host is backed off after a 429 or 503 with Retry-After",
+    "timeout": "still in flight at the slot's deadline (a slow or trickling host)",
+    "shutdown": "still in flight when the service was told to stop",
+}
+
 
 class PollJob(NamedTuple):
     """One poll to make: the URL, its validators, its watch rules and its last hashes."""
@@ -32,7 +40,8 @@ class PollJob(NamedTuple):
 
 class PollAnswer(NamedTuple):
     """What the service records of one poll (no body). The five verdict fields are None
-    unless ``outcome`` is "ok"; ``text`` is the changed page's text, when kept."""
+    unless ``outcome`` is "ok"; ``text`` is the changed page's text, when kept. A poll not
+    made has ``outcome`` "deferred" and the reason in ``deferred``."""
 
     url_id: int
     #: the fetch outcome: "ok", "not_modified" or "error"
@@ -53,6 +62,10 @@ class PollAnswer(NamedTuple):
     changed: bool | None
     text: bytes | None
     parsed: bool | None
+    #: not polled now, and why (``DEFERRED_REASONS``): no outcome, no feedback, not an error
+    deferred: str | None = None
+    #: the page was judged cut at a parse limit (a change past the cut goes unseen)
+    truncated: bool = False
 
 
 _new = tuple.__new__

@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 
 from crawler.fetch import FetchConfig
-from crawler.testsite import ChangingSite
 from crawler.sites import host_key
+from crawler.testsite import ChangingSite
 from crawler.workers import LOST, CrawlWorkers, PollAnswer, PollJob
 
 CONFIG = FetchConfig(

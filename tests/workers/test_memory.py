@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 import pytest
 
 from crawler.fetch import FetchConfig
