@@ -10,8 +10,11 @@ than the dataclasses). The worker leaves when its input closes.
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 import pickle
 from multiprocessing.connection import Connection
+from typing import Any
 
 from crawler.detect._judge import DetectItem, Verdict, judge
 from crawler.detect._rules import WatchRules
@@ -19,8 +22,11 @@ from crawler.ipc import frame_header, own_fd, read_frame
 
 #: (body, content_type, selector, ignore_patterns, previous_hash, previous_raw_hash, exact)
 Job = tuple[bytes, str | None, str | None, tuple[str, ...], str | None, str | None, str]
-#: (content_hash, raw_hash, changed, text, parsed)
-Answer = tuple[str, str, bool | None, bytes | None, bool]
+#: the ``Verdict``'s fields in order (content_hash, raw_hash, changed, text, parsed, ...):
+#: every field the verdict has, so one added to it crosses the pipe without a change here
+Answer = tuple[Any, ...]
+_VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(Verdict))
+_answer_of = operator.attrgetter(*_VERDICT_FIELDS)
 
 _META = 4
 _NO_RULES = WatchRules()
@@ -40,12 +46,12 @@ def job(item: DetectItem, exact: str) -> Job:
 
 
 def answer(verdict: Verdict) -> Answer:
-    v = verdict
-    return (v.content_hash, v.raw_hash, v.changed, v.text, v.parsed)
+    result: Answer = _answer_of(verdict)
+    return result
 
 
 def verdict(a: Answer) -> Verdict:
-    return Verdict(a[0], a[1], a[2], a[3], a[4])
+    return Verdict(*a)
 
 
 def judge_jobs(jobs: list[Job]) -> list[Answer]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
+import zlib
 
 import aiohttp
+from aiohttp.http_exceptions import ContentEncodingError
 
 from crawler.fetch._addresses import BlockedAddressError
 from crawler.fetch._types import FetchError
@@ -42,6 +44,12 @@ def classify(exc: BaseException, url: str) -> FetchError:
         return FetchError("timeout", f"timed out fetching {url}", transient=True)
     if isinstance(exc, aiohttp.ClientConnectorError):
         return FetchError("connect", f"cannot connect to {url}: {exc.os_error}", transient=True)
+    if any(isinstance(e, ContentEncodingError | zlib.error) for e in chain):
+        # a body that does not decode as its Content-Encoding says: the server's fault, and
+        # it will say the same again (not a reset: no retry)
+        return FetchError(
+            "bad_response", f"undecodable body from {url} (Content-Encoding): {exc!s:.200}"
+        )
     if isinstance(exc, aiohttp.InvalidURL):
         return FetchError("invalid_url", f"invalid URL {url}: {exc}")
     if isinstance(

@@ -25,7 +25,8 @@ ERROR_KINDS: dict[str, str] = {
     "rate_limited": "HTTP 429, or 503 with Retry-After, or the host is still backed off after one",
     "http_4xx": "a final 4xx status (other than 429)",
     "http_5xx": "a final 5xx status (after retries)",
-    "bad_response": "a malformed HTTP response (bad headers, 3xx without Location, ...)",
+    "bad_response": "a malformed HTTP response (bad headers, 3xx without Location, a body that "
+    "does not decode as its Content-Encoding says, ...)",
     "other": "anything else (the message says what)",
 }
 ErrorKind = Literal[

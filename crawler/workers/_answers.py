@@ -20,7 +20,9 @@ def detect_item(result: FetchResult, job: PollJob) -> DetectItem:
 
 def answer_of(result: FetchResult, verdict: Verdict | None, text_bytes: int | None) -> PollAnswer:
     """The answer of a fetch result and the verdict of its body (None unless "ok"); ``text``
-    of a changed page kept up to ``text_bytes`` (None: not kept)."""
+    of a changed page kept up to ``text_bytes`` (None: not kept). A verdict's ``truncated``
+    and ``error`` (a page that could not be judged: a failed poll of that kind) are read when
+    the detector sets them."""
     r = result
     if verdict is None:
         return PollAnswer(
@@ -29,6 +31,13 @@ def answer_of(result: FetchResult, verdict: Verdict | None, text_bytes: int | No
             None, None, None, None, None, "backoff" if r.outcome == "deferred" else None,
         )  # fmt: skip
     v = verdict
+    failure = getattr(v, "error", None)  # a page the detector could not judge (its time budget)
+    if failure is not None:
+        return PollAnswer(
+            r.url_id, "error", r.status, r.content_type, None, None, failure,
+            getattr(v, "message", None) or failure, r.duration_s, r.bytes_received, None,
+            r.final_url, None, None, None, None, None,
+        )  # fmt: skip
     text = v.text[:text_bytes] if v.text is not None and text_bytes is not None else None
     return PollAnswer(
         r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,

@@ -96,3 +96,29 @@ def test_the_settings_choose_the_poller() -> None:
     assert type(build_poller(load_settings({**base, "fetch_workers": 0}))) is InProcessPoller
     workers = build_poller(load_settings({**base, "fetch_workers": 3}))
     assert type(workers) is CrawlWorkers and workers.size == 3
+
+
+def test_a_verdicts_truncated_and_error_flags_reach_the_answer() -> None:
+    from dataclasses import dataclass
+
+    from crawler.detect import Verdict
+    from crawler.fetch import FetchResult
+    from crawler.workers import answer_of
+
+    @dataclass(frozen=True)
+    class Flagged(Verdict):  # the fields a detector may set on a verdict
+        truncated: bool = False
+        error: str | None = None
+        message: str | None = None
+
+    result = FetchResult(
+        1, "http://a.example/", "http://a.example/", "ok", 200, b"<p>x</p>", "text/html",
+        None, None, None, None, 0.01, 8,
+    )  # fmt: skip
+    cut = answer_of(result, Flagged("h", "r", False, None, True, truncated=True), None)
+    assert cut.outcome == "ok" and cut.truncated and cut.content_hash == "h"
+    slow = answer_of(result, Flagged("", "", None, error="judge_timeout", message="too slow"), 9)
+    assert slow.outcome == "error" and slow.error_kind == "judge_timeout"
+    assert slow.error == "too slow" and slow.content_hash is None
+    plain = answer_of(result, Verdict("h", "r", None), None)
+    assert plain.truncated is False and plain.outcome == "ok"
