@@ -110,6 +110,7 @@ class Fetcher:
         )
 
     async def close(self) -> None:
+        self.robots.close()
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()

@@ -3,6 +3,7 @@ holds back neither the other hosts nor the next batch. Real servers on loopback.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
@@ -83,3 +84,25 @@ async def test_slow_and_polite_hosts_are_deferred_at_the_deadline(
         assert polite.served["/page/1"] == polite.served["/page/2"] == 0
     finally:
         await poller.aclose()
+
+
+async def test_a_robots_txt_cut_by_the_deadline_is_still_loaded_once_for_later_slots() -> None:
+    config = FetchConfig(
+        user_agent="crawler-tests/1.0", timeout_s=1.5, per_host_min_delay_s=0.0,
+        allow_private_addresses=True, retries=0,
+    )  # fmt: skip
+    async with HostileServer("127.0.0.4", robots="slow", robots_delay_s=60) as slow:
+        poller = CrawlWorkers(1, config, None)
+        await poller.start()
+        try:
+            t0 = time.monotonic()
+            first = await answers_of(poller, [job(1, slow, "/page/1")], t0 + 0.5)
+            assert first[0].deferred == "timeout" and time.monotonic() - t0 < 1.5
+            await asyncio.sleep(1.5)  # the robots.txt load went on, and timed out by itself
+            t0 = time.monotonic()
+            later = await answers_of(poller, [job(2, slow, "/page/2")], t0 + 0.5)
+            assert later[0].outcome == "error" and later[0].error_kind == "timeout"
+            assert time.monotonic() - t0 < 0.5  # the failure was cached: the site is skipped
+            assert slow.served["/robots.txt"] == 1 and slow.served["/page/1"] == 0
+        finally:
+            await poller.aclose()
