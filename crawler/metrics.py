@@ -52,6 +52,7 @@ from crawler.fetch import ERROR_KINDS as FETCH_ERROR_KINDS
 
 __all__ = [
     "COMMIT_BUCKETS",
+    "DEFERRED_REASONS",
     "ERROR_KINDS",
     "OUTCOMES",
     "POLL_BUCKETS",
@@ -67,6 +68,10 @@ OUTCOMES: Final[tuple[str, ...]] = ("hit", "miss", "error", "not_modified")
 #: taken from the fetcher itself so the two cannot drift, and the change detector's (a page
 #: that could not be judged). An unknown kind counts as ``other``.
 ERROR_KINDS: Final[tuple[str, ...]] = (*FETCH_ERROR_KINDS, *JUDGE_ERROR_KINDS)
+
+#: Why a poll was deferred (label values of ``crawler_polls_deferred_total``): see
+#: ``crawler.workers.DEFERRED_REASONS``.
+DEFERRED_REASONS: Final[tuple[str, ...]] = ("politeness", "backoff", "timeout", "shutdown")
 
 #: One HTTP poll: a fast 304 on loopback takes a few ms, a slow origin up to the timeout.
 POLL_BUCKETS: Final[tuple[float, ...]] = (
@@ -99,44 +104,45 @@ class SlotCounts:
         return self.hits + self.misses + self.not_modified
 
 
-class _TopHostErrors(Collector):
-    """``crawler_host_errors_total{host}`` for the ``top_k`` hosts with most errors only.
+class _TopHosts(Collector):
+    """A counter per host (and per ``extra`` label values) exposed for the ``top_k`` keys
+    with the largest counts only: ``crawler_host_errors_total{host}``,
+    ``crawler_host_deferred_total{host,reason}``.
 
     Cardinality is bounded twice: at most ``top_k`` series are exposed per scrape, and at
-    most ``max_tracked`` hosts are remembered (past that the lower half by count is
-    forgotten; a forgotten host restarts from 0, which Prometheus' ``rate``/``increase``
-    treat as a counter reset). A host's series may leave and re-enter the top K; its
+    most ``max_tracked`` keys are remembered (past that the lower half by count is
+    forgotten; a forgotten key restarts from 0, which Prometheus' ``rate``/``increase``
+    treat as a counter reset). A key's series may leave and re-enter the top K; its
     value stays monotonic while it is remembered.
     """
 
-    def __init__(self, top_k: int, max_tracked: int) -> None:
+    def __init__(
+        self, name: str, documentation: str, labels: list[str], top_k: int, max_tracked: int
+    ) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labels = labels
         self.top_k = top_k
         self.max_tracked = max(max_tracked, 2 * top_k)
-        self.counts: dict[str, int] = {}
+        self.counts: dict[tuple[str, ...], int] = {}
 
-    def inc(self, host: str) -> None:
+    def inc(self, *key: str) -> None:
         counts = self.counts
-        counts[host] = counts.get(host, 0) + 1
+        counts[key] = counts.get(key, 0) + 1
         if len(counts) > self.max_tracked:
             keep = heapq.nlargest(self.max_tracked // 2, counts.items(), key=lambda kv: kv[1])
             self.counts = dict(keep)
 
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(
-            "crawler_host_errors",
-            f"Failed polls per host, for the {self.top_k} hosts with most errors only.",
-            labels=["host"],
+            self.name, f"{self.documentation} (top {self.top_k} only)", labels=self.labels
         )
-        for host, n in heapq.nlargest(self.top_k, self.counts.items(), key=lambda kv: kv[1]):
-            family.add_metric([host], float(n))
+        for key, n in heapq.nlargest(self.top_k, self.counts.items(), key=lambda kv: kv[1]):
+            family.add_metric(list(key), float(n))
         yield family
 
     def describe(self) -> Iterable[Metric]:
-        return [
-            CounterMetricFamily(
-                "crawler_host_errors", "Failed polls per host (top K).", labels=["host"]
-            )
-        ]
+        return [CounterMetricFamily(self.name, self.documentation, labels=self.labels)]
 
 
 class CrawlerMetrics:
@@ -221,6 +227,17 @@ class CrawlerMetrics:
             buckets=COMMIT_BUCKETS,
             registry=reg,
         )
+        self.polls_deferred_total = Counter(
+            "crawler_polls_deferred",
+            "Polls not made in their slot (not polled, not errors), by reason.",
+            ["reason"],
+            registry=reg,
+        )
+        self.pages_truncated_total = Counter(
+            "crawler_pages_truncated",
+            "Pages judged cut at a parse limit (a change past the cut goes unseen).",
+            registry=reg,
+        )
         self.scheduler_info = Info("crawler_scheduler", "The scheduler in use.", registry=reg)
         self.build_info = Info("crawler_build", "Version of the crawler.", registry=reg)
 
@@ -229,11 +246,27 @@ class CrawlerMetrics:
         self._error_kind = {k: self.poll_errors_total.labels(kind=k) for k in ERROR_KINDS}
         self._poll_observe = self.poll_duration_seconds.observe
         self._bytes_inc = self.fetched_bytes_total.inc
+        self._deferred = {r: self.polls_deferred_total.labels(reason=r) for r in DEFERRED_REASONS}
 
-        self._host_errors: _TopHostErrors | None = None
+        self._host_errors: _TopHosts | None = None
+        self._host_deferred: _TopHosts | None = None
         if host_errors_top_k > 0:
-            self._host_errors = _TopHostErrors(host_errors_top_k, host_errors_max_tracked)
+            self._host_errors = _TopHosts(
+                "crawler_host_errors",
+                "Failed polls per host, for the hosts with most errors",
+                ["host"],
+                host_errors_top_k,
+                host_errors_max_tracked,
+            )
             reg.register(self._host_errors)
+            self._host_deferred = _TopHosts(
+                "crawler_host_deferred",
+                "Polls deferred per host and reason, for the (host, reason) pairs most deferred",
+                ["host", "reason"],
+                host_errors_top_k,
+                host_errors_max_tracked,
+            )
+            reg.register(self._host_deferred)
         if process_metrics:
             ProcessCollector(registry=reg)
 
@@ -286,6 +319,22 @@ class CrawlerMetrics:
             (child if child is not None else self._error_kind["other"]).inc()
             if host is not None and self._host_errors is not None:
                 self._host_errors.inc(host)
+
+    def observe_deferred(self, reason: str, host: str | None = None) -> None:
+        """Record one poll deferred for ``reason`` (one of :data:`DEFERRED_REASONS`;
+        ``ValueError`` otherwise); ``host`` feeds ``crawler_host_deferred_total``."""
+        try:
+            self._deferred[reason].inc()
+        except KeyError:
+            raise ValueError(
+                f"unknown deferral reason {reason!r}; expected one of {DEFERRED_REASONS}"
+            ) from None
+        if host is not None and self._host_deferred is not None:
+            self._host_deferred.inc(host, reason)
+
+    def observe_truncated(self) -> None:
+        """Record one page judged cut at a parse limit."""
+        self.pages_truncated_total.inc()
 
     # ------------------------------------------------------------------ per slot
     def observe_slot(

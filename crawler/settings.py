@@ -90,6 +90,13 @@ class Settings(BaseSettings):
         description="crawl worker processes that fetch and judge, each owning a share of the "
         "hosts: -1 = auto (one per usable CPU, at most 8), 0 = fetch in the service's own process",
     )
+    slot_deadline_s: float | None = Field(
+        None,
+        gt=0,
+        le=86400,
+        description="seconds a slot's polls may take; what is not done by then is deferred "
+        "(not polled, not an error); None = the larger of slot_seconds and fetch_timeout_s",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -141,6 +148,13 @@ class Settings(BaseSettings):
         if self.fetch_workers >= 0:
             return self.fetch_workers
         return max(1, min(MAX_AUTO_FETCH_WORKERS, usable_cpus()))
+
+    def effective_slot_deadline(self) -> float:
+        """Seconds a slot's polls may take (a poll the fetcher would still allow to finish is
+        never cut by default: the deadline is at least ``fetch_timeout_s``)."""
+        if self.slot_deadline_s is not None:
+            return self.slot_deadline_s
+        return max(self.slot_seconds, self.fetch_timeout_s)
 
     def effective_capacity(self, n_urls: int) -> float:
         """Polls per slot: the configured capacity, or :func:`auto_capacity`."""

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from crawler.health import start_http_server
-from crawler.metrics import ERROR_KINDS, OUTCOMES, CrawlerMetrics
+from crawler.metrics import DEFERRED_REASONS, ERROR_KINDS, OUTCOMES, CrawlerMetrics
 
 CONTRACT_NAMES = {
     # docs/metrics.md: exact names (family names as the text parser reports them)
@@ -270,3 +270,27 @@ async def test_http_server_metrics_and_healthz() -> None:
     with pytest.raises(aiohttp.ClientConnectionError):
         async with aiohttp.ClientSession() as session, session.get(f"{server.url}/healthz"):
             pass
+
+
+def test_deferred_polls_by_reason_and_by_host_with_bounded_cardinality() -> None:
+    from crawler.workers import DEFERRED_REASONS as WORKER_REASONS
+
+    assert set(DEFERRED_REASONS) == set(WORKER_REASONS)  # one list, two imports
+    m = CrawlerMetrics(host_errors_top_k=3, host_errors_max_tracked=6)
+    for reason in DEFERRED_REASONS:
+        assert samples(m.registry)[("crawler_polls_deferred_total", (("reason", reason),))] == 0
+    for n in range(40):  # 40 hosts, a few deferred often
+        for _ in range(1 + (n % 4 == 0) * 10):
+            m.observe_deferred("politeness" if n % 2 else "timeout", f"h{n}.example")
+    m.observe_deferred("backoff")
+    with pytest.raises(ValueError, match="unknown deferral reason"):
+        m.observe_deferred("bored")
+    s = samples(m.registry)
+    assert s[("crawler_polls_deferred_total", (("reason", "backoff"),))] == 1
+    assert s[("crawler_polls_deferred_total", (("reason", "timeout"),))] == 20 + 10 * 10
+    per_host = {k: v for k, v in s.items() if k[0] == "crawler_host_deferred_total"}
+    assert len(per_host) == 3 and set(per_host.values()) == {11.0}  # top 3 only
+    assert all(dict(labels)["reason"] == "timeout" for _, labels in per_host)
+    assert m._host_deferred is not None and len(m._host_deferred.counts) <= 6
+    m.observe_truncated()
+    assert samples(m.registry)[("crawler_pages_truncated_total", ())] == 1

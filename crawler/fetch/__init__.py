@@ -13,7 +13,8 @@ Decisions:
   resets, timeouts and 502/503/504 (503 only without Retry-After), while budget remains.
 * Rate limiting: 429, or 503 with Retry-After, backs the host off for Retry-After seconds
   (``default_retry_after_s`` without one, capped by ``max_retry_after_s``). Later fetches to
-  the host fail fast with ``rate_limited`` and ``retry_after_s`` = time left: no waiting.
+  the host fail fast with ``rate_limited`` and ``retry_after_s`` = time left: no waiting, and
+  no request: their outcome is "deferred" (not attempted), not "error".
 * robots.txt: per origin, once per ``robots_ttl_s`` (single flight, redirects followed,
   first ``robots_max_bytes`` parsed). 4xx = allow all; 429/5xx = whole site disallowed for
   ``robots_error_ttl_s``; unreachable = the same, reported with the network error's kind.

@@ -35,5 +35,6 @@ async def read_capped(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool 
             resp.close()
             if truncate:
                 return b"".join(chunks)[:cap]
+            chunks.clear()  # not kept alive by the exception's traceback
             raise FetchError("too_large", f"body exceeds max_body_bytes={cap}; reading aborted")
     return b"".join(chunks)

@@ -18,11 +18,12 @@ from yarl import URL
 from crawler.fetch._addresses import AddressPolicy, GuardedResolver, ip_literal
 from crawler.fetch._body import read_capped
 from crawler.fetch._dispatch import HostDispatcher
-from crawler.fetch._errors import classify, parse_retry_after, status_failure
+from crawler.fetch._errors import classify, parse_retry_after, release, status_failure
 from crawler.fetch._hosts import HostGates
 from crawler.fetch._robots import MISSING, RobotsAnswer, RobotsCache
 from crawler.fetch._types import FetchConfig, FetchError, FetchRequest, FetchResult
 from crawler.fetch._urls import UnsupportedSchemeError, validate_url
+from crawler.sites import url_host_key
 
 T = TypeVar("T")
 
@@ -73,6 +74,7 @@ class Fetcher:
         self.resolver = GuardedResolver(self.policy)
         self._session: aiohttp.ClientSession | None = None
         self._slots: asyncio.Semaphore | None = None
+        self._at_gate: set[asyncio.Task[object] | None] = set()
 
     async def __aenter__(self) -> Fetcher:
         await self.open()
@@ -108,6 +110,7 @@ class Fetcher:
         )
 
     async def close(self) -> None:
+        self.robots.close()
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
@@ -121,11 +124,13 @@ class Fetcher:
     # -- public -------------------------------------------------------------------------------
 
     def gate_key(self, url: str) -> str:
-        """The host whose gate a fetch of ``url`` passes first ("" for a URL it refuses)."""
-        try:
-            return _canonical_url(url).raw_host or ""
-        except Exception:
-            return ""
+        """The host whose gate a fetch of (canonical) ``url`` passes first: its host key."""
+        return url_host_key(url)
+
+    def waits_at_gate(self, task: asyncio.Task[object] | None) -> bool:
+        """Whether ``task`` is waiting for its host's concurrency or delay (no request made
+        yet): a poll cut there was held back by politeness, not by a slow host."""
+        return task in self._at_gate
 
     def dispatcher(self, work: Callable[[T], Awaitable[None]]) -> HostDispatcher[T]:
         """A dispatcher for ``work`` that fetches with this fetcher (items submitted by
@@ -176,7 +181,9 @@ class Fetcher:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return self._error(request, request.url, classify(exc, request.url), started)
+            classified = classify(exc, request.url)
+            release(exc)
+            return self._error(request, request.url, classified, started)
         return self._result(request, resp, started)
 
     # -- internals ----------------------------------------------------------------------------
@@ -184,11 +191,12 @@ class Fetcher:
     def _error(
         self, request: FetchRequest, final_url: str, failure: FetchError, started: float
     ) -> FetchResult:
+        release(failure)  # nothing of the failed read outlives the poll (see release)
         return FetchResult(
             url_id=request.url_id,
             url=request.url,
             final_url=final_url,
-            outcome="error",
+            outcome="deferred" if failure.deferred else "error",
             status=failure.status,
             body=b"",
             content_type=None,
@@ -230,11 +238,15 @@ class Fetcher:
                 robots=False,
             )
         except FetchError as failure:
+            release(failure)
             if failure.kind in ("http_4xx", "http_5xx", "rate_limited") and failure.status:
                 return RobotsAnswer(failure.status)
             return RobotsAnswer(None, failure=failure)
         except Exception as exc:
-            return RobotsAnswer(None, failure=classify(exc, str(url)))
+            classified = classify(exc, str(url))
+            release(exc)
+            release(classified)
+            return RobotsAnswer(None, failure=classified)
         return RobotsAnswer(resp.status, resp.body)
 
     async def _follow(
@@ -284,6 +296,7 @@ class Fetcher:
                 "rate_limited",
                 f"{host} is backed off for {waiting:.0f} s more after a 429/503",
                 retry_after_s=waiting,
+                deferred=True,
             )
         if robots:
             delay = self.robots.check_cached(url)
@@ -341,7 +354,12 @@ class Fetcher:
                     raise TimeoutError()
                 gate = None if self.gates.trivial else self.gates.slot(host)
                 if gate is not None:
-                    await gate.__aenter__()
+                    task = asyncio.current_task()
+                    self._at_gate.add(task)
+                    try:
+                        await gate.__aenter__()
+                    finally:
+                        self._at_gate.discard(task)
                 try:
                     async with slots:
                         t0 = time.monotonic()

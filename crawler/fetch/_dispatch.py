@@ -103,6 +103,10 @@ class HostDispatcher(Generic[T]):
             while ready:
                 host = ready.popleft()
                 host.waiting = False
+                if not host.queue:  # emptied by discard() while it waited
+                    if not host.active:
+                        hosts.pop(host.key, None)
+                    continue
                 if next_start is not None:
                     start = next_start(host.key)
                     if start and start > time.monotonic():  # its delay: park it, serve the others
@@ -151,6 +155,29 @@ class HostDispatcher(Generic[T]):
         del self._parked[host]
         host.waiting = False
         self._offer(host)
+
+    def discard(self, drop: Callable[[T], bool]) -> list[T]:
+        """Take the queued (not started) items for which ``drop`` is true out of their hosts'
+        queues, and return them; items in flight are not touched."""
+        dropped: list[T] = []
+        for host in list(self._hosts.values()):
+            if not host.queue:
+                continue
+            keep: deque[T] = deque()
+            for item in host.queue:
+                (dropped if drop(item) else keep).append(item)
+            host.queue = keep
+            if not keep and not host.active:
+                timer = self._parked.pop(host, None)
+                if timer is not None:
+                    timer.cancel()
+                    host.waiting = False
+                if not host.waiting:  # else it leaves when a runner takes it off the ready queue
+                    self._hosts.pop(host.key, None)
+        self.pending -= len(dropped)
+        if dropped and not self.pending:
+            self._wake_joiners()
+        return dropped
 
     def close(self) -> None:
         """Cancel the runners (the items in flight) and drop the queued items."""

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
+import zlib
 
 import aiohttp
+from aiohttp.http_exceptions import ContentEncodingError
 
 from crawler.fetch._addresses import BlockedAddressError
 from crawler.fetch._types import FetchError
@@ -42,6 +44,12 @@ def classify(exc: BaseException, url: str) -> FetchError:
         return FetchError("timeout", f"timed out fetching {url}", transient=True)
     if isinstance(exc, aiohttp.ClientConnectorError):
         return FetchError("connect", f"cannot connect to {url}: {exc.os_error}", transient=True)
+    if any(isinstance(e, ContentEncodingError | zlib.error) for e in chain):
+        # a body that does not decode as its Content-Encoding says: the server's fault, and
+        # it will say the same again (not a reset: no retry)
+        return FetchError(
+            "bad_response", f"undecodable body from {url} (Content-Encoding): {exc!s:.200}"
+        )
     if isinstance(exc, aiohttp.InvalidURL):
         return FetchError("invalid_url", f"invalid URL {url}: {exc}")
     if isinstance(
@@ -57,6 +65,22 @@ def classify(exc: BaseException, url: str) -> FetchError:
     if isinstance(exc, aiohttp.ClientResponseError):
         return FetchError("bad_response", f"malformed response from {url}: {exc.message:.200}")
     return FetchError("other", f"{type(exc).__name__} fetching {url}: {exc!s:.200}")
+
+
+def release(exc: BaseException) -> None:
+    """Drop what ``exc`` and the exceptions chained to it hold: their tracebacks (whose frames
+    keep every local of the failed read alive, e.g. the body chunks read before a size limit
+    tripped) and their links. An exception raised through a frame that keeps it in a local
+    (``failure = classify(exc)``; ``raise failure``) is a reference cycle: without this it waits
+    for a full garbage collection, which a tuned collector runs rarely."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        nxt = cur.__cause__ or cur.__context__
+        cur.__traceback__ = None
+        cur.__cause__ = cur.__context__ = None
+        cur = nxt
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:

@@ -74,7 +74,7 @@ class RobotsCache:
         self.error_ttl_s = error_ttl_s
         self.max_entries = max_entries
         self._entries: dict[str, _Entry] = {}
-        self._inflight: dict[str, asyncio.Future[_Entry]] = {}
+        self._inflight: dict[str, asyncio.Task[_Entry]] = {}
 
     async def check(self, url: URL) -> float | None:
         """Raise FetchError if ``url`` may not be fetched; else return the Crawl-delay."""
@@ -100,41 +100,36 @@ class RobotsCache:
         return entry.crawl_delay
 
     async def _entry(self, url: URL) -> _Entry:
+        """The cached entry of ``url``'s origin, loaded once (single flight) if missing.
+
+        The load runs in a task of its own, shielded from its waiters: a poll cut short (a
+        slot's deadline, a stop) leaves the load going, and its answer, an unreachable
+        robots.txt included, is cached for the next polls. A load cut with the poll instead
+        would start over at every slot, each slot waiting for it again."""
         key = origin(url)
-        while True:
-            entry = self._entries.get(key)
-            if entry is not None and entry.expires > time.monotonic():
-                return entry
-            pending = self._inflight.get(key)
-            if pending is None:
-                return await self._load_once(key, url)
-            try:
-                return await asyncio.shield(pending)
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if not pending.cancelled() or (task is not None and task.cancelling()):
-                    raise
-                # the loading task was cancelled, not us: try again (maybe load it ourselves)
+        entry = self._entries.get(key)
+        if entry is not None and entry.expires > time.monotonic():
+            return entry
+        task = self._inflight.get(key)
+        if task is None:
+            task = self._inflight[key] = asyncio.ensure_future(self._load_once(key, url))
+            task.add_done_callback(_retrieve)
+        return await asyncio.shield(task)
 
     async def _load_once(self, key: str, url: URL) -> _Entry:
-        future: asyncio.Future[_Entry] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
         try:
             entry = await self._load(url)
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                future.cancel()
-            else:
-                future.set_exception(exc)
-                future.exception()  # mark retrieved: waiters re-raise it themselves
-            raise
         finally:
             del self._inflight[key]
         if len(self._entries) >= self.max_entries:
             self._prune()
         self._entries[key] = entry
-        future.set_result(entry)
         return entry
+
+    def close(self) -> None:
+        """Cancel the loads under way."""
+        for task in list(self._inflight.values()):
+            task.cancel()
 
     def _prune(self) -> None:
         now = time.monotonic()
@@ -168,3 +163,9 @@ class RobotsCache:
         except Exception:  # an unparsable robots.txt is treated as absent
             return _Entry(now + self.ttl_s)
         return _Entry(now + self.ttl_s, parser=parser, crawl_delay=float(delay) if delay else None)
+
+
+def _retrieve(task: asyncio.Task[_Entry]) -> None:
+    """Mark a load's failure as seen (its waiters, if any are left, see it themselves)."""
+    if not task.cancelled():
+        task.exception()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Outcome = Literal["ok", "not_modified", "error"]
+#: "deferred": not attempted now, and not a failure (the host is backed off after a 429/503)
+Outcome = Literal["ok", "not_modified", "error", "deferred"]
 
 #: Every ``FetchResult.error_kind``, with its meaning.
 ERROR_KINDS: dict[str, str] = {
@@ -24,7 +25,8 @@ ERROR_KINDS: dict[str, str] = {
     "rate_limited": "HTTP 429, or 503 with Retry-After, or the host is still backed off after one",
     "http_4xx": "a final 4xx status (other than 429)",
     "http_5xx": "a final 5xx status (after retries)",
-    "bad_response": "a malformed HTTP response (bad headers, 3xx without Location, ...)",
+    "bad_response": "a malformed HTTP response (bad headers, 3xx without Location, a body that "
+    "does not decode as its Content-Encoding says, ...)",
     "other": "anything else (the message says what)",
 }
 ErrorKind = Literal[
@@ -103,7 +105,9 @@ class FetchRequest:
 @dataclass
 class FetchResult:
     """One poll. ``outcome="error"`` carries ``error_kind`` (a key of ``ERROR_KINDS``) and a
-    one-line ``error``; ``status`` is the last HTTP status seen, if any."""
+    one-line ``error``; ``status`` is the last HTTP status seen, if any. ``outcome="deferred"``
+    (no request made: the host is backed off) carries ``error_kind="rate_limited"``, the
+    reason in ``error`` and the time left in ``retry_after_s``."""
 
     url_id: int
     url: str
@@ -132,8 +136,10 @@ class FetchError(Exception):
         status: int | None = None,
         retry_after_s: float | None = None,
         transient: bool = False,
+        deferred: bool = False,
     ) -> None:
         super().__init__(message)
+        self.deferred = deferred  # not attempted: the result is "deferred", not "error"
         self.kind: ErrorKind = kind
         self.message = message
         self.status = status

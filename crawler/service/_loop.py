@@ -1,8 +1,8 @@
-"""The crawl loop: one slot = select, fetch, judge, learn, commit (ARCHITECTURE.md).
+"""The crawl loop: one slot = select, fetch and judge, learn, commit.
 
-Components are built from the settings and can be passed in for tests. The scheduler is
-pure and synchronous; the store is synchronous and runs in a worker thread; the fetcher
-and the change detector are asynchronous.
+Components are built from the settings by the service. The scheduler is pure and
+synchronous; the store is synchronous and runs in a worker thread; fetching and judging are
+the ``Poller``'s (in this process or in crawl workers: the loop does not know which).
 """
 
 from __future__ import annotations
@@ -12,15 +12,14 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
 
 from crawler import schedulers
-from crawler.detect import ChangeDetector, DetectItem, Verdict, WatchRules, snapshot_limit
-from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult
+from crawler.fetch import FetchRequest
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._clock import SlotClock, Tick
@@ -36,14 +35,15 @@ from crawler.store import (
     StoreUnavailable,
     UrlRecord,
 )
-from crawler.workers import CrawlWorkers, PollAnswer, PollJob, answer_of
+from crawler.workers import PollAnswer, Poller, PollJob
 
 log = logging.getLogger("crawler.service")
 
 #: slots kept in memory while the database refuses commits
 MAX_PENDING_SLOTS = 10_000
-#: fetched bodies handed to the change detector at a time, while the slot's fetches go on
-JUDGE_BATCH = 64
+#: how long past a slot's deadline the loop waits for a poller's deferred answers before it
+#: counts the missing ones as deferred itself (a crawl worker stuck on one page's judging)
+GRACE_S = 5.0
 
 #: poll outcomes as the metrics count them (a baseline poll is a successful miss)
 _METRIC_OUTCOME = {
@@ -70,23 +70,8 @@ class SlotSummary:
     lag_s: float
     overrun: bool
     committed: bool
-
-
-def fetch_config(settings: Settings, share: int = 1) -> FetchConfig:
-    """The fetcher's configuration from the service settings, for a fetcher that makes one of
-    ``share`` equal shares of the service's requests (one of that many crawl workers)."""
-    return FetchConfig(
-        total_concurrency=max(1, -(-settings.fetch_concurrency // share)),
-        user_agent=settings.user_agent,
-        timeout_s=settings.fetch_timeout_s,
-        max_body_bytes=settings.fetch_max_body_bytes,
-        max_redirects=settings.fetch_max_redirects,
-        per_host_concurrency=settings.per_host_concurrency,
-        per_host_min_delay_s=settings.per_host_min_delay_s,
-        allow_private_addresses=settings.allow_private_addresses,
-        respect_robots=settings.respect_robots,
-        retries=settings.fetch_retries,
-    )
+    #: polls selected but not made (see ``crawler.workers.DEFERRED_REASONS``)
+    deferred: int = 0
 
 
 class CrawlLoop:
@@ -96,17 +81,13 @@ class CrawlLoop:
         self,
         settings: Settings,
         store: Store,
-        fetcher: Fetcher,
-        detector: ChangeDetector,
+        poller: Poller,
         metrics: CrawlerMetrics,
-        workers: CrawlWorkers | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
-        self.fetcher = fetcher
-        self.detector = detector
+        self.poller = poller
         self.metrics = metrics
-        self.workers = workers
         self.scheduler: schedulers.Scheduler | None = None
         self.slots_run = 0
         self.last_slot_monotonic: float | None = None
@@ -114,6 +95,7 @@ class CrawlLoop:
         self._pending: list[tuple[SlotRecord, list[PollRecord], schedulers.State]] = []
         self._recent = RecentRecords()
         self._flush_lock = asyncio.Lock()
+        self._stop: asyncio.Event | None = None
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -185,6 +167,7 @@ class CrawlLoop:
         """Run slots on the clock until ``stop`` is set (or ``max_slots`` ran); ``on_slot``
         sees every slot's summary."""
         clock = SlotClock(self.settings.slot_seconds)
+        self._stop = stop
         # A slot that overran (the next one is already due) commits in the background while
         # the next slot selects and fetches; it is reported once its commit is done, before
         # the next slot commits. Otherwise each slot commits and is reported at its end.
@@ -234,10 +217,21 @@ class CrawlLoop:
             if (r := records.get(int(i))) is not None
         ]
         tally = _Tally()
-        # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched
-        async with contextlib.aclosing(self._fetch_and_judge(requests, records)) as chunks:
-            async for answers in chunks:
+        jobs = [_poll_job(r, records[r.url_id]) for r in requests]
+        deadline = started + self.settings.effective_slot_deadline()
+        # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched;
+        # the poller defers what is not done by the deadline; a stop request cuts the slot
+        # short at once, and so does a poller that overruns its deadline by GRACE_S
+        stop = self._stop
+        async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
+            async for answers in _until(chunks, stop, deadline + GRACE_S):
                 self._recent.polled(records, self._outcomes(answers, records, tally))
+        if len(tally.seen) < len(jobs):  # cut short: not polled
+            reason = "shutdown" if stop is not None and stop.is_set() else "timeout"
+            for job in jobs:
+                if job.url_id not in tally.seen:
+                    tally.deferred += 1
+                    self.metrics.observe_deferred(reason, job.host)
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
@@ -279,6 +273,7 @@ class CrawlLoop:
             tick.lag_s,
             overrun,
             False,
+            tally.deferred,
         )
         return summary, commit
 
@@ -338,69 +333,6 @@ class CrawlLoop:
         records.update(read)
         return records
 
-    async def _fetch_and_judge(
-        self, requests: Sequence[FetchRequest], records: dict[int, UrlRecord]
-    ) -> AsyncGenerator[list[PollAnswer], None]:
-        """Fetch every request and judge the bodies, yielding the answers as they come (the
-        crawl workers' compact tuples, without bodies; the text of changed pages only).
-
-        With crawl workers, a chunk at a time as the workers answer. Without, all at the end:
-        fetched here, and judged while the rest are still downloading (bodies go to the
-        detector in batches of ``JUDGE_BATCH`` as they arrive, so its worker processes parse
-        while this process fetches)."""
-        if self.workers is not None:
-            jobs = [_poll_job(r, records[r.url_id]) for r in requests]
-            async for _, answers in self.workers.poll_chunks(jobs):
-                yield answers
-            return
-        results: list[FetchResult | None] = [None] * len(requests)
-        verdicts: dict[int, Verdict] = {}
-        items: list[DetectItem] = []
-        keys: list[int] = []
-        judging: list[asyncio.Task[None]] = []
-
-        async def judge(batch: list[DetectItem], ids: list[int]) -> None:
-            verdicts.update(zip(ids, await self.detector.judge_many(batch), strict=True))
-
-        def submit() -> None:
-            nonlocal items, keys
-            judging.append(asyncio.ensure_future(judge(items, keys)))
-            items, keys = [], []
-
-        async def one(j: int) -> None:
-            res = results[j] = await self.fetcher.fetch(requests[j])
-            if res.outcome != "ok":
-                return
-            rec = records[res.url_id]
-            items.append(
-                DetectItem(
-                    body=res.body,
-                    content_type=res.content_type,
-                    rules=_rules(rec),
-                    previous_hash=rec.last_hash,
-                    previous_raw_hash=rec.last_raw_hash,
-                )
-            )
-            keys.append(res.url_id)
-            if len(items) >= JUDGE_BATCH:
-                submit()
-
-        # each host's polls in order, by the fetcher's runners (see HostDispatcher)
-        dispatch = self.fetcher.dispatcher(one)
-        try:
-            key = self.fetcher.gate_key
-            dispatch.submit((key(r.url), j) for j, r in enumerate(requests))
-            await dispatch.join()
-            if items:
-                submit()
-            await asyncio.gather(*judging)
-        finally:
-            dispatch.close()
-            for task in judging:
-                task.cancel()
-        text_bytes = snapshot_limit(self.settings.store_snapshots, self.settings.snapshot_max_bytes)
-        yield [answer_of(r, verdicts.get(r.url_id), text_bytes) for r in results if r is not None]
-
     def _outcomes(
         self, answers: Sequence[PollAnswer], records: dict[int, UrlRecord], tally: _Tally
     ) -> list[PollRecord]:
@@ -412,15 +344,20 @@ class CrawlLoop:
         fb_hits = tally.fb_hits
         keep_text = self.settings.store_snapshots
         observe = self.metrics.observe_poll
+        seen = tally.seen
         for a in answers:
-            # (url_id, outcome, status, content_type, etag, last_modified, error_kind, error,
-            #  duration_s, bytes_received, retry_after_s, final_url, content_hash, raw_hash,
-            #  changed, text, parsed): see PollAnswer
-            url_id, fetched, status = a[0], a[1], a[2]
+            url_id, fetched, status = a.url_id, a.outcome, a.status
             rec = records[url_id]
+            seen.add(url_id)
+            if fetched == "deferred":  # not polled: no record, no feedback, not an error
+                tally.deferred += 1
+                self.metrics.observe_deferred(a.deferred or "timeout", rec.host)
+                continue
+            if a.truncated:
+                self.metrics.observe_truncated()
             outcome: Outcome
             content_hash = raw_hash = old_hash = snapshot = None
-            etag, last_modified = a[4], a[5]
+            etag, last_modified = a.etag, a.last_modified
             if fetched == "error":
                 outcome = "error"
                 etag = last_modified = None
@@ -429,28 +366,29 @@ class CrawlLoop:
                 content_hash = rec.last_hash
                 etag, last_modified = etag or rec.etag, last_modified or rec.last_modified
             else:
-                changed = a[14]
+                changed = a.changed
                 outcome = "baseline" if changed is None else "hit" if changed else "miss"
-                text = a[15]
+                text = a.text
                 if outcome == "hit" and keep_text and text is not None:
                     snapshot = text.decode("utf-8", "replace")  # cut by answer_of
-                content_hash, raw_hash, old_hash = a[12], a[13], rec.last_hash
+                content_hash, raw_hash, old_hash = a.content_hash, a.raw_hash, rec.last_hash
             failed = outcome == "error"
+            duration, size, kind = a.duration_s, a.bytes_received, a.error_kind
             polls.append(
                 PollRecord(
                     url_id=url_id,
                     outcome=outcome,
                     polled_at=now,
                     status=status,
-                    duration_s=a[8],
-                    bytes=a[9],
+                    duration_s=duration,
+                    bytes=size,
                     content_hash=content_hash,
                     raw_hash=raw_hash,
                     old_hash=old_hash,
                     etag=etag,
                     last_modified=last_modified,
-                    error_kind=a[6] if failed else None,
-                    error=a[7] if failed else None,
+                    error_kind=kind if failed else None,
+                    error=a.error if failed else None,
                     snapshot=snapshot,
                 )
             )
@@ -458,19 +396,22 @@ class CrawlLoop:
             if outcome in ("hit", "miss", "not_modified"):
                 fb_ids.append(url_id)
                 fb_hits.append(outcome == "hit")
-            observe(_METRIC_OUTCOME[outcome], a[8], a[9], a[6], rec.host if failed else None)
+            observe(_METRIC_OUTCOME[outcome], duration, size, kind, rec.host if failed else None)
         tally.polls += polls
         return polls
 
 
 @dataclass(slots=True)
 class _Tally:
-    """A slot's outcomes so far: its poll records, the scheduler's feedback, the counts."""
+    """A slot's outcomes so far: its poll records, the scheduler's feedback, the counts, the
+    URLs answered and how many of them were deferred."""
 
     polls: list[PollRecord] = field(default_factory=list)
     fb_ids: list[int] = field(default_factory=list)
     fb_hits: list[bool] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    seen: set[int] = field(default_factory=set)  # the URLs answered (polled or deferred)
+    deferred: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -485,25 +426,48 @@ async def _committed(summary: SlotSummary, commit: asyncio.Task[bool]) -> SlotSu
     return dataclasses.replace(summary, committed=await commit)
 
 
+async def _until(
+    chunks: AsyncIterator[Sequence[PollAnswer]], stop: asyncio.Event | None, hard: float
+) -> AsyncGenerator[Sequence[PollAnswer], None]:
+    """The chunks of ``chunks`` until it ends, ``stop`` is set, or ``time.monotonic()`` passes
+    ``hard``; the chunk being awaited then is cancelled (``chunks`` must then be closed)."""
+    stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
+    try:
+        while stopping is None or not stopping.done():
+            following = asyncio.ensure_future(anext(chunks))
+            waiting = {following} if stopping is None else {following, stopping}
+            left = max(0.0, hard - time.monotonic())
+            await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if not following.done():
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await following
+                return
+            try:
+                answers = following.result()
+            except StopAsyncIteration:
+                return
+            yield answers
+    finally:
+        if stopping is not None:
+            stopping.cancel()
+
+
 def _report(summary: SlotSummary, on_slot: Callable[[SlotSummary], None] | None) -> None:
     log.info(
-        "slot %d: polls=%d hits=%d misses=%d not_modified=%d errors=%d "
+        "slot %d: polls=%d hits=%d misses=%d not_modified=%d errors=%d deferred=%d "
         "duration=%.3fs lag=%.3fs%s%s",
         summary.seq, summary.polls, summary.hits, summary.misses,
-        summary.not_modified, summary.errors, summary.duration_s, summary.lag_s,
+        summary.not_modified, summary.errors, summary.deferred, summary.duration_s, summary.lag_s,
         " OVERRUN" if summary.overrun else "", "" if summary.committed else " NOT COMMITTED",
     )  # fmt: skip
     if on_slot is not None:
         on_slot(summary)
 
 
-def _rules(record: UrlRecord) -> WatchRules:
-    return WatchRules.of(record.selector, record.ignore_patterns)
-
-
 def _poll_job(request: FetchRequest, record: UrlRecord) -> PollJob:
     r = record
-    return (
+    return PollJob(
         request.url_id, request.url, r.host, request.etag, request.last_modified, r.selector,
         tuple(r.ignore_patterns), r.last_hash, r.last_raw_hash,
     )  # fmt: skip

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -15,14 +14,13 @@ from types import TracebackType
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
 
-from crawler.detect import ChangeDetector, snapshot_limit
-from crawler.fetch import Fetcher
+from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
-from crawler.service._loop import CrawlLoop, SlotSummary, fetch_config
+from crawler.service._loop import CrawlLoop, SlotSummary
+from crawler.service._pollers import build_poller
 from crawler.settings import Settings
 from crawler.store import ServiceLock, Store, StoreError
-from crawler.workers import CrawlWorkers
 
 log = logging.getLogger("crawler.service")
 
@@ -58,22 +56,8 @@ class CrawlService:
         self.metrics = CrawlerMetrics(
             self.registry, scheduler=settings.scheduler, slot_seconds=settings.slot_seconds
         )
-        workers = settings.normalize_workers or None
-        self.detector = ChangeDetector(workers=workers)
-        self.fetcher = Fetcher(fetch_config(settings))
-        n_workers = settings.effective_fetch_workers()
-        self.workers = (
-            CrawlWorkers(
-                n_workers,
-                fetch_config(settings, share=n_workers),
-                snapshot_limit(settings.store_snapshots, settings.snapshot_max_bytes),
-            )
-            if n_workers
-            else None
-        )
-        self.loop = CrawlLoop(
-            settings, self.store, self.fetcher, self.detector, self.metrics, self.workers
-        )
+        self.poller = build_poller(settings)
+        self.loop = CrawlLoop(settings, self.store, self.poller, self.metrics)
         self._housekeeping = AsyncIOScheduler(timezone="UTC")
         self._http: AsyncServer | None = None
         self._lock: ServiceLock | None = None
@@ -92,15 +76,12 @@ class CrawlService:
 
     async def _start(self) -> CrawlService:
         await asyncio.to_thread(self.store.upgrade)
-        if self.workers is None:  # else the crawl workers fetch, each with its own Fetcher
-            await self.fetcher.__aenter__()
-        # the crawl workers start (import, open their fetchers) while the scheduler loads
-        starting = asyncio.ensure_future(self.workers.start()) if self.workers else None
+        # the poller starts (crawl workers import, open their fetchers) while the scheduler loads
+        starting = asyncio.ensure_future(self.poller.start())
         try:
             await self.loop.load()
         finally:
-            if starting is not None:
-                await starting
+            await starting
         if self.settings.metrics_port:
             self._http = await start_http_server(
                 self.settings.metrics_host,
@@ -132,10 +113,7 @@ class CrawlService:
         finally:
             if self._http is not None:
                 await self._http.close()
-            await self.fetcher.__aexit__(exc_type, exc, tb)
-            self.detector.close()
-            if self.workers is not None:
-                self.workers.close()
+            await self.poller.aclose()
             if self._own_store:
                 self.store.close()
             if self._lock is not None:
@@ -175,18 +153,6 @@ class CrawlService:
             await self.loop.run(stop, max_slots, on_slot)
         finally:
             self._running = False
-
-
-def tune_gc() -> None:
-    """Set the garbage collector up for a service process, once it has started: what start-up
-    loaded (modules, the scheduler's arrays, the settings) moves to the permanent generation,
-    and the young generation is collected every 20,000 allocations instead of 700. Every poll
-    makes a few dozen short-lived objects; with the default thresholds the collector ran every
-    few dozen polls and a full collection walked everything loaded (tens of ms, stalling the
-    crawl loop)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
 
 
 async def serve(settings: Settings, max_slots: int | None = None) -> None:

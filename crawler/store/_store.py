@@ -8,7 +8,6 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import numpy as np
 import zstandard
@@ -26,6 +25,7 @@ from sqlalchemy import (
 
 from crawler.detect import collapse_whitespace, cut_snapshot
 from crawler.schedulers import SchedulerState
+from crawler.sites import site_of
 from crawler.store import _admin, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._engine import make_engine, sync_url, translate_errors
@@ -80,17 +80,8 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def site_host(url: str) -> str:
-    """The site of a (canonical) URL: lower-case ``host[:port]`` without user info."""
-    _, sep, rest = url.partition("://")
-    if not sep:
-        return (urlsplit(url).hostname or "").lower()
-    end = len(rest)
-    for ch in "/?#":
-        pos = rest.find(ch)
-        if 0 <= pos < end:
-            end = pos
-    return rest[:end].rpartition("@")[2].lower()
+#: the site of a URL (its ``host`` column): one definition for the project, in crawler.sites
+site_host = site_of
 
 
 def compress_snapshot(text: str, max_bytes: int | None) -> bytes:

@@ -1,6 +1,6 @@
 """Crawl workers: processes that fetch and judge, each owning a share of the hosts.
 
-The crawl loop hands a slot's polls to ``CrawlWorkers.poll``; every host is given to one
+A ``Poller``: the crawl loop hands a slot's polls to ``poll_chunks``; every host is given to one
 worker the first time it is seen (the least-loaded one) and stays there, so per-host
 concurrency, delays, Crawl-delay, back-off and the robots.txt cache stay exact. A worker that
 dies fails its outstanding polls (recorded as errors of kind "other"; no feedback) and is
@@ -17,26 +17,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator, Sequence
 
-from crawler.detect._pool import PipeWorker, WorkerLostError
 from crawler.fetch import FetchConfig
-from crawler.workers._process import PollAnswer, PollJob, encode_polls, failed_answer, serve
+from crawler.ipc import PipeWorker, WorkerLostError
+from crawler.sites import host_key
+from crawler.workers._answers import failed_answer
+from crawler.workers._process import encode_polls, serve
+from crawler.workers._types import PollAnswer, PollJob, answers_of
 
 log = logging.getLogger("crawler.service")
 
 LOST = "the crawl worker process exited during the poll; the URL is polled again later"
 #: polls per request frame (and answer frame) sent to a worker
 ANSWER_CHUNK = 128
-
-
-def host_key(host: str) -> str:
-    """The politeness key of a store host (``host[:port]``): the host without its port, as the
-    fetcher's per-host gates see it."""
-    if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
-    name, sep, port = host.rpartition(":")
-    return name if sep and port.isdigit() else host
 
 
 class CrawlWorkers:
@@ -75,16 +70,13 @@ class CrawlWorkers:
             self.restarts += 1
             log.warning("crawl worker %d exited; starting a new one", k)
         worker = self._workers[k] = PipeWorker(
-            asyncio.get_running_loop(),
-            target=serve,
-            args=(self.config, self.text_bytes),
-            encode=encode_polls,
+            asyncio.get_running_loop(), serve, encode_polls, (self.config, self.text_bytes)
         )
         return worker
 
     async def start(self) -> None:
         """Start every worker and wait until each answers (spawning takes a second or two)."""
-        await asyncio.gather(*(self._worker(k).submit([]) for k in range(self.size)))
+        await asyncio.gather(*(self._worker(k).submit((None, []), 0) for k in range(self.size)))
 
     def owners(self, hosts: Sequence[str]) -> list[int]:
         """The worker of each host; a new host goes to the worker with the fewest polls so far
@@ -102,23 +94,33 @@ class CrawlWorkers:
         owner = self._owner
         return [owner[key] for key in keys]
 
-    async def poll(self, jobs: Sequence[PollJob]) -> list[PollAnswer]:
+    async def poll(
+        self, jobs: Sequence[PollJob], deadline: float | None = None
+    ) -> list[PollAnswer]:
         """The answers of ``jobs``, in order."""
         answers: list[PollAnswer | None] = [None] * len(jobs)
-        async with contextlib.aclosing(self.poll_chunks(jobs)) as chunks:
+        async with contextlib.aclosing(self.indexed_chunks(jobs, deadline)) as chunks:
             async for indexes, chunk in chunks:
                 for j, answer in zip(indexes, chunk, strict=True):
                     answers[j] = answer
         return [a for a in answers if a is not None]
 
     async def poll_chunks(
-        self, jobs: Sequence[PollJob]
+        self, jobs: Sequence[PollJob], deadline: float | None = None
+    ) -> AsyncGenerator[Sequence[PollAnswer], None]:
+        """The answers of ``jobs`` a chunk at a time, as the workers send them (``Poller``)."""
+        async with contextlib.aclosing(self.indexed_chunks(jobs, deadline)) as chunks:
+            async for _, answers in chunks:
+                yield answers
+
+    async def indexed_chunks(
+        self, jobs: Sequence[PollJob], deadline: float | None = None
     ) -> AsyncGenerator[tuple[list[int], list[PollAnswer]], None]:
         """The answers of ``jobs`` a chunk at a time, as the workers send them: (the chunk's
         indexes in ``jobs``, their answers). A worker that dies fails its outstanding chunks
         (answers of kind "other"); it is started again for the next call."""
         parts: list[list[int]] = [[] for _ in range(self.size)]
-        for j, k in enumerate(self.owners([job[2] for job in jobs])):
+        for j, k in enumerate(self.owners([job.host for job in jobs])):
             parts[k].append(j)
         pending: dict[asyncio.Future[list[PollAnswer]], tuple[int, list[int]]] = {}
         step = self.chunk
@@ -129,7 +131,9 @@ class CrawlWorkers:
             worker = self._worker(k)
             for c in range(0, len(part), step):
                 indexes = part[c : c + step]
-                pending[worker.submit([jobs[j] for j in indexes])] = (k, indexes)
+                left = None if deadline is None else deadline - time.monotonic()
+                chunk = [jobs[j] for j in indexes]
+                pending[worker.submit((left, chunk), len(chunk))] = (k, indexes)
         lost: set[int] = set()
         try:
             while pending:
@@ -150,10 +154,14 @@ class CrawlWorkers:
                     elif error is not None:
                         raise error
                     else:
-                        yield indexes, future.result()
+                        yield indexes, answers_of(future.result())
         finally:
             for future in pending:
                 future.cancel()
+
+    async def aclose(self) -> None:
+        """Stop the processes (``Poller``)."""
+        self.close()
 
     def close(self, wait: bool = True) -> None:
         """Stop the processes (idempotent)."""

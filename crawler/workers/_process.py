@@ -6,9 +6,10 @@ here, so both fit on more than one core. Each worker owns a fixed share of the h
 coordinator sends a host's URLs to one worker only), so its ``Fetcher`` keeps exact per-host
 politeness, robots.txt and back-off state, as the in-process fetcher does.
 
-Wire format, both ways (the framing of ``crawler.detect._worker``): an 8-byte big-endian
-length, then a pickle. A request is a list of ``PollJob`` tuples; the answer is the list of
-``PollAnswer`` tuples in the same order (no bodies: only what the service records). Batches are
+Wire format, both ways: ``crawler.ipc``'s frames (an 8-byte big-endian length, then a
+pickle). A request is a list of ``PollJob``s; the answer is the list of
+``PollAnswer``s in the same order (no bodies: only what the service records), both pickled as
+plain tuples (see ``crawler.workers._types``). Batches are
 worked concurrently (their polls share the fetcher's dispatcher) and answered in the order
 they came. The worker leaves when its input
 closes.
@@ -18,145 +19,62 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import pickle
 from collections import deque
 from multiprocessing.connection import Connection
+from typing import Any
 
-from crawler.detect import DetectItem, Verdict, WatchRules, cut_snapshot
 from crawler.detect._judge import judge
-from crawler.detect._worker import HEADER, own_fd
-from crawler.fetch import FetchConfig, Fetcher, FetchRequest, FetchResult, HostDispatcher
+from crawler.fetch import FetchConfig, Fetcher, FetchResult
+from crawler.gc_policy import tune_gc
+from crawler.ipc import encode_pickle, own_fd, read_frame_async, write_frame
+from crawler.workers._answers import answer_of, detect_item
+from crawler.workers._engine import Batch, PollEngine
+from crawler.workers._types import PollAnswer, PollJob, jobs_of, plain
 
-#: (url_id, url, host, etag, last_modified, selector, ignore_patterns, previous_hash,
-#:  previous_raw_hash)
-PollJob = tuple[
-    int, str, str, str | None, str | None, str | None, tuple[str, ...], str | None, str | None
-]
-#: (url_id, outcome, status, content_type, etag, last_modified, error_kind, error, duration_s,
-#:  bytes_received, retry_after_s, final_url, content_hash, raw_hash, changed, text, parsed);
-#: the last five are None unless the outcome is "ok"
-PollAnswer = tuple[
-    int,
-    str,
-    int | None,
-    str | None,
-    str | None,
-    str | None,
-    str | None,
-    str | None,
-    float,
-    int,
-    float | None,
-    str,
-    str | None,
-    str | None,
-    bool | None,
-    bytes | None,
-    bool | None,
-]
+#: a request frame: (seconds left until the deadline, or None; the jobs)
+Request = tuple[float | None, list[PollJob]]
 
 
-def encode_polls(jobs: list[PollJob]) -> list[bytes]:
+def encode_polls(request: Request) -> list[bytes]:
     """A request frame as parts for ``os.writev``."""
-    payload = pickle.dumps(jobs, pickle.HIGHEST_PROTOCOL)
-    return [len(payload).to_bytes(HEADER, "big"), payload]
+    left, jobs = request
+    return encode_pickle((left, plain(jobs)))
 
 
 def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> PollAnswer:
     """What the service records of one poll: the fetch result without its body, and the
-    verdict of the body (``text`` of a changed page cut to ``text_bytes``: see
-    ``crawler.detect.cut_snapshot``)."""
+    verdict of the body (``text`` of a changed page kept up to ``text_bytes``; None = none)."""
     if result.outcome != "ok":
         return answer_of(result, None, text_bytes)
-    _, _, _, _, _, selector, patterns, previous, previous_raw = job
-    rules = WatchRules.of(selector, patterns)
-    verdict = judge(DetectItem(result.body, result.content_type, rules, previous, previous_raw))
-    return answer_of(result, verdict, text_bytes)
-
-
-def answer_of(result: FetchResult, verdict: Verdict | None, text_bytes: int | None) -> PollAnswer:
-    """The answer tuple of a fetch result and the verdict of its body (None unless "ok")."""
-    r = result
-    head = (
-        r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
-        r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
-    )  # fmt: skip
-    if verdict is None:
-        return (*head, None, None, None, None, None)
-    v = verdict
-    if v.error is not None:  # the body could not be judged: a failed poll
-        return (
-            r.url_id, "error", r.status, r.content_type, None, None, v.error, v.message,
-            r.duration_s, r.bytes_received, None, r.final_url, None, None, None, None, None,
-        )  # fmt: skip
-    text = cut_snapshot(v.text, text_bytes)
-    return (*head, v.content_hash, v.raw_hash, v.changed, text, v.parsed)
-
-
-def failed_answer(job: PollJob, message: str) -> PollAnswer:
-    """An error answer (kind "other") for a poll that could not be done."""
-    return (
-        job[0], "error", None, None, None, None, "other", message, 0.0, 0, None, job[1],
-        None, None, None, None, None,
-    )  # fmt: skip
-
-
-class _Batch:
-    """One request frame: its jobs, their answers as they come, and when all are in."""
-
-    __slots__ = ("answers", "done", "jobs", "left")
-
-    def __init__(self, jobs: list[PollJob], done: asyncio.Future[None]) -> None:
-        self.jobs = jobs
-        self.answers: list[PollAnswer | None] = [None] * len(jobs)
-        self.left = len(jobs)
-        self.done = done
-        if not jobs:
-            done.set_result(None)
+    return answer_of(result, judge(detect_item(result, job)), text_bytes)
 
 
 class _Worker:
-    """The process's event loop side: read batches, hand their polls to the fetcher's
-    dispatcher (every batch's polls share its runners, host by host), write the answers of each
-    batch, in the order the batches came, once they are all in."""
+    """The process's event loop side: read batches, poll them (every batch's polls share the
+    fetcher's runners, host by host), write the answers of each batch, in the order the
+    batches came, once they are all in (or deferred at its deadline)."""
 
     def __init__(self, fetcher: Fetcher, text_bytes: int | None) -> None:
-        self.fetcher = fetcher
         self.text_bytes = text_bytes
-        self.dispatch: HostDispatcher[tuple[_Batch, int]] = fetcher.dispatcher(self._poll)
-        self.batches: deque[_Batch] = deque()
+        self.engine = PollEngine(fetcher, self._finish)
+        self.batches: deque[Batch] = deque()
         self.more = asyncio.Event()
 
-    def add(self, jobs: list[PollJob]) -> None:
-        """Start polling a batch."""
-        batch = _Batch(jobs, asyncio.get_running_loop().create_future())
-        key = self.fetcher.gate_key
-        self.dispatch.submit((key(job[1]), (batch, j)) for j, job in enumerate(jobs))
-        self.batches.append(batch)
-        self.more.set()
+    def _finish(self, batch: Batch, j: int, result: FetchResult) -> None:
+        batch.set(j, poll_answer(result, batch.jobs[j], self.text_bytes))
 
-    async def _poll(self, item: tuple[_Batch, int]) -> None:
-        batch, j = item
-        job = batch.jobs[j]
-        try:
-            result = await self.fetcher.fetch(FetchRequest(job[0], job[1], job[3], job[4]))
-            batch.answers[j] = poll_answer(result, job, self.text_bytes)
-        except Exception as exc:  # a bug, not a network problem: one failed poll
-            batch.answers[j] = failed_answer(job, f"crawl worker: {type(exc).__name__}: {exc}")
-        batch.left -= 1
-        if not batch.left:
-            batch.done.set_result(None)
+    def add(self, left: float | None, jobs: list[PollJob]) -> None:
+        """Start polling a batch."""
+        self.batches.append(self.engine.add(jobs, left))
+        self.more.set()
 
     async def read(self, reader: asyncio.StreamReader) -> None:
         """Start every batch as it arrives, until the input closes."""
-        try:
-            while True:
-                size = int.from_bytes(await reader.readexactly(HEADER), "big")
-                self.add(pickle.loads(await reader.readexactly(size)))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
+        while (payload := await read_frame_async(reader)) is not None:
+            left, jobs = pickle.loads(payload)
+            self.add(left, jobs_of(jobs))
 
     async def write(self, sink_fd: int) -> None:
         """Answer the batches in the order they came (blocking writes: the service reads its
@@ -168,10 +86,8 @@ class _Worker:
             batch = self.batches[0]
             await batch.done
             self.batches.popleft()
-            payload = pickle.dumps(batch.answers, pickle.HIGHEST_PROTOCOL)
-            data = memoryview(len(payload).to_bytes(HEADER, "big") + payload)
-            while data:
-                data = data[os.write(sink_fd, data) :]
+            answers: list[Any] = batch.answers
+            write_frame(sink_fd, pickle.dumps(plain(answers), pickle.HIGHEST_PROTOCOL))
 
 
 async def _serve(source_fd: int, sink_fd: int, config: FetchConfig, text_bytes: int | None) -> None:
@@ -188,7 +104,7 @@ async def _serve(source_fd: int, sink_fd: int, config: FetchConfig, text_bytes: 
             await worker.read(reader)
         finally:
             writer.cancel()
-            worker.dispatch.close()
+            worker.engine.close()
             with contextlib.suppress(BaseException):
                 await asyncio.gather(writer, return_exceptions=True)
             transport.close()
@@ -199,11 +115,7 @@ def serve(
 ) -> None:
     """Worker entry point (a spawned process): poll batches until the input closes."""
     source_fd, sink_fd = own_fd(requests), own_fd(answers)
-    # Every poll makes hundreds of short-lived objects (aiohttp's request and response, the
-    # coroutines): with the default thresholds the cyclic collector runs every few polls and
-    # walks the long-lived modules too. Freeze what was imported; collect the young less often.
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    tune_gc(collect=False)  # nothing to collect yet: only imports ran
     try:
         asyncio.run(_serve(source_fd, sink_fd, config, text_bytes))
     except (BrokenPipeError, KeyboardInterrupt):

@@ -242,3 +242,15 @@ async def test_queueing_for_a_connection_is_not_timed(
     async with make_fetcher(total_concurrency=4, timeout_s=0.5, respect_robots=False) as f:
         results = await f.fetch_many([FetchRequest(i, site.url(f"/p/{i}")) for i in range(100)])
     assert all(r.outcome == "ok" for r in results), {r.error_kind for r in results}
+
+
+async def test_a_corrupt_gzip_body_is_a_bad_response_not_retried(
+    make_fetcher: Callable[..., Fetcher],
+) -> None:
+    from crawler.testsite.hostile import HostileServer
+
+    async with HostileServer(LOCAL) as server, make_fetcher(respect_robots=False) as f:
+        r = await f.fetch(FetchRequest(1, server.url("/corrupt-gzip")))
+    assert r.outcome == "error" and r.error_kind == "bad_response", r.error
+    assert "Content-Encoding" in (r.error or "")
+    assert server.served["/corrupt-gzip"] == 1  # not retried as a transient reset (retries=2)

@@ -183,3 +183,21 @@ async def test_the_fetchers_dispatcher_keeps_host_delays(
         assert len(starts[host]) == 4 and min(gaps) >= 0.04, (host, gaps)
     # the two hosts were served side by side, not one after the other
     assert starts["127.0.0.2"][0] < starts["127.0.0.1"][-1]
+
+
+async def test_discard_takes_queued_items_out_and_leaves_the_rest_running() -> None:
+    work = Recorder(seconds=0.05)
+    delays = {"slow": time.monotonic() + 60.0}  # a host parked behind a long delay
+    dispatch = HostDispatcher(work, width=1, runners=4, next_start=lambda h: delays.get(h, 0.0))
+    dispatch.submit([(h, (h, n)) for n in range(5) for h in ("a", "slow")])
+    await asyncio.sleep(0.01)
+    assert work.started["a"] == [0] and not work.started["slow"]
+    dropped = dispatch.discard(lambda item: item[1] >= 2)
+    assert sorted(dropped) == [("a", 2), ("a", 3), ("a", 4)] + [("slow", n) for n in range(2, 5)]
+    dropped_slow = dispatch.discard(lambda item: item[0] == "slow")
+    assert sorted(dropped_slow) == [("slow", 0), ("slow", 1)]  # the parked host is gone
+    await drained(dispatch)  # does not wait the 60 s of the parked host
+    assert work.started["a"] == [0, 1] and not work.started["slow"]
+    dispatch.submit([("a", ("a", 9))])  # still usable
+    await drained(dispatch)
+    assert work.started["a"] == [0, 1, 9]

@@ -145,7 +145,9 @@ async def test_429_retry_after_backs_host_off(
         later = await f.fetch(FetchRequest(2, site.url("/other")))
         assert time.monotonic() - t0 < 1  # fails fast: no waiting for the 30 s back-off
     assert r.error_kind == "rate_limited" and r.status == 429 and r.retry_after_s == 30
+    assert r.outcome == "error"  # the 429 itself was a request that failed
     assert later.error_kind == "rate_limited" and later.retry_after_s is not None
+    assert later.outcome == "deferred"  # not attempted: not an error
     assert 29 < later.retry_after_s <= 30
     assert site.hits["/limited"] == 1 and site.hits["/other"] == 0
 

@@ -12,8 +12,9 @@ import pytest
 from aiohttp import web
 
 from crawler.fetch import FetchConfig
+from crawler.sites import host_key
 from crawler.testsite import ChangingSite
-from crawler.workers import LOST, CrawlWorkers, PollAnswer, PollJob, host_key
+from crawler.workers import LOST, CrawlWorkers, PollAnswer, PollJob
 
 CONFIG = FetchConfig(
     user_agent="crawler-tests/1.0",
@@ -28,8 +29,9 @@ CONFIG = FetchConfig(
 def job(url_id: int, url: str, previous: PollAnswer | None = None) -> PollJob:
     host = url.split("/")[2]
     if previous is None:
-        return (url_id, url, host, None, None, None, (), None, None)
-    return (url_id, url, host, previous[4], previous[5], None, (), previous[12], previous[13])
+        return PollJob(url_id, url, host, None, None, None, (), None, None)
+    p = previous
+    return PollJob(url_id, url, host, p.etag, p.last_modified, None, (), p.content_hash, p.raw_hash)
 
 
 @pytest.fixture
@@ -45,14 +47,6 @@ async def workers() -> AsyncIterator[CrawlWorkers]:
         yield pool
     finally:
         pool.close()
-
-
-def test_host_key_drops_the_port_only() -> None:
-    assert host_key("example.org:8080") == "example.org"
-    assert host_key("example.org") == "example.org"
-    assert host_key("[::1]:8080") == "[::1]"
-    assert host_key("[::1]") == "[::1]"
-    assert host_key("127.0.0.1:80") == "127.0.0.1"
 
 
 def test_each_host_has_one_worker_and_new_hosts_go_to_the_least_loaded() -> None:
@@ -75,31 +69,32 @@ async def test_baseline_miss_hit_and_errors_come_back_in_order(
     bad = [(90, "http://127.0.0.1:9/closed"), (91, "ftp://example.org/file")]
     jobs = [job(k + 1, u) for k, u in enumerate(urls)] + [job(i, u) for i, u in bad]
     first = await workers.poll(jobs)
-    assert [a[0] for a in first] == [1, 2, 3, 4, 90, 91]
-    assert [a[1] for a in first] == ["ok"] * 4 + ["error", "error"]
-    assert [a[14] for a in first[:4]] == [None] * 4  # baselines
-    assert first[4][6] == "connect" and first[5][6] == "unsupported_scheme"
+    assert all(type(a) is PollAnswer for a in first)  # named again after the pipe
+    assert [a.url_id for a in first] == [1, 2, 3, 4, 90, 91]
+    assert [a.outcome for a in first] == ["ok"] * 4 + ["error", "error"]
+    assert [a.changed for a in first[:4]] == [None] * 4  # baselines
+    assert first[4].error_kind == "connect" and first[5].error_kind == "unsupported_scheme"
 
     site.versions[1] += 1  # page 2 changes; the others only rotate their nonces
     second = await workers.poll([job(k + 1, u, first[k]) for k, u in enumerate(urls)])
-    assert [a[14] for a in second] == [False, True, False, False]
-    assert [a[12] == p[12] for a, p in zip(second, first[:4], strict=True)] == [
+    assert [a.changed for a in second] == [False, True, False, False]
+    assert [a.content_hash == p.content_hash for a, p in zip(second, first[:4], strict=True)] == [
         True, False, True, True,
     ]  # fmt: skip
-    text = second[1][15]
+    text = second[1].text
     assert text is not None and 0 < len(text) <= 200 and b"edition 1" in text
-    assert all(a[15] is None for k, a in enumerate(second) if k != 1)  # text of hits only
+    assert all(a.text is None for k, a in enumerate(second) if k != 1)  # text of hits only
 
-    assert [a[1] for a in second] == ["ok"] * 4 and [a[0] for a in second] == [1, 2, 3, 4]
+    assert [a.outcome for a in second] == ["ok"] * 4 and [a.url_id for a in second] == [1, 2, 3, 4]
     assert site.truth.served == 8 and site.truth.true_changes_seen == 1
 
 
 async def test_conditional_get_answers_not_modified(workers: CrawlWorkers) -> None:
     async with ChangingSite(np.zeros(2), page_size=2_000, manual=True, etags=True) as site:
         first = await workers.poll([job(1, site.url(1))])
-        assert first[0][1] == "ok" and first[0][4]  # an ETag was kept
+        assert first[0].outcome == "ok" and first[0].etag  # an ETag was kept
         second = await workers.poll([job(1, site.url(1), first[0])])
-        assert second[0][1] == "not_modified" and second[0][2] == 304
+        assert second[0].outcome == "not_modified" and second[0].status == 304
 
 
 async def test_answers_come_a_chunk_at_a_time_and_cover_every_poll_once(
@@ -109,16 +104,18 @@ async def test_answers_come_a_chunk_at_a_time_and_cover_every_poll_once(
     try:
         urls = site.urls()
         jobs = [job(k + 1, u) for k, u in enumerate(urls)] + [job(99, "ftp://example.org/x")]
-        chunks = [(indexes, answers) async for indexes, answers in pool.poll_chunks(jobs)]
+        chunks = [(indexes, answers) async for indexes, answers in pool.indexed_chunks(jobs)]
         assert all(1 <= len(indexes) <= 2 for indexes, _ in chunks) and len(chunks) >= 4
         seen = sorted(j for indexes, _ in chunks for j in indexes)
         assert seen == list(range(len(jobs)))  # every poll once
         for indexes, answers in chunks:
-            assert [a[0] for a in answers] == [jobs[j][0] for j in indexes]
-        by_id = {a[0]: a for _, answers in chunks for a in answers}
-        assert by_id[99][1] == "error" and all(by_id[k + 1][1] == "ok" for k in range(len(urls)))
+            assert [a.url_id for a in answers] == [jobs[j].url_id for j in indexes]
+        by_id = {a.url_id: a for _, answers in chunks for a in answers}
+        assert by_id[99].outcome == "error" and all(
+            by_id[k + 1].outcome == "ok" for k in range(len(urls))
+        )
         ordered = await pool.poll(jobs)
-        assert [a[0] for a in ordered] == [j[0] for j in jobs]  # poll(): in the jobs' order
+        assert [a.url_id for a in ordered] == [j.url_id for j in jobs]  # poll(): in the jobs' order
     finally:
         pool.close()
 
@@ -149,13 +146,13 @@ async def test_a_finished_chunk_is_answered_while_later_ones_are_still_fetched()
     try:
         base = f"http://127.0.0.1:{port}"
         jobs = [job(1, f"{base}/fast"), job(2, f"{base}/fast"), job(3, f"{base}/slow")]
-        chunks = pool.poll_chunks(jobs)
+        chunks = pool.indexed_chunks(jobs)
         indexes, answers = await asyncio.wait_for(anext(chunks), 10)  # not held by /slow
-        assert indexes == [0, 1] and [a[1] for a in answers] == ["ok", "ok"]
+        assert indexes == [0, 1] and [a.outcome for a in answers] == ["ok", "ok"]
         assert not release.is_set()
         release.set()
         indexes, answers = await asyncio.wait_for(anext(chunks), 10)
-        assert indexes == [2] and answers[0][1] == "ok"
+        assert indexes == [2] and answers[0].outcome == "ok"
         with pytest.raises(StopAsyncIteration):
             await anext(chunks)
     finally:
@@ -173,7 +170,7 @@ async def test_a_killed_worker_fails_every_outstanding_chunk(
     try:
         await pool.start()
         slow = f"http://127.0.0.1:{port}/slow"
-        chunks = pool.poll_chunks([job(k, slow) for k in (1, 2, 3)])
+        chunks = pool.indexed_chunks([job(k, slow) for k in (1, 2, 3)])
         first = asyncio.ensure_future(anext(chunks))
         await asyncio.sleep(0.5)
         worker = pool._workers[0]
@@ -181,7 +178,7 @@ async def test_a_killed_worker_fails_every_outstanding_chunk(
         os.kill(worker.process.pid, signal.SIGKILL)
         got = [await asyncio.wait_for(first, 10)] + [c async for c in chunks]
         assert sorted(i for indexes, _ in got for i in indexes) == [0, 1, 2]
-        assert all(a[1] == "error" and a[7] == LOST for _, answers in got for a in answers)
+        assert all(a.outcome == "error" and a.error == LOST for _, answers in got for a in answers)
         lost = [r for r in caplog.records if "exited with" in r.getMessage()]
         assert len(lost) == 1 and "3 polls outstanding" in lost[0].getMessage()
     finally:
@@ -213,8 +210,12 @@ async def test_a_killed_worker_fails_its_polls_and_is_replaced(site: ChangingSit
         assert worker is not None and worker.process.pid is not None
         os.kill(worker.process.pid, signal.SIGKILL)
         answers = await asyncio.wait_for(pending, 10)
-        assert answers[0][:2] == (7, "error") and answers[0][6] == "other"
-        assert answers[0][7] == LOST
+        assert (
+            answers[0].url_id == 7
+            and answers[0].outcome == "error"
+            and answers[0].error_kind == "other"
+        )
+        assert answers[0].error == LOST
         again = await pool.poll([job(1, site.url(1))])  # a new worker takes over
         assert again[0][1] == "ok" and pool.restarts == 1
     finally:

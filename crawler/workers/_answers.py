@@ -1,0 +1,60 @@
+"""Making ``PollAnswer``s: of a fetch result and its verdict, of a failure, of a deferral."""
+
+from __future__ import annotations
+
+from crawler.detect import DetectItem, Verdict, WatchRules, cut_snapshot
+from crawler.fetch import FetchResult
+from crawler.workers._types import PollAnswer, PollJob
+
+
+def detect_item(result: FetchResult, job: PollJob) -> DetectItem:
+    """What the change detector needs to judge ``result``'s body against ``job``'s past."""
+    rules = WatchRules.of(job.selector, job.ignore_patterns)
+    return DetectItem(
+        result.body, result.content_type, rules, job.previous_hash, job.previous_raw_hash
+    )
+
+
+def answer_of(result: FetchResult, verdict: Verdict | None, text_bytes: int | None) -> PollAnswer:
+    """The answer of a fetch result and the verdict of its body (None unless "ok"); ``text``
+    of a changed page cut to ``text_bytes`` (``crawler.detect.cut_snapshot``: None keeps it
+    whole, 0 keeps none). A verdict's ``error`` (a page that could not be judged) makes a
+    failed poll of that kind; its ``truncated`` (cut at a parse limit) is carried along."""
+    r = result
+    if verdict is None:
+        return PollAnswer(
+            r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
+            r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
+            None, None, None, None, None, "backoff" if r.outcome == "deferred" else None,
+        )  # fmt: skip
+    v = verdict
+    failure = v.error  # a page the detector could not judge (its rules, its time budget)
+    if failure is not None:
+        return PollAnswer(
+            r.url_id, "error", r.status, r.content_type, None, None, failure,
+            v.message or failure, r.duration_s, r.bytes_received, None,
+            r.final_url, None, None, None, None, None,
+        )  # fmt: skip
+    text = cut_snapshot(v.text, text_bytes)
+    return PollAnswer(
+        r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
+        r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
+        v.content_hash, v.raw_hash, v.changed, text, v.parsed, None,
+        v.truncated,
+    )  # fmt: skip
+
+
+def failed_answer(job: PollJob, message: str) -> PollAnswer:
+    """An error answer (kind "other") for a poll that could not be done."""
+    return PollAnswer(
+        job.url_id, "error", None, None, None, None, "other", message, 0.0, 0, None, job.url,
+        None, None, None, None, None,
+    )  # fmt: skip
+
+
+def deferred_answer(job: PollJob, reason: str) -> PollAnswer:
+    """The answer of a poll not made (``reason``: a key of ``DEFERRED_REASONS``)."""
+    return PollAnswer(
+        job.url_id, "deferred", None, None, None, None, None, None, 0.0, 0, None, job.url,
+        None, None, None, None, None, reason,
+    )  # fmt: skip

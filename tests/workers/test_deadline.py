@@ -1,0 +1,108 @@
+"""A slot's deadline: what a slow or polite host cannot do by then is deferred, at once, and
+holds back neither the other hosts nor the next batch. Real servers on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from crawler.detect import ChangeDetector
+from crawler.fetch import FetchConfig
+from crawler.testsite.hostile import HostileServer
+from crawler.workers import CrawlWorkers, InProcessPoller, PollAnswer, Poller, PollJob
+
+CONFIG = FetchConfig(
+    user_agent="crawler-tests/1.0",
+    timeout_s=30.0,  # the fetcher alone would wait this long for a trickling server
+    per_host_concurrency=2,
+    per_host_min_delay_s=0.0,
+    allow_private_addresses=True,
+    retries=0,
+)
+
+
+@pytest.fixture
+async def hosts() -> AsyncIterator[tuple[HostileServer, HostileServer, HostileServer]]:
+    async with (
+        HostileServer("127.0.0.1") as ordinary,
+        HostileServer("127.0.0.2", trickle_s=0.5) as trickling,
+        HostileServer("127.0.0.3", robots="crawl-delay", crawl_delay_s=30) as polite,
+    ):
+        yield ordinary, trickling, polite
+
+
+def job(url_id: int, server: HostileServer, path: str) -> PollJob:
+    return PollJob(
+        url_id, server.url(path), f"{server.host}:{server.port}", None, None, None, (), None, None
+    )
+
+
+async def answers_of(poller: Poller, jobs: list[PollJob], deadline: float) -> list[PollAnswer]:
+    got: list[PollAnswer] = []
+    async for chunk in poller.poll_chunks(jobs, deadline):
+        got.extend(chunk)
+    return sorted(got, key=lambda a: a.url_id)
+
+
+@pytest.mark.parametrize("kind", ["crawl-workers", "in-process"])
+async def test_slow_and_polite_hosts_are_deferred_at_the_deadline(
+    hosts: tuple[HostileServer, HostileServer, HostileServer], kind: str
+) -> None:
+    ordinary, trickling, polite = hosts
+    poller: Poller = (
+        CrawlWorkers(1, CONFIG, None, chunk=8)
+        if kind == "crawl-workers"
+        else InProcessPoller(CONFIG, None, ChangeDetector(workers=0))
+    )
+    await poller.start()
+    try:
+        jobs = [job(k, ordinary, f"/page/{k}") for k in range(20)]
+        jobs += [job(100 + k, trickling, "/trickle") for k in range(3)]
+        jobs += [job(200 + k, polite, f"/page/{k}") for k in range(5)]
+        t0 = time.monotonic()
+        got = await answers_of(poller, jobs, t0 + 1.5)
+        took = time.monotonic() - t0
+        assert took < 3.0, took  # not the 30 s a trickling host or a Crawl-delay would take
+        by_id = {a.url_id: a for a in got}
+        assert len(got) == len(jobs) == len(by_id)
+        assert [by_id[k].outcome for k in range(20)] == ["ok"] * 20, [by_id[k] for k in range(20)]
+        trickled = [by_id[100 + k] for k in range(3)]
+        assert all(a.outcome == "deferred" for a in trickled)
+        assert {a.deferred for a in trickled} <= {"timeout", "politeness"}
+        assert trickled[0].deferred == "timeout"  # in flight at the deadline
+        assert by_id[200].outcome == "ok"  # the polite host's first poll, after its robots.txt
+        assert [by_id[200 + k].deferred for k in range(1, 5)] == ["politeness"] * 4
+        assert all(a.error_kind is None for a in got)  # deferred is not an error
+
+        # the next batch starts at once: nothing of the last one is still queued
+        t0 = time.monotonic()
+        again = await answers_of(poller, [job(50, ordinary, "/page/50")], t0 + 1.5)
+        assert again[0].outcome == "ok" and time.monotonic() - t0 < 1.0
+        assert polite.served["/page/1"] == polite.served["/page/2"] == 0
+    finally:
+        await poller.aclose()
+
+
+async def test_a_robots_txt_cut_by_the_deadline_is_still_loaded_once_for_later_slots() -> None:
+    config = FetchConfig(
+        user_agent="crawler-tests/1.0", timeout_s=1.5, per_host_min_delay_s=0.0,
+        allow_private_addresses=True, retries=0,
+    )  # fmt: skip
+    async with HostileServer("127.0.0.4", robots="slow", robots_delay_s=60) as slow:
+        poller = CrawlWorkers(1, config, None)
+        await poller.start()
+        try:
+            t0 = time.monotonic()
+            first = await answers_of(poller, [job(1, slow, "/page/1")], t0 + 0.5)
+            assert first[0].deferred == "timeout" and time.monotonic() - t0 < 1.5
+            await asyncio.sleep(1.5)  # the robots.txt load went on, and timed out by itself
+            t0 = time.monotonic()
+            later = await answers_of(poller, [job(2, slow, "/page/2")], t0 + 0.5)
+            assert later[0].outcome == "error" and later[0].error_kind == "timeout"
+            assert time.monotonic() - t0 < 0.5  # the failure was cached: the site is skipped
+            assert slow.served["/robots.txt"] == 1 and slow.served["/page/1"] == 0
+        finally:
+            await poller.aclose()
