@@ -83,10 +83,10 @@ async def test_hostile_pages_over_http_are_judged_inline_in_a_pool_and_by_a_craw
                 assert verdict.truncated == (path == "/deep"), path
     limit = snapshot_limit(True, 1000)
     for i, (path, result) in enumerate(zip(paths, results, strict=True)):
-        job: PollJob = (i, result.final_url, LOCAL, None, None, None, (), "0" * 32, None)
+        job = PollJob(i, result.final_url, LOCAL, None, None, None, (), "0" * 32, None)
         answer = poll_answer(result, job, limit)
-        assert answer[1] == "ok" and answer[14] is True, path
-        assert answer[15] is not None and len(answer[15]) <= 1000
+        assert answer.outcome == "ok" and answer.changed is True, path
+        assert answer.text is not None and len(answer.text) <= 1000
 
 
 async def test_stored_rules_that_cannot_work_are_a_failed_poll(server: TestServer) -> None:
@@ -94,10 +94,10 @@ async def test_stored_rules_that_cannot_work_are_a_failed_poll(server: TestServe
         result = await fetcher.fetch(FetchRequest(1, url(server, "/header/bogus")))
     # stored before the checks existed: a lookbehind (Python re, not RE2), a costly selector
     for selector, patterns in ((None, ("(?<=a)b",)), ("main article p", ())):
-        job: PollJob = (1, result.final_url, LOCAL, None, None, selector, patterns, None, None)
+        job = PollJob(1, result.final_url, LOCAL, None, None, selector, patterns, None, None)
         answer = poll_answer(result, job, None)
-        assert answer[1] == "error" and answer[6] == "invalid_rules", answer
-        assert answer[12] is None  # no hash recorded
+        assert answer.outcome == "error" and answer.error_kind == "invalid_rules", answer
+        assert answer.content_hash is None  # no hash recorded
         verdict = ChangeDetector(workers=0).judge_inline(
             [DetectItem(result.body, result.content_type, WatchRules.of(selector, patterns))]
         )[0]
@@ -107,10 +107,11 @@ async def test_stored_rules_that_cannot_work_are_a_failed_poll(server: TestServe
 async def test_a_failed_verdict_is_counted_under_its_own_kind(server: TestServer) -> None:
     async with Fetcher(CONFIG) as fetcher:
         result = await fetcher.fetch(FetchRequest(1, url(server, "/header/bogus")))
-    job: PollJob = (1, result.final_url, LOCAL, None, None, "x y z", (), None, None)
+    job = PollJob(1, result.final_url, LOCAL, None, None, "x y z", (), None, None)
     answer = poll_answer(result, job, None)
     metrics = CrawlerMetrics(CollectorRegistry())
-    metrics.observe_poll(answer[1], answer[8], answer[9], answer[6], LOCAL)
+    a = answer
+    metrics.observe_poll(a.outcome, a.duration_s, a.bytes_received, a.error_kind, LOCAL)
     text = generate_latest(metrics.registry).decode()
     assert 'crawler_poll_errors_total{kind="invalid_rules"} 1.0' in text
     assert 'crawler_poll_errors_total{kind="other"} 0.0' in text
