@@ -311,15 +311,15 @@ def stats(
     for key, value in totals.items():
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)
         table.add_row(key.replace("_", " "), shown)
+    # the three always (politeness, backoff, timeout); shutdown and any other if seen
+    reasons = [r for r in DEFERRED_REASONS if r != "shutdown" or r in deferred]
+    reasons += sorted(deferred.keys() - set(reasons))
     table.add_row("deferred", str(sum(deferred.values())))
-    for reason in (*DEFERRED_REASONS, *sorted(deferred.keys() - set(DEFERRED_REASONS))):
-        if reason in deferred:
-            table.add_row(f"  by {reason}", str(deferred[reason]))
+    for reason in reasons:
+        table.add_row(f"  by {reason}", str(deferred.get(reason, 0)))
     out_console.print(table)
     if not hosts:
         return
-    reasons = [r for r in DEFERRED_REASONS if r in deferred]
-    reasons += sorted(deferred.keys() - set(reasons))
     by_host = Table(title=f"hosts with the most deferred polls (top {len(hosts)})")
     for col in ("host", "deferred", *reasons):
         by_host.add_column(col, justify="left" if col == "host" else "right")
