@@ -260,7 +260,7 @@ def show(
     for name, fields in doc["state"].items():
         out_console.print(f"scheduler {name}: {fields}")
     polls = Table(title="recent polls")
-    for col in ("time", "slot", "outcome", "status", "seconds", "bytes", "error"):
+    for col in ("time", "slot", "outcome", "status", "seconds", "bytes", "truncated", "error"):
         polls.add_column(col)
     for p in doc["polls"]:
         polls.add_row(
@@ -270,6 +270,7 @@ def show(
             str(p["status"] or "-"),
             f"{p['duration_s']:.3f}",
             str(p["bytes"]),
+            "yes" if p["truncated"] else "",
             p["error"] or "",
         )
     out_console.print(polls)
@@ -291,16 +292,38 @@ def stats(
     config: str | None = ConfigOption,
     database_url: str | None = DatabaseOption,
     as_json: bool = JsonOption,
+    top: int = typer.Option(10, "--top", min=0, help="How many hosts to list by deferred polls."),
 ) -> None:
-    """Totals: URLs, polls, hits, misses, errors, hit rate per poll and per slot, slots run."""
+    """Totals: URLs, polls, hits, misses, errors, hit rate per poll and per slot, slots run;
+    polls deferred (selected, not made by the slot's deadline) by reason, and the hosts with
+    the most, per reason."""
+    from crawler.workers import DEFERRED_REASONS
+
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        totals = open_store(settings).stats().as_dict()
+        totals = open_store(settings).stats(top_hosts=top).as_dict()
     if as_json:
         print_json(totals)
         return
+    deferred: dict[str, int] = totals.pop("deferred")
+    hosts: list[dict[str, Any]] = totals.pop("deferred_hosts")
     table = Table(title="crawler stats", show_header=False)
     for key, value in totals.items():
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)
         table.add_row(key.replace("_", " "), shown)
+    # the issue's three always (politeness, backoff, timeout); shutdown and any other if seen
+    reasons = [r for r in DEFERRED_REASONS if r != "shutdown" or r in deferred]
+    reasons += sorted(deferred.keys() - set(reasons))
+    table.add_row("deferred", str(sum(deferred.values())))
+    for reason in reasons:
+        table.add_row(f"  by {reason}", str(deferred.get(reason, 0)))
     out_console.print(table)
+    if not hosts:
+        return
+    by_host = Table(title=f"hosts with the most deferred polls (top {len(hosts)})")
+    for col in ("host", "deferred", *reasons):
+        by_host.add_column(col, justify="left" if col == "host" else "right")
+    for h in hosts:
+        counts = [str(h["by_reason"].get(r, 0)) for r in reasons]
+        by_host.add_row(escape(h["host"]), str(h["deferred"]), *counts)
+    out_console.print(by_host)

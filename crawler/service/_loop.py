@@ -230,7 +230,7 @@ class CrawlLoop:
             reason = "shutdown" if stop is not None and stop.is_set() else "timeout"
             for job in jobs:
                 if job.url_id not in tally.seen:
-                    tally.deferred += 1
+                    tally.defer(job.host, reason)
                     self.metrics.observe_deferred(reason, job.host)
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
         if fb_ids:
@@ -252,6 +252,7 @@ class CrawlLoop:
             lag_s=tick.lag_s,
             capacity=self.scheduler.capacity,
             knapsack_fill=fill,
+            deferrals=tally.deferrals(),
         )
         self._pending.append((slot, polls, self.scheduler.take_delta()))
         if previous is not None:
@@ -350,8 +351,9 @@ class CrawlLoop:
             rec = records[url_id]
             seen.add(url_id)
             if fetched == "deferred":  # not polled: no record, no feedback, not an error
-                tally.deferred += 1
-                self.metrics.observe_deferred(a.deferred or "timeout", rec.host)
+                reason = a.deferred or "timeout"
+                tally.defer(rec.host, reason)
+                self.metrics.observe_deferred(reason, rec.host)
                 continue
             if a.truncated:
                 self.metrics.observe_truncated()
@@ -390,6 +392,7 @@ class CrawlLoop:
                     error_kind=kind if failed else None,
                     error=a.error if failed else None,
                     snapshot=snapshot,
+                    truncated=a.truncated,
                 )
             )
             counts[outcome] += 1
@@ -404,7 +407,7 @@ class CrawlLoop:
 @dataclass(slots=True)
 class _Tally:
     """A slot's outcomes so far: its poll records, the scheduler's feedback, the counts, the
-    URLs answered and how many of them were deferred."""
+    URLs answered and how many of them were deferred (in all, and by host and reason)."""
 
     polls: list[PollRecord] = field(default_factory=list)
     fb_ids: list[int] = field(default_factory=list)
@@ -412,6 +415,16 @@ class _Tally:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     seen: set[int] = field(default_factory=set)  # the URLs answered (polled or deferred)
     deferred: int = 0
+    by_host: dict[tuple[str, str], int] = field(default_factory=dict)  # (host, reason) -> n
+
+    def defer(self, host: str, reason: str) -> None:
+        self.deferred += 1
+        key = (host, reason)
+        self.by_host[key] = self.by_host.get(key, 0) + 1
+
+    def deferrals(self) -> tuple[tuple[str, str, int], ...]:
+        """(host, reason, polls) for the slot's record, in a stable order."""
+        return tuple((h, r, n) for (h, r), n in sorted(self.by_host.items()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,17 @@ import numpy as np
 from sqlalchemy import Connection, Row, func, select
 
 from crawler.store import _state
-from crawler.store._types import ChangeRow, PollRow, Stats, UrlDetail, UrlRow
-from crawler.store.models import changes, poll_log, scheduler_state, sites, slots, url_state, urls
+from crawler.store._types import ChangeRow, DeferredHost, PollRow, Stats, UrlDetail, UrlRow
+from crawler.store.models import (
+    changes,
+    deferrals,
+    poll_log,
+    scheduler_state,
+    sites,
+    slots,
+    url_state,
+    urls,
+)
 
 _ROW_COLS = (
     urls.c.id,
@@ -111,6 +120,7 @@ def url_detail(
             content_hash=p.content_hash,
             error_kind=p.error_kind,
             error=p.error,
+            truncated=bool(p.truncated),
         )
         for p in conn.execute(
             select(poll_log)
@@ -175,7 +185,7 @@ def _scalar(value: Any) -> Any:
     return item
 
 
-def stats(conn: Connection) -> Stats:
+def stats(conn: Connection, top_hosts: int = 10) -> Stats:
     totals = conn.execute(
         select(
             func.count().filter(urls.c.removed_at.is_(None)),
@@ -189,6 +199,14 @@ def stats(conn: Connection) -> Stats:
     ).one()
     n_slots = int(conn.execute(select(func.count()).select_from(slots)).scalar_one())
     n_changes = int(conn.execute(select(func.count()).select_from(changes)).scalar_one())
+    by_reason = {
+        reason: int(n)
+        for reason, n in conn.execute(
+            select(deferrals.c.reason, func.sum(deferrals.c.polls))
+            .group_by(deferrals.c.reason)
+            .order_by(deferrals.c.reason)
+        )
+    }
     active, removed, polls, hits, misses, nm, errors = (int(v) for v in totals)
     return Stats(
         urls=active,
@@ -202,4 +220,31 @@ def stats(conn: Connection) -> Stats:
         hit_rate_per_poll=hits / polls if polls else 0.0,
         hits_per_slot=hits / n_slots if n_slots else 0.0,
         changes=n_changes,
+        deferred=by_reason,
+        deferred_hosts=_deferred_hosts(conn, top_hosts),
     )
+
+
+def _deferred_hosts(conn: Connection, top: int) -> list[DeferredHost]:
+    """The ``top`` hosts with the most deferred polls (ties by host), with their counts by
+    reason: one grouped query for the ranking, one for the reasons of those hosts."""
+    if top <= 0:
+        return []
+    total = func.sum(deferrals.c.polls)
+    ranked = conn.execute(
+        select(deferrals.c.host, total)
+        .group_by(deferrals.c.host)
+        .order_by(total.desc(), deferrals.c.host)
+        .limit(top)
+    ).all()
+    if not ranked:
+        return []
+    reasons: dict[str, dict[str, int]] = {host: {} for host, _ in ranked}
+    for host, reason, n in conn.execute(
+        select(deferrals.c.host, deferrals.c.reason, total)
+        .where(deferrals.c.host.in_(list(reasons)))
+        .group_by(deferrals.c.host, deferrals.c.reason)
+        .order_by(deferrals.c.host, deferrals.c.reason)
+    ):
+        reasons[host][reason] = int(n)
+    return [DeferredHost(host, int(n), reasons[host]) for host, n in ranked]

@@ -74,11 +74,11 @@ def upsert_url_state(conn: Connection, name: str, ids: list[int], blobs: list[by
 # snapshots' hex (half of what it spent on a change row); the types are the columns' own.
 POLL_LOG_COPY = (
     "COPY poll_log (url_id, slot, polled_at, status, outcome, duration_s, bytes, content_hash, "
-    "error_kind, error) FROM STDIN (FORMAT BINARY)"
+    "error_kind, error, truncated) FROM STDIN (FORMAT BINARY)"
 )
 POLL_LOG_TYPES = (
     "int8", "int8", "timestamptz", "int4", "varchar", "float8", "int8", "varchar", "varchar",
-    "text",
+    "text", "bool",
 )  # fmt: skip
 CHANGES_COPY = (
     "COPY changes (url_id, slot, detected_at, old_hash, new_hash, snapshot) "

@@ -19,7 +19,7 @@ from crawler.store.models import UTCDateTime
 
 POLL_LOG = (
     "INSERT INTO poll_log (url_id, slot, polled_at, status, outcome, duration_s, bytes, "
-    "content_hash, error_kind, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "content_hash, error_kind, error, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 CHANGES = (

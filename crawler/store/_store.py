@@ -45,6 +45,7 @@ from crawler.store._types import (
 from crawler.store._upsert import upsert
 from crawler.store.models import (
     UTCDateTime,
+    deferrals,
     meta,
     poll_log,
     scheduler_state,
@@ -358,8 +359,9 @@ class Store:
         polls: Sequence[PollRecord],
         scheduler_delta: SchedulerState | None = None,
     ) -> None:
-        """Write one slot in ONE transaction: the slot row, its poll log and changes, the
-        URLs' counters and cached headers/hashes, and the scheduler delta
+        """Write one slot in ONE transaction: the slot row, its deferred polls per host and
+        reason, its poll log and changes, the URLs' counters and cached headers/hashes, and
+        the scheduler delta
         (``Scheduler.take_delta()``: per-URL rows upserted, scalars replaced).
 
         Raises StoreUnavailable (retry later) or StoreError; then nothing was written."""
@@ -370,6 +372,20 @@ class Store:
             conn.execute(insert(slots), [_slot_values(slot)])
             if polls:
                 self._write_polls(conn, slot.slot, polls)
+            if slot.deferrals:  # a few rows at most per slot (one per host and reason)
+                conn.execute(
+                    insert(deferrals),
+                    [
+                        {
+                            "slot": slot.slot,
+                            "started_at": slot.started_at,
+                            "host": host,
+                            "reason": reason,
+                            "polls": n,
+                        }
+                        for host, reason, n in slot.deferrals
+                    ],
+                )
             if scheduler_delta is not None:
                 self._write_state(conn, scheduler_delta)
 
@@ -390,7 +406,7 @@ class Store:
             log_rows.append(
                 (
                     p.url_id, slot_no, when, p.status, outcome, p.duration_s, p.bytes,
-                    p.content_hash, p.error_kind, p.error,
+                    p.content_hash, p.error_kind, p.error, p.truncated,
                 )
             )  # fmt: skip
             if outcome == "error":
@@ -561,20 +577,23 @@ class Store:
         with translate_errors("reading the URL"), self.engine.connect() as conn:
             return _admin.url_detail(conn, url, recent, decompress_snapshot)
 
-    def stats(self) -> Stats:
-        """Lifetime totals."""
+    def stats(self, top_hosts: int = 10) -> Stats:
+        """Lifetime totals, and the deferred polls kept (by reason; the ``top_hosts`` hosts
+        with the most)."""
         with translate_errors("reading statistics"), self.engine.connect() as conn:
-            return _admin.stats(conn)
+            return _admin.stats(conn, top_hosts)
 
     # ----- maintenance -------------------------------------------------------------------
 
     def prune_poll_log(self, older_than: datetime | timedelta) -> int:
         """Delete poll-log rows polled before ``older_than`` (a time, or an age such as
-        ``timedelta(days=settings.poll_log_retention_days)``); returns how many."""
+        ``timedelta(days=settings.poll_log_retention_days)``), and the deferral rows of the
+        slots started before it; returns how many poll-log rows."""
         if isinstance(older_than, timedelta):
             older_than = utcnow() - older_than
         with translate_errors("pruning the poll log"), self.engine.begin() as conn:
             result = conn.execute(delete(poll_log).where(poll_log.c.polled_at < older_than))
+            conn.execute(delete(deferrals).where(deferrals.c.started_at < older_than))
             return int(result.rowcount)
 
 

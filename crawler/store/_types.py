@@ -71,6 +71,9 @@ class SlotRecord:
     lag_s: float = 0.0
     capacity: float = 0.0
     knapsack_fill: float | None = None
+    #: (host, reason, polls) per host and reason with polls selected but not made (deferred:
+    #: not polls, see ``crawler.workers.DEFERRED_REASONS``); written as ``deferrals`` rows
+    deferrals: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,8 @@ class PollRecord:
     error_kind: str | None = None
     error: str | None = None
     snapshot: str | None = None
+    #: the page was judged cut at a parse limit (bytes or open elements)
+    truncated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +137,7 @@ class PollRow:
     content_hash: str | None
     error_kind: str | None
     error: str | None
+    truncated: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _plain(getattr(self, k)) for k in self.__slots__}
@@ -189,9 +195,29 @@ class Stats:
     hit_rate_per_poll: float
     hits_per_slot: float
     changes: int
+    #: polls selected but not made, by reason, over the deferral rows kept (pruned with the
+    #: poll log): not counted in ``polls``
+    deferred: dict[str, int] = field(default_factory=dict)
+    #: the hosts with the most deferred polls, most first: host, total and per-reason counts
+    deferred_hosts: list[DeferredHost] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__}
+        out = {k: getattr(self, k) for k in self.__slots__}
+        out["deferred"] = dict(self.deferred)
+        out["deferred_hosts"] = [h.as_dict() for h in self.deferred_hosts]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredHost:
+    """One host's deferred polls (``crawler stats``): in all and by reason."""
+
+    host: str
+    deferred: int
+    by_reason: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "deferred": self.deferred, "by_reason": dict(self.by_reason)}
 
 
 def _plain(value: Any) -> Any:

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -158,6 +159,24 @@ class PollLog(Base):
     content_hash: Mapped[str | None] = mapped_column(String(64))
     error_kind: Mapped[str | None] = mapped_column(String(64))
     error: Mapped[str | None] = mapped_column(Text)
+    # the page was judged cut at a parse limit (bytes or open elements): a change past the cut
+    # goes unseen (migration 0003; a server default, so rows written before it read false)
+    truncated: Mapped[bool] = mapped_column(Boolean, server_default=false())
+
+
+class Deferral(Base):
+    """Polls of one host that one slot selected but could not make, for one reason
+    (``crawler.workers.DEFERRED_REASONS``): one row per (slot, host, reason) that had any.
+    Deferred polls are not polls (no poll-log row, no feedback, not errors); these rows say
+    who was held back and why. Pruned with the poll log (``started_at`` is the slot's)."""
+
+    __tablename__ = "deferrals"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    slot: Mapped[int] = mapped_column(BigInteger)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    host: Mapped[str] = mapped_column(String(255))
+    reason: Mapped[str] = mapped_column(String(16))
+    polls: Mapped[int] = mapped_column(Integer)
 
 
 class Change(Base):
@@ -191,4 +210,5 @@ scheduler_state: Table = _tables["scheduler_state"]
 slots: Table = _tables["slots"]
 poll_log: Table = _tables["poll_log"]
 changes: Table = _tables["changes"]
+deferrals: Table = _tables["deferrals"]
 meta: Table = _tables["meta"]

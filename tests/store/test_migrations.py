@@ -71,7 +71,7 @@ def test_0002_keeps_the_poll_log_and_drops_its_foreign_key(empty_database_url: s
         }  # fmt: skip
         with store.engine.begin() as conn:
             conn.execute(insert(poll_log), [row])
-        store.upgrade()
+        upgrade(store.engine, "0002")
         assert store.revision() == "0002"
         with store.engine.begin() as conn:
             conn.execute(insert(poll_log), [{**row, "url_id": 999_999}])  # no key to refuse it
@@ -79,5 +79,67 @@ def test_0002_keeps_the_poll_log_and_drops_its_foreign_key(empty_database_url: s
         assert [r[0] for r in logged] == [url_id, 999_999]
         fks = inspect(store.engine).get_foreign_keys("poll_log")
         assert fks == [] and inspect(store.engine).get_foreign_keys("changes") != []
+    finally:
+        store.close()
+
+
+def test_0003_keeps_the_poll_log_and_adds_deferrals_and_truncated(
+    empty_database_url: str,
+) -> None:
+    """From 0002 with data: the logged polls stay (read as not truncated), the slot's
+    deferral rows can be written and pruned with the poll log."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import select, text
+
+    from crawler.store import NewUrl, PollRecord, SlotRecord
+    from crawler.store._migrate import upgrade
+    from crawler.store.models import deferrals, poll_log
+
+    store = Store(empty_database_url)
+    try:
+        upgrade(store.engine, "0002")
+        ((_, url_id),) = store.add_urls([NewUrl("http://example.com/a")]).added
+        old = datetime.now(UTC) - timedelta(days=30)
+        with store.engine.begin() as conn:  # the 0002 columns only, as 0002 wrote them
+            conn.execute(
+                text(
+                    "INSERT INTO poll_log (url_id, slot, polled_at, status, outcome, "
+                    "duration_s, bytes) VALUES (:u, 1, :at, 200, 'miss', 0.1, 10)"
+                ).bindparams(
+                    at=old.replace(tzinfo=None) if "sqlite" in empty_database_url else old
+                ),
+                {"u": url_id},
+            )
+        store.upgrade()
+        assert store.revision() == "0003"
+        with store.engine.connect() as conn:
+            rows = conn.execute(select(poll_log.c.url_id, poll_log.c.truncated)).all()
+        assert [(r[0], r[1]) for r in rows] == [(url_id, False)]
+        now = datetime.now(UTC)
+        slot = SlotRecord(
+            2, "lakg", now, 0.5, 1, 0, 1, 0, 0,
+            deferrals=(("a.example", "timeout", 3), ("b.example", "politeness", 1)),
+        )  # fmt: skip
+        store.commit_slot(slot, [PollRecord(url_id, "miss", now, 200, truncated=True)])
+        with store.engine.connect() as conn:
+            kept = conn.execute(
+                select(
+                    deferrals.c.slot, deferrals.c.host, deferrals.c.reason, deferrals.c.polls
+                ).order_by(deferrals.c.host)
+            ).all()
+            flags = (
+                conn.execute(select(poll_log.c.truncated).order_by(poll_log.c.id)).scalars().all()
+            )
+        assert [tuple(r) for r in kept] == [
+            (2, "a.example", "timeout", 3),
+            (2, "b.example", "politeness", 1),
+        ]
+        assert list(flags) == [False, True]
+        # pruned with the poll log: the old poll goes, the recent slot's rows stay
+        assert store.prune_poll_log(timedelta(days=7)) == 1
+        assert store.stats().deferred == {"politeness": 1, "timeout": 3}
+        assert store.prune_poll_log(now + timedelta(seconds=1)) == 1
+        assert store.stats().deferred == {}
     finally:
         store.close()
