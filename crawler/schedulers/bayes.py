@@ -121,9 +121,10 @@ class BayesRate(Scheduler):
         "rhat",
         "x",
         "surge",
+        "slump",
     )
-    #: the CUSUM statistic came in a later release: older saved states start it at zero
-    _added_fields: ClassVar[tuple[str, ...]] = ("surge",)
+    #: the CUSUM statistics came in later releases: older saved states start them at zero
+    _added_fields: ClassVar[tuple[str, ...]] = ("surge", "slump")
     #: rebuilt from the statistics and the saved multiplier by _after_restore (left out of
     #: take_delta: a re-solve moves every x, and only the polled rows are saved each slot)
     _derived_fields: ClassVar[tuple[str, ...]] = ("rhat", "x")
@@ -153,6 +154,11 @@ class BayesRate(Scheduler):
         shift_factor: float = 4.0,
         shift_threshold: float = 8.0,
         shift_keep: float = 0.1,
+        drop_factor: float = 10.0,
+        drop_threshold: float = 8.0,
+        drop_keep: float = 0.0,
+        model: str = "overwrite",
+        disappear_shift_factor: float = 16.0,
     ) -> None:
         super().__init__(capacity, seed=seed, realization=realization)
         self.forget = _check_real(forget, "forget", low=0.0, high=1.0, open_low=True)
@@ -179,6 +185,16 @@ class BayesRate(Scheduler):
         #: 0 turns the shift test off
         self.shift_threshold = _check_real(shift_threshold, "shift_threshold", low=0.0)
         self.shift_keep = _check_real(shift_keep, "shift_keep", low=0.0, high=1.0)
+        self.drop_factor = _check_real(drop_factor, "drop_factor", low=1.0, open_low=True)
+        #: 0 turns the drop test off
+        self.drop_threshold = _check_real(drop_threshold, "drop_threshold", low=0.0)
+        self.drop_keep = _check_real(drop_keep, "drop_keep", low=0.0, high=1.0)
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+        self.model = str(model)
+        self.disappear_shift_factor = _check_real(
+            disappear_shift_factor, "disappear_shift_factor", low=1.0, open_low=True
+        )
         self._last: I32Array = np.empty(0, dtype=np.int32)
         self._hit_time: F32Array = np.empty(0, dtype=np.float32)
         self._miss_time: F32Array = np.empty(0, dtype=np.float32)
@@ -187,6 +203,7 @@ class BayesRate(Scheduler):
         self._rhat: F32Array = np.empty(0, dtype=np.float32)  # rate used for allocation
         self._x: F32Array = np.empty(0, dtype=np.float32)  # wanted frequency
         self._surge: NDArray[np.float16] = np.empty(0, dtype=np.float16)  # CUSUM, nats
+        self._slump: NDArray[np.float16] = np.empty(0, dtype=np.float16)  # CUSUM, nats
         self._u = 1.0  # equal weights: x = min(1, rhat / u)
         self._m = 0.5  # weights: x = min(1, rhat / u_i), w_i g(u_i) = m
         self._total = 0.0  # sum(x), kept incrementally
@@ -194,6 +211,8 @@ class BayesRate(Scheduler):
         self._since_solve = 0
         self._stale = True
         self._weighted = False
+        #: the change model the adaptation is tuned for (see "Change models" above)
+        self._disappear = model == "disappear"
         # Under host caps, bounds or failures (see _solve_constrained): each row's level in
         # force (the larger of the global one and its host's own) and the limits solved
         # for; None when the scheduler is unconstrained. Rebuilt at every re-solve.
@@ -215,6 +234,11 @@ class BayesRate(Scheduler):
             "shift_factor": self.shift_factor,
             "shift_threshold": self.shift_threshold,
             "shift_keep": self.shift_keep,
+            "drop_factor": self.drop_factor,
+            "drop_threshold": self.drop_threshold,
+            "drop_keep": self.drop_keep,
+            "model": self.model,
+            "disappear_shift_factor": self.disappear_shift_factor,
         }
 
     def rates(self) -> tuple[NDArray[np.int64], FloatArray]:
@@ -244,6 +268,7 @@ class BayesRate(Scheduler):
             "rhat": np.full(count, self._new_value, dtype=np.float32),
             "x": zeros,
             "surge": np.zeros(count, dtype=np.float16),
+            "slump": np.zeros(count, dtype=np.float16),
         }
 
     def _after_add(self) -> None:
@@ -324,7 +349,9 @@ class BayesRate(Scheduler):
     def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
         tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
         self._last[pos] = self._slot
+        disappear = self._disappear
         shifted = self._shift_test(pos, hits, tau) if self.shift_threshold > 0 else None
+        dropped = self._drop_test(pos, hits, tau) if disappear and self.drop_threshold > 0 else None
         g = np.float32(self.forget)
         hit = hits.astype(np.float32)
         miss = np.float32(1.0) - hit
@@ -339,6 +366,11 @@ class BayesRate(Scheduler):
             keep = np.where(shifted, np.float32(self.shift_keep), np.float32(1.0))
             b = b - self._miss_time[pos] * g * (1 - keep)
             mc = mc - self._miss_count[pos] * g * (1 - keep)
+        if dropped is not None and dropped.any():
+            # The mirror image for a fall: the hits of the old regime no longer hold.
+            keep = np.where(dropped, np.float32(self.drop_keep), np.float32(1.0))
+            a = a - self._hit_time[pos] * g * (1 - keep)
+            h = h - self._hit_count[pos] * g * (1 - keep)
         rate = self._estimate(a, b, h, mc)
         self._hit_time[pos] = a
         self._miss_time[pos] = b
@@ -353,7 +385,7 @@ class BayesRate(Scheduler):
         """Advance the URLs' CUSUM tests by this poll; True where a rise of the rate is
         detected (the test then restarts from zero)."""
         rt = np.maximum(self._rhat[pos].astype(np.float64) * tau, 1e-12)
-        k = self.shift_factor
+        k = self.disappear_shift_factor if self._disappear else self.shift_factor
         with np.errstate(divide="ignore", over="ignore"):
             ratio = np.where(
                 hits,
@@ -368,6 +400,27 @@ class BayesRate(Scheduler):
         surge[shifted] = 0.0
         self._surge[pos] = surge.astype(np.float16)
         return shifted
+
+    def _drop_test(self, pos: IndexArray, hits: BoolArray, tau: F32Array) -> BoolArray:
+        """Advance the URLs' CUSUM tests of a fall of the rate (to 1 / ``drop_factor`` of
+        the estimate) by this poll; True where a fall is detected (the test then restarts
+        from zero)."""
+        rt = np.maximum(self._rhat[pos].astype(np.float64) * tau, 1e-12)
+        k = 1.0 / self.drop_factor
+        with np.errstate(divide="ignore", over="ignore"):
+            ratio = np.where(
+                hits,
+                np.log(-np.expm1(-k * rt)) - np.log(-np.expm1(-rt)),
+                (1.0 - k) * rt,
+            )
+        # float16 holds up to 65504; the threshold is far below
+        slump = np.clip(self._slump[pos].astype(np.float64) + ratio, 0.0, 6e4)
+        dropped = (slump > self.drop_threshold) & (
+            (self._hit_count[pos] + self._miss_count[pos]) > 0
+        )
+        slump[dropped] = 0.0
+        self._slump[pos] = slump.astype(np.float16)
+        return dropped
 
     def _estimate(
         self, a: NDArray[Any], b: NDArray[Any], h: NDArray[Any], mc: NDArray[Any]
@@ -535,6 +588,10 @@ class BayesRate(Scheduler):
             else:
                 hi = mid
         return hi
+
+
+#: the change models the adaptation can be tuned for (docs/schedulers.md)
+MODELS = ("overwrite", "disappear")
 
 
 def _gain(u: float) -> float:

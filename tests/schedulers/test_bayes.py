@@ -186,6 +186,67 @@ def test_state_saved_before_the_shift_test_restores() -> None:
     np.testing.assert_array_equal(s2.frequencies()[1], s.frequencies()[1])
 
 
+def test_state_saved_before_the_change_model_restores() -> None:
+    """A state from before ``model`` and the drop test (no url_slump, no such parameters)
+    restores in overwrite mode and continues exactly as the scheduler that saved it."""
+    import json
+
+    rng = np.random.default_rng(8)
+    p = zipf(0.6, 1.2, 40)
+    s = BayesRate(2, seed=3)
+    s.add(np.arange(p.size))
+    simulate(s, p, 500, rng)
+    st = s.state()
+    params = json.loads(st["params"])
+    for key in ("model", "drop_factor", "drop_threshold", "drop_keep", "disappear_shift_factor"):
+        del params[key]
+    old = {k: v for k, v in st.items() if k != "url_slump"}
+    old["params"] = json.dumps(params)
+    s2 = schedulers.restore(old)
+    assert isinstance(s2, BayesRate) and s2.model == "overwrite"
+    np.testing.assert_array_equal(s2._slump, np.zeros(p.size, dtype=np.float16))
+    for _ in range(200):
+        a, b = s.select(), s2.select()
+        np.testing.assert_array_equal(a, b)
+        h = rng.random(a.size) < 0.3
+        s.feedback(a, h)
+        s2.feedback(b, h)
+
+
+def _cold_share(model: str) -> float:
+    """Disappear-like feedback: URLs 0-4 hit at every poll, the rest never; after 600
+    slots the roles flip to URLs 45-49. The share of the next 150 slots' polls that go to
+    the new hot URLs."""
+    s = BayesRate(5, seed=1, model=model)
+    s.add(np.arange(50))
+    hot = np.arange(5)
+    found = 0
+    for t in range(750):
+        if t == 600:
+            hot = np.arange(45, 50)
+        ids = s.select()
+        s.feedback(ids, np.isin(ids, hot))
+        if t >= 600:
+            found += int(np.isin(ids, hot).sum())
+    return found / (150 * 5)
+
+
+def test_disappear_mode_follows_a_swap_sooner() -> None:
+    """model="disappear" adds a test for a fall of the rate and a sharper test for a
+    rise: after the hot URLs swap, the new ones get far more of the polls sooner."""
+    fast, slow = _cold_share("disappear"), _cold_share("overwrite")
+    assert fast > slow + 0.2, (fast, slow)
+
+
+def test_overwrite_mode_never_runs_the_drop_test() -> None:
+    rng = np.random.default_rng(2)
+    p = zipf(0.9, 1.5, 30)
+    s = BayesRate(1, seed=1)
+    s.add(np.arange(p.size))
+    simulate(s, p, 2000, rng)
+    assert not s._slump.any()
+
+
 # ----- the allocation -------------------------------------------------------------------
 
 
@@ -338,6 +399,12 @@ def test_remove_and_feedback_for_removed_ids() -> None:
         {"shift_factor": 1.0},
         {"shift_threshold": -1},
         {"shift_keep": 1.5},
+        {"drop_factor": 1.0},
+        {"drop_threshold": -1},
+        {"drop_keep": 2},
+        {"model": "auto"},
+        {"model": 1},
+        {"disappear_shift_factor": 0.5},
         {"realization": "magic"},
     ],
 )
