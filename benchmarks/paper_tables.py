@@ -13,6 +13,8 @@ both measured against the constrained limit, with every registered scheduler.
     python -m benchmarks.paper_tables --quick         # 40,000 slots, 2 seeds
     python -m benchmarks.paper_tables --envs A,C --schedulers lakg,bayes --json out.json
     python -m benchmarks.paper_tables --envs hosts,hosts-truncated --host-slots 20000
+    python -m benchmarks.paper_tables --envs thesis-switch-disappear --schedulers bayes \
+        --param bayes.model=disappear      # rows labelled "bayes (model=disappear)"
 
 Per (environment, scheduler): the mean over seeds of the ratio to the limit over the
 second half of the run (weighted hits when the URLs carry importance), its standard
@@ -29,6 +31,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     envs = args.envs.split(",") if args.envs else [*PAPER_ENVS, *THESIS_ENVS, *HOST_ENVS]
     wanted = args.schedulers.split(",") if args.schedulers else None
     jobs, notes = _plan(envs, wanted, slots, thesis_slots, seeds, args.window, host_slots)
+    jobs = _with_params(jobs, args.param or [])
     for note in notes:
         _log(note)
     if not jobs:
@@ -124,6 +128,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--window", type=int, help="moving-average window [max(1000, S/200)]")
     parser.add_argument("--envs", help="comma-separated environments [all]")
     parser.add_argument("--schedulers", help="comma-separated schedulers [per env, see doc]")
+    parser.add_argument(
+        "--param",
+        action="append",
+        metavar="NAME.KEY=VALUE",
+        help="a scheduler parameter (repeatable; VALUE read as JSON, else text); its rows "
+        "are labelled with it",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write every run's summary here")
     return parser.parse_args(argv)
 
@@ -172,6 +183,35 @@ def _plan(
     return jobs, notes
 
 
+def _with_params(jobs: list[Job], specs: list[str]) -> list[Job]:
+    """The jobs with ``NAME.KEY=VALUE`` parameters given to scheduler NAME's runs."""
+    params: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        target, sep, value = spec.partition("=")
+        name, dot, key = target.partition(".")
+        if not sep or not dot or not name or not key:
+            raise SystemExit(f"--param wants NAME.KEY=VALUE, got {spec!r}")
+        try:
+            parsed: Any = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        params.setdefault(name, {})[key] = parsed
+    return [
+        replace(job, params={**job.params, **params[job.scheduler]})
+        if job.scheduler in params
+        else job
+        for job in jobs
+    ]
+
+
+def _label(job: Job) -> str:
+    """A row's scheduler column: the name, and the parameters it was given if any."""
+    if not job.params:
+        return job.scheduler
+    given = ", ".join(f"{key}={value}" for key, value in sorted(job.params.items()))
+    return f"{job.scheduler} ({given})"
+
+
 def _whole_slot_share(env: EnvSpec) -> float | None:
     """The whole-slot limit as a share of the analytic limit (1.0 when updates disappear:
     the optimum then polls the best URLs every slot, already whole intervals). Under host
@@ -196,7 +236,7 @@ def _aggregate(jobs: list[Job], outcomes: list[RunResult | str]) -> list[dict[st
     groups: dict[tuple[str, str], list[RunResult | str]] = {}
     shares: dict[str, float | None] = {}
     for job, outcome in zip(jobs, outcomes, strict=True):
-        groups.setdefault((job.env.name, job.scheduler), []).append(outcome)
+        groups.setdefault((job.env.name, _label(job)), []).append(outcome)
         if job.env.name not in shares:
             shares[job.env.name] = _whole_slot_share(job.env)
     rows: list[dict[str, Any]] = []
