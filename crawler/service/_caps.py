@@ -25,6 +25,10 @@ No delay and no response time measured yet: no cap. A page slower than the slot 
 than one poll per slot (``W / t`` with one request at a time), and ``MIN_CAP`` when even the
 first of a slot's requests cannot be answered by ``W`` (``t > W + s``).
 
+**robots.txt.** A host not answered yet also has its robots.txt fetched in its first slot,
+through the same gate: one request of its cap. Until its first answer its cap is one less
+(at least 1), so that first slot does not overrun either.
+
 **Retry-After.** A 429, or a 503 with Retry-After, backs the host off in the fetcher until the
 time it says; meanwhile every poll of it is deferred ("backoff"). The host's cap drops to
 ``MIN_CAP`` (a cap must be positive) until that time, then returns to its derived value: the
@@ -36,7 +40,8 @@ Retry-After of a rate-limited poll (or the back-off time left of a deferred one)
 float per answer, the same for the in-process poller and the crawl workers (a worker sends its
 answers as plain tuples; no other message). The response time is an exponentially weighted
 mean (``RESPONSE_ALPHA``) of the answers that made a request (not deferred, not
-rate-limited before sending).
+rate-limited before sending), leaving out a host's first answer, whose time includes fetching
+its robots.txt and waiting out the delay after it.
 
 **Cheap.** Only the hosts whose facts changed in a slot (or whose back-off ended) are
 re-derived; a cap is given to the scheduler again only when it moved by more than
@@ -118,6 +123,8 @@ class _Host:
     response_s: float | None = None
     #: ``time.monotonic()`` end of a Retry-After back-off (0: none)
     backoff_until: float = 0.0
+    #: answered at least once (its first answer's time includes fetching robots.txt)
+    answered: bool = False
 
 
 class HostCaps:
@@ -129,6 +136,7 @@ class HostCaps:
         self.window_s = min(settings.slot_seconds, settings.effective_slot_deadline())
         self.delay_s = settings.per_host_min_delay_s
         self.concurrency = settings.per_host_concurrency
+        self.robots = settings.respect_robots
         self._hosts: dict[str, _Host] = {}
         self._names: list[str] = []  # label -> host key
         self._applied: dict[int, float] = {}  # label -> cap the scheduler has
@@ -226,13 +234,18 @@ class HostCaps:
                 h.crawl_delay_s = a.host_delay_s
                 dirty.add(key)
             duration = a.duration_s
+            if not h.answered:  # robots.txt and the wait for the gate after it: not a sample
+                h.answered = True
+                dirty.add(key)
+                if self.robots:
+                    continue
             if duration > 0 and math.isfinite(duration):
                 old = h.response_s
                 h.response_s = duration if old is None else old + alpha * (duration - old)
                 dirty.add(key)
 
     def cap_of(self, key: str, now: float | None = None) -> tuple[float | None, str]:
-        """A host's cap now and what sets it ("retry_after", "crawl_delay", "delay",
+        """A host's cap now and what sets it ("retry_after", "robots", "crawl_delay", "delay",
         "response_time"; cap None: "none")."""
         h = self._hosts.get(key)
         if h is None:
@@ -255,7 +268,12 @@ class HostCaps:
             response_s=response,
             concurrency=self.concurrency,
         )
-        return cap, reason if cap is not None else "none"
+        if cap is None:
+            return None, "none"
+        if self.robots and not h.answered and cap > 1:
+            # not answered yet: its first slot also fetches robots.txt, one of its requests
+            cap, reason = max(1.0, cap - 1.0), "robots"
+        return cap, reason
 
     # ----- telling the scheduler ---------------------------------------------------------
 

@@ -47,7 +47,7 @@ class HostCapRow:
     planned: float
     #: the plan reaches the cap (the host would get more polls without it)
     binding: bool
-    #: what sets the cap: "delay", "crawl_delay", "response_time" or "retry_after"
+    #: what sets the cap: "delay", "crawl_delay", "response_time", "retry_after" or "robots"
     reason: str
     #: the end of a Retry-After back-off, else None
     until: datetime | None = None

@@ -213,7 +213,7 @@ class HostCap(Base):
     cap: Mapped[float] = mapped_column(Float)
     planned: Mapped[float] = mapped_column(Float)
     binding: Mapped[bool] = mapped_column(Boolean)
-    # what sets the cap: "delay", "crawl_delay", "response_time" or "retry_after"
+    # what sets the cap: "delay", "crawl_delay", "response_time", "retry_after", "robots"
     reason: Mapped[str] = mapped_column(String(16))
     # the end of a Retry-After back-off (reason "retry_after"), else None
     until: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -91,10 +91,15 @@ def test_crawl_delay_reported_by_the_fetcher_lowers_the_hosts_cap() -> None:
     sched = _scheduler([1, 2])
     caps.assign(sched, sched.frequencies()[0], ["a.test:80", "b.test"])
     caps.apply(sched)
-    assert caps.caps() == {"a.test": pytest.approx(2.0), "b.test": pytest.approx(2.0)}
+    # not answered yet: the first slot also fetches robots.txt, one of the two requests
+    assert caps.caps() == {"a.test": pytest.approx(1.0), "b.test": pytest.approx(1.0)}
+    assert caps.cap_of("a.test")[1] == "robots"
     caps.observe([_answer(1, host_delay_s=8.0), _answer(2)], records)
     changed = caps.apply(sched)
-    assert changed == {caps.label_of("a.test"): pytest.approx(0.25)}
+    assert changed == {
+        caps.label_of("a.test"): pytest.approx(0.25),
+        caps.label_of("b.test"): pytest.approx(2.0),
+    }
     assert caps.cap_of("a.test")[1] == "crawl_delay"
     assert sched.cap_status()[caps.label_of("a.test")][0] == pytest.approx(0.25)
     # nothing new: nothing re-applied
@@ -107,6 +112,7 @@ def test_retry_after_holds_a_host_until_it_expires() -> None:
     records = _records({1: "a.test", 2: "b.test"})
     sched = _scheduler([1, 2])
     caps.assign(sched, sched.frequencies()[0], ["a.test", "b.test"])
+    caps.observe([_answer(1), _answer(2)], records)
     caps.apply(sched)
     limited = _answer(1, "error", status=429, error_kind="rate_limited", retry_after_s=0.3)
     caps.observe([limited], records)
@@ -127,6 +133,9 @@ def test_measured_response_time_sets_the_cap_when_there_is_no_delay() -> None:
     sched = _scheduler([1])
     caps.assign(sched, sched.frequencies()[0], ["a.test"])
     assert caps.apply(sched) == {}  # nothing known: no cap
+    # a host's first answer also fetched robots.txt (and waited for the gate): not a sample
+    caps.observe([_answer(1, duration_s=9.0)], records)
+    assert caps.apply(sched) == {}
     caps.observe([_answer(1, duration_s=2.0)], records)
     assert caps.apply(sched) == {caps.label_of("a.test"): pytest.approx(5.0)}
     assert caps.cap_of("a.test")[1] == "response_time"
@@ -197,18 +206,21 @@ async def test_the_loop_applies_groups_and_caps_after_restore_and_watch_list_cha
     settings = _settings(database_url, fetch_workers=fetch_workers)
     summaries: list[SlotSummary] = []
     async with CrawlService(settings) as service:
-        # before any slot: every URL in its host's group, each capped at 0.2 s / 0.1 s
+        # before any slot: every URL in its host's group, each capped at 0.2 s / 0.1 s = 2
+        # polls per slot, less the robots.txt request of a host's first slot
         status = _planned_by_host(service)
         assert set(status) == {"127.0.0.1", "127.0.0.2"}
+        assert all(cap == pytest.approx(1.0) for cap, _ in status.values())
+        await service.run(asyncio.Event(), 6, summaries.append)
+        status = _planned_by_host(service)
         assert all(cap == pytest.approx(2.0) for cap, _ in status.values())
         assert sum(planned for _, planned in status.values()) == pytest.approx(4.0)
-        await service.run(asyncio.Event(), 6, summaries.append)
         # the host caps table says what binds: 2 polls a slot each, 4 planned in all
         with Store(database_url) as store:
             saved = host_caps(store)
         assert set(saved) == {"127.0.0.1", "127.0.0.2"}
         assert all(row.binding and row.reason == "delay" for row in saved.values())
-    assert sum(s.polls for s in summaries) == 6 * 4
+    assert [s.polls for s in summaries] == [2] + [4] * 5
     assert sum(s.deferred for s in summaries) == 0
 
     # a restart restores the scheduler (the guard is not saved) and applies them again
