@@ -280,3 +280,19 @@ async def test_a_backed_off_host_is_not_selected_until_its_retry_after_ends(
         assert limiting.served["/limited"] == 1
         assert sum(s.errors for s in summaries) == 1
         assert sum(s.deferred for s in summaries) <= 2  # the rest of the first slot's, at most
+
+
+def test_a_busy_host_gets_its_fractional_cap_per_slot() -> None:
+    """A derived cap is rarely an integer (1.98: the responses take a little time). The
+    scheduler's guard must realize it, at most 2 polls in a slot: not 1, 2, 1, 2 ..."""
+    sched = schedulers.create("bayes", capacity=10.0, seed=1)
+    sched.add(list(range(40)))
+    sched.set_groups(list(range(40)), [0] * 20 + [-1] * 20)
+    sched.set_group_caps({0: 1.98})
+    per_slot = []
+    for _ in range(500):
+        picked = sched.select()
+        per_slot.append(int((picked < 20).sum()))
+        sched.feedback(picked, [False] * picked.size)
+    assert max(per_slot) == 2
+    assert sum(per_slot[100:]) / 400 == pytest.approx(1.98, abs=0.01)
