@@ -20,11 +20,11 @@ async def test_caps_keep_slots_on_time_and_reach_the_constrained_limit() -> None
     with_caps, without = await side_by_side(cfg)
     print("\n".join(report(cfg, with_caps, without)))
 
-    # the service derived 2 polls per slot for every host (0.5 s / 0.25 s; a little less
-    # where a host's mean response time makes the last request of a slot end late)
+    # the service derived 0.9 * 0.5 s / 0.25 s = 1.8 polls per slot for every host (a little
+    # less where a host's mean response time makes the last request of a slot end late)
     assert len(with_caps.host_caps) == cfg.hosts
-    assert all(1.5 <= cap <= 2.0 for cap in with_caps.host_caps.values())
-    assert {"127.0.0.1", "127.0.0.2", "127.0.0.3"} <= set(with_caps.binding)
+    assert all(1.5 <= cap <= 1.8 + 1e-9 for cap in with_caps.host_caps.values())
+    assert with_caps.binding  # the plan reaches some caps
     bound, free = limits(cfg, with_caps.host_caps)
     assert bound < free  # the caps bind: the limit is lower than without them
 
