@@ -286,6 +286,27 @@ class CrawlerMetrics:
             self.slot_length_seconds.set(slot_seconds)
         self.hit_ratio.set(math.nan)
         self.last_slot_timestamp_seconds.set(time.time())
+        # host caps (crawler.service._caps): counts, not a series per host (a watch list
+        # may span 100,000 hosts); which hosts are capped and bind is in the host_caps table
+        self.capped_hosts = Gauge(
+            "crawler_capped_hosts", "Hosts with a politeness cap on their polls per slot.",
+            registry=reg,
+        )  # fmt: skip
+        self.cap_binding_hosts = Gauge(
+            "crawler_cap_binding_hosts",
+            "Capped hosts whose planned polls per slot reach their cap (the cap binds).",
+            registry=reg,
+        )
+        self.backed_off_hosts = Gauge(
+            "crawler_backed_off_hosts",
+            "Hosts held back by a Retry-After (429 or 503) until it expires.",
+            registry=reg,
+        )
+        self.binding_cap_polls_per_slot = Gauge(
+            "crawler_binding_cap_polls_per_slot",
+            "Polls per slot the binding hosts are held to (the sum of their caps).",
+            registry=reg,
+        )
 
     # ------------------------------------------------------------------ hot path
     def observe_poll(
@@ -381,6 +402,16 @@ class CrawlerMetrics:
         self.watched_urls.set(watched)
         self.capacity_polls_per_slot.set(capacity)
         self.knapsack_fill_ratio.set(knapsack_fill)
+
+    def set_host_caps(
+        self, capped: int, binding: int, backed_off: int, binding_polls: float
+    ) -> None:
+        """The host caps in force: how many hosts have one, bind, are backed off, and the
+        polls per slot the binding ones are held to."""
+        self.capped_hosts.set(capped)
+        self.cap_binding_hosts.set(binding)
+        self.backed_off_hosts.set(backed_off)
+        self.binding_cap_polls_per_slot.set(binding_polls)
 
     def observe_commit(self, duration_s: float) -> None:
         """One slot's database commit took ``duration_s``."""

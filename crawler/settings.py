@@ -97,6 +97,12 @@ class Settings(BaseSettings):
         description="seconds a slot's polls may take; what is not done by then is deferred "
         "(not polled, not an error); None = the larger of slot_seconds and fetch_timeout_s",
     )
+    host_caps: bool = Field(
+        True,
+        description="cap each host's polls per slot at what its politeness allows (the delay "
+        "between requests, robots.txt Crawl-delay, Retry-After, its response time) and let the "
+        "scheduler allocate under those caps; false = the scheduler ignores hosts",
+    )
 
     @classmethod
     def settings_customise_sources(

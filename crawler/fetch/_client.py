@@ -146,7 +146,14 @@ class Fetcher:
         return list(await asyncio.gather(*(self.fetch(r) for r in requests)))
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
-        """Poll one URL (redirects followed). Raises only if the Fetcher is not open."""
+        """Poll one URL (redirects followed). Raises only if the Fetcher is not open. The
+        result carries the host's Crawl-delay (``host_delay_s``) once robots.txt set one."""
+        result = await self._fetch(request)
+        if self.gates.robots_delays:  # a host's delay differs from the configured one
+            result.host_delay_s = self.gates.delay_of(self.gate_key(request.url))
+        return result
+
+    async def _fetch(self, request: FetchRequest) -> FetchResult:
         if self._session is None:
             raise RuntimeError("Fetcher is not open: use 'async with Fetcher(config)'")
         started = time.monotonic()

@@ -53,6 +53,13 @@ class HostGates:
         self.robots_delays = True
         self.state(host).min_delay_s = max(self.min_delay_s, delay_s)
 
+    def delay_of(self, host: str) -> float | None:
+        """The host's delay when a Crawl-delay raised it above the configured one, else None."""
+        st = self._hosts.get(host)
+        if st is None or st.min_delay_s <= self.min_delay_s:
+            return None
+        return st.min_delay_s
+
     def back_off(self, host: str, seconds: float) -> None:
         st = self.state(host)
         st.backoff_until = max(st.backoff_until, time.monotonic() + seconds)

@@ -123,6 +123,9 @@ class FetchResult:
     duration_s: float
     bytes_received: int
     retry_after_s: float | None = None
+    #: the minimum delay between requests the fetcher enforces on the request's host when
+    #: robots.txt raised it (Crawl-delay); None when it is the configured one
+    host_delay_s: float | None = None
 
 
 class FetchError(Exception):

@@ -5,7 +5,9 @@ impose on the allocation, and it enforces the hard part of it on each slot's sel
 
 - **host groups and caps**: each URL may belong to a group (its host) with a cap in polls
   per slot (politeness). Each group has a credit that grows by its cap every slot (up to
-  ``ceil(cap)``, so an idle host does not save up a burst); a slot polls at most
+  ``cap`` for an integer cap, ``cap + 1`` otherwise: the fraction carried over is kept, and
+  floor(credit) never exceeds ``ceil(cap)``, so an idle host does not save up a burst); a
+  slot polls at most
   ``floor(credit)`` of the group's URLs and pays one per poll. A cap of 0.5 is one poll
   every other slot, 1.5 alternates one and two, 10 is at most 10 polls in any slot.
 - **bounds**: ``lower`` and ``upper`` in polls per slot. ``upper`` is enforced as a minimum
@@ -382,9 +384,14 @@ class Guard:
         return allowed
 
     def _host_credit(self, labels: IdArray, cap: FloatArray) -> FloatArray:
-        """This slot's credit per group: last slot's plus the cap, at most ceil(cap)."""
+        """This slot's credit per group: last slot's plus the cap, at most ``cap`` for an
+        integer cap and ``cap + 1`` for another, so that floor(credit) <= ceil(cap). (A
+        ceiling of ceil(cap) threw away the fraction carried over: a busy host capped at
+        1.98 got 1, 2, 1, 2, ... polls, 1.5 per slot.)"""
         credit = np.array([self._credit.get(int(label), 0.0) for label in labels.tolist()])
-        ceiling = np.ceil(np.where(np.isfinite(cap), cap, 1.0) - 1e-9)
+        finite = np.where(np.isfinite(cap), cap, 1.0)
+        whole = np.abs(finite - np.round(finite)) < 1e-9
+        ceiling = np.where(whole, np.round(finite), finite + 1.0)
         return np.where(np.isfinite(cap), np.minimum(credit + cap, ceiling), np.inf)
 
     @staticmethod

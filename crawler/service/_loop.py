@@ -22,6 +22,7 @@ from crawler import schedulers
 from crawler.fetch import FetchRequest
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers._base import FloatArray, IdArray
+from crawler.service._caps import HostCaps
 from crawler.service._clock import SlotClock, Tick
 from crawler.service._records import RecentRecords, after_poll
 from crawler.settings import Settings
@@ -96,6 +97,8 @@ class CrawlLoop:
         self._recent = RecentRecords()
         self._flush_lock = asyncio.Lock()
         self._stop: asyncio.Event | None = None
+        #: per-host politeness caps told to the scheduler (crawler.service._caps)
+        self.caps = HostCaps(settings)
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -119,6 +122,7 @@ class CrawlLoop:
             )
             log.info("started a new %s scheduler", name)
         self._apply_watch_list(*watched)
+        await self.caps.load_groups(self.scheduler, self.store, None)  # host caps: all URLs
 
     def _watch_list(self) -> tuple[int, IdArray, FloatArray]:
         """(version, ids, importances) of the watch list; the version read first, so an edit
@@ -132,10 +136,13 @@ class CrawlLoop:
         if not force and version == self._watch_version:
             return False
         ids, importance = await asyncio.to_thread(self.store.active_urls)
-        self._apply_watch_list(version, ids, importance)
+        added = self._apply_watch_list(version, ids, importance)
+        assert self.scheduler is not None
+        await self.caps.load_groups(self.scheduler, self.store, added)  # host caps: new URLs
         return True
 
-    def _apply_watch_list(self, version: int, ids: IdArray, importance: FloatArray) -> None:
+    def _apply_watch_list(self, version: int, ids: IdArray, importance: FloatArray) -> IdArray:
+        """Make the scheduler watch ``ids``; returns the ids it did not watch before."""
         assert self.scheduler is not None
         self._recent.clear()  # an edit may have changed a URL's rules, or removed it
         known, _ = self.scheduler.frequencies()
@@ -155,6 +162,7 @@ class CrawlLoop:
                 gone.size,
                 self.scheduler.capacity,
             )
+        return ids[new]
 
     # ----- the loop ---------------------------------------------------------------------
 
@@ -209,6 +217,10 @@ class CrawlLoop:
             await self.sync_watch_list()
         except StoreError as exc:
             log.warning("watch list not refreshed: %s", exc)
+        # host caps (crawler.service._caps): groups still missing after an error; changed caps
+        if self.caps.groups_missing:
+            await self.caps.load_groups(self.scheduler, self.store, None)
+        self.caps.apply(self.scheduler)
         ids = self.scheduler.select()
         records = await self._records(ids)
         requests = [
@@ -226,6 +238,7 @@ class CrawlLoop:
         async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
             async for answers in _until(chunks, stop, deadline + GRACE_S):
                 self._recent.polled(records, self._outcomes(answers, records, tally))
+                self.caps.observe(answers, records)  # host caps: what the fetcher learned
         if len(tally.seen) < len(jobs):  # cut short: not polled
             reason = "shutdown" if stop is not None and stop.is_set() else "timeout"
             for job in jobs:
@@ -237,6 +250,7 @@ class CrawlLoop:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
         duration = time.monotonic() - started
         overrun = clock.overran(tick.planned) if clock is not None else False
+        await self.caps.report(self.scheduler, self.store, self.metrics)  # which caps bind
         fill = self._wanted_total() / self.scheduler.capacity
         slot = SlotRecord(
             slot=self.scheduler.slot,

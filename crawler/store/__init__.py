@@ -8,6 +8,7 @@ a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migratio
 """
 
 from crawler.store._engine import sync_url
+from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
 from crawler.store._migrate import alembic_config, head_revision
 from crawler.store._store import Store, compress_snapshot, decompress_snapshot, site_host
@@ -34,6 +35,7 @@ __all__ = [
     "AddReport",
     "ChangeRow",
     "DeferredHost",
+    "HostCapRow",
     "NewUrl",
     "Outcome",
     "PollRecord",
@@ -52,7 +54,10 @@ __all__ = [
     "compress_snapshot",
     "decompress_snapshot",
     "head_revision",
+    "host_caps",
     "owner_info",
+    "save_host_caps",
     "site_host",
     "sync_url",
+    "url_hosts",
 ]

@@ -202,6 +202,24 @@ class Meta(Base):
     text_value: Mapped[str | None] = mapped_column(Text)
 
 
+class HostCap(Base):
+    """The service's current politeness cap of one host (``crawler.service._caps``), in polls
+    per slot, and whether the scheduler's plan reaches it (the cap binds). Rewritten by the
+    running service when a cap or its binding changes; read by ``crawler list``/``stats``.
+    Only hosts that have a cap have a row (migration 0004b)."""
+
+    __tablename__ = "host_caps"
+    host: Mapped[str] = mapped_column(String(255), primary_key=True)
+    cap: Mapped[float] = mapped_column(Float)
+    planned: Mapped[float] = mapped_column(Float)
+    binding: Mapped[bool] = mapped_column(Boolean)
+    # what sets the cap: "delay", "crawl_delay", "response_time", "retry_after", "robots"
+    reason: Mapped[str] = mapped_column(String(16))
+    # the end of a Retry-After back-off (reason "retry_after"), else None
+    until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 _tables = Base.metadata.tables
 sites: Table = _tables["sites"]
 urls: Table = _tables["urls"]
@@ -212,3 +230,4 @@ poll_log: Table = _tables["poll_log"]
 changes: Table = _tables["changes"]
 deferrals: Table = _tables["deferrals"]
 meta: Table = _tables["meta"]
+host_caps: Table = _tables["host_caps"]

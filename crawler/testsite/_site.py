@@ -43,7 +43,9 @@ class ChangingSite:
 
     ``tick_seconds`` is the site's slot; ``manual=True`` disables the clock so that a test
     calls ``tick()`` itself. ``etags=True`` serves a version ETag and answers 304 to a
-    matching If-None-Match (the nonces make the raw bytes differ anyway).
+    matching If-None-Match (the nonces make the raw bytes differ anyway). ``host``: the
+    loopback address it serves on (127.0.0.2, ... for a site of many hosts). ``crawl_delay``:
+    a robots.txt Crawl-delay in seconds (None: none).
     """
 
     def __init__(
@@ -55,7 +57,11 @@ class ChangingSite:
         seed: int = 0,
         etags: bool = False,
         manual: bool = False,
+        host: str = "127.0.0.1",
+        crawl_delay: float | None = None,
     ) -> None:
+        self.host = host
+        self.crawl_delay = crawl_delay
         self.rates = np.asarray(rates, dtype=np.float64)
         self.versions = np.zeros(self.rates.size, dtype=np.int64)
         self.tick_seconds = tick_seconds
@@ -74,7 +80,7 @@ class ChangingSite:
         return int(self.rates.size)
 
     def url(self, k: int) -> str:
-        return f"http://127.0.0.1:{self.port}/page/{k}"
+        return f"http://{self.host}:{self.port}/page/{k}"
 
     def urls(self) -> list[str]:
         return [self.url(k) for k in range(1, self.n + 1)]
@@ -125,7 +131,8 @@ class ChangingSite:
         )
 
     async def _robots(self, request: web.Request) -> web.Response:
-        return web.Response(text="User-agent: *\nAllow: /\n")
+        delay = "" if self.crawl_delay is None else f"Crawl-delay: {self.crawl_delay:g}\n"
+        return web.Response(text=f"User-agent: *\n{delay}Allow: /\n")
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -135,10 +142,10 @@ class ChangingSite:
         return app
 
     async def start(self, port: int = 0) -> None:
-        """Serve on 127.0.0.1 (``port`` 0 picks a free one) and start the change clock."""
+        """Serve on ``host`` (``port`` 0 picks a free one) and start the change clock."""
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        site = web.TCPSite(self._runner, self.host, port)
         await site.start()
         server = site._server
         assert server is not None

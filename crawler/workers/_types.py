@@ -66,6 +66,9 @@ class PollAnswer(NamedTuple):
     deferred: str | None = None
     #: the page was judged cut at a parse limit (a change past the cut goes unseen)
     truncated: bool = False
+    #: the host's delay between requests when robots.txt raised it (Crawl-delay), else None
+    #: (what the service derives its host caps from: ``crawler.service._caps``)
+    host_delay_s: float | None = None
 
 
 _new = tuple.__new__

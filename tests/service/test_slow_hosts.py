@@ -76,6 +76,9 @@ async def test_a_slot_defers_what_slow_hosts_cannot_do_by_its_deadline(
         slot_deadline_s=1.0,
         fetch_workers=fetch_workers,
         per_host_concurrency=1,
+        # the deadline's deferrals as such: with host caps the scheduler stops selecting the
+        # backed-off host (tests/service/test_caps.py checks that)
+        host_caps=False,
     )
     summaries: list[SlotSummary] = []
     t0 = time.monotonic()

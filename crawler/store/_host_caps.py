@@ -1,0 +1,116 @@
+"""The hosts of the watched URLs, and the service's politeness caps per host (``host_caps``).
+
+The service groups its URLs by host for the scheduler (``crawler.service._caps``): it needs
+each watched URL's host, at start for all of them and at each watch-list change for the new
+ones, without the rest of a URL's record (a lean join, scanned in chunks). It writes its
+current caps to ``host_caps`` when they change, for ``crawler list`` and ``crawler stats``,
+which run in other processes: ``host_caps(store)`` reads them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import delete, insert, select
+
+from crawler.store._engine import translate_errors
+from crawler.store._scan import scan
+from crawler.store._sql import among
+from crawler.store.models import host_caps as host_caps_table
+from crawler.store.models import sites, urls
+
+if TYPE_CHECKING:
+    from crawler.store._store import Store
+
+_ALL_HOSTS = (
+    "SELECT u.id, s.host FROM urls u JOIN sites s ON s.id = u.site_id "
+    "WHERE u.removed_at IS NULL ORDER BY u.id"
+)
+#: ids per query when reading the hosts of some URLs
+_CHUNK = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class HostCapRow:
+    """One host's cap as the service last wrote it (``host`` is the politeness key, the host
+    name without port, as ``crawler.sites.host_key`` gives it)."""
+
+    host: str
+    #: polls per slot the host may take
+    cap: float
+    #: polls per slot the scheduler plans for the host's URLs
+    planned: float
+    #: the plan reaches the cap (the host would get more polls without it)
+    binding: bool
+    #: what sets the cap: "delay", "crawl_delay", "response_time", "retry_after" or "robots"
+    reason: str
+    #: the end of a Retry-After back-off, else None
+    until: datetime | None = None
+
+
+def url_hosts(
+    store: Store, ids: Sequence[int] | NDArray[np.int64] | None = None
+) -> tuple[NDArray[np.int64], list[str]]:
+    """(ids, hosts as stored, ``host[:port]``) of the given URLs (unknown ids left out), or of
+    every watched URL (``ids`` None), in id order."""
+    out_ids: list[int] = []
+    out_hosts: list[str] = []
+    with translate_errors("loading the hosts of URLs"), store.engine.connect() as conn:
+        if ids is None:
+            for rows in scan(conn, "loading the hosts of URLs", _ALL_HOSTS, _ALL_HOSTS):
+                for i, host in rows:
+                    out_ids.append(int(i))
+                    out_hosts.append(str(host))
+        else:
+            wanted = sorted({int(i) for i in ids})
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start : start + _CHUNK]
+                query = (
+                    select(urls.c.id, sites.c.host)
+                    .join(sites, sites.c.id == urls.c.site_id)
+                    .where(among(conn, urls.c.id, chunk))
+                    .order_by(urls.c.id)
+                )
+                for i, host in conn.execute(query):
+                    out_ids.append(int(i))
+                    out_hosts.append(str(host))
+    return np.array(out_ids, dtype=np.int64), out_hosts
+
+
+def save_host_caps(store: Store, rows: Sequence[HostCapRow]) -> None:
+    """Replace the table's rows by ``rows`` (the service's current caps), in one transaction."""
+    now = datetime.now(UTC)
+    values = [
+        {
+            "host": r.host,
+            "cap": float(r.cap),
+            "planned": float(r.planned),
+            "binding": bool(r.binding),
+            "reason": r.reason,
+            "until": r.until,
+            "updated_at": now,
+        }
+        for r in rows
+    ]
+    with translate_errors("saving the host caps"), store.engine.begin() as conn:
+        conn.execute(delete(host_caps_table))
+        if values:
+            conn.execute(insert(host_caps_table), values)
+
+
+def host_caps(store: Store) -> dict[str, HostCapRow]:
+    """The caps the service last wrote, by host (empty when none, or no service ran)."""
+    t = host_caps_table
+    query = select(t.c.host, t.c.cap, t.c.planned, t.c.binding, t.c.reason, t.c.until)
+    with translate_errors("reading the host caps"), store.engine.connect() as conn:
+        return {
+            row.host: HostCapRow(
+                row.host, row.cap, row.planned, bool(row.binding), row.reason, row.until
+            )
+            for row in conn.execute(query)
+        }
