@@ -97,6 +97,19 @@ class Settings(BaseSettings):
         description="seconds a slot's polls may take; what is not done by then is deferred "
         "(not polled, not an error); None = the larger of slot_seconds and fetch_timeout_s",
     )
+    # operator bounds (issue 21): what a URL without its own bound gets
+    default_min_interval_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds at least between two polls of a URL without its own "
+        "--min-interval (None = no bound)",
+    )
+    default_max_interval_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds at most between two polls of a URL without its own "
+        "--max-interval (None = no bound)",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -7,6 +7,7 @@ Sync SQLAlchemy 2 (SQLite with WAL, or PostgreSQL via psycopg 3); the service ca
 a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migrations/README.md``).
 """
 
+from crawler.store._bounds import UrlRules
 from crawler.store._engine import sync_url
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
 from crawler.store._migrate import alembic_config, head_revision
@@ -16,6 +17,7 @@ from crawler.store._types import (
     AddReport,
     ChangeRow,
     DeferredHost,
+    FailureRow,
     NewUrl,
     Outcome,
     PollRecord,
@@ -34,6 +36,7 @@ __all__ = [
     "AddReport",
     "ChangeRow",
     "DeferredHost",
+    "FailureRow",
     "NewUrl",
     "Outcome",
     "PollRecord",
@@ -47,6 +50,7 @@ __all__ = [
     "StoreUnavailable",
     "UrlDetail",
     "UrlRecord",
+    "UrlRules",
     "UrlRow",
     "alembic_config",
     "compress_snapshot",
