@@ -147,4 +147,3 @@ def _describe(p: PollRecord) -> str:
         parts.append(p.error_kind)
     text = " ".join(parts)
     return f"{text}: {p.error}" if p.error else text
-
