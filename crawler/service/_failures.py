@@ -12,9 +12,9 @@ The record of each failing URL (streak, trailing permanent failures, retired, la
 error, the streak's start) is kept here and returned as ``FailureRow``s with the slot, to
 be written in the slot's own transaction: a kill -9 keeps exactly the committed slots'
 record. At the next start ``restore`` gives the scheduler the same state by replaying
-failures, all URLs at once, one ``report_failures`` call per step: a retired URL gets a
-``gone`` first, then its transient failures, then its trailing permanent ones. The replay
-is cut at ``REPLAY_STEPS`` failures per URL: the back-off halves a URL's share per failure
+failures, all URLs at once, one ``report_failures`` call per step: its transient failures,
+then its trailing permanent ones, the first of all made a ``gone`` for a retired URL. The replay
+is cut at ``REPLAY_STEPS`` transient and as many permanent failures per URL: the back-off halves a URL's share per failure
 down to a floor of 0.001 polls per slot, reached from any share within 10 halvings, so
 longer streaks plan the same; the stored streak keeps its true length. The back-off's base
 is the URL's planned share at the replay (the share when the streak began is not stored):
@@ -57,7 +57,7 @@ class FailureKeeper:
         todo = [r for r in rows if r.url_id not in self.records and _among(r.url_id, new)]
         if not todo:
             return
-        plans = {r.url_id: _replay(r) for r in todo}
+        plans = {r.url_id: plan for r in todo if (plan := _replay(r))}
         for step in range(max(len(p) for p in plans.values())):
             batch = [(uid, plan[step]) for uid, plan in plans.items() if step < len(plan)]
             scheduler.report_failures([u for u, _ in batch], [k for _, k in batch])
@@ -125,15 +125,20 @@ class FailureKeeper:
 
 
 def _replay(row: FailureRow) -> list[schedulers.FailureKind]:
-    """The failures that put a guard in ``row``'s state (see the module docstring)."""
-    plan: list[schedulers.FailureKind] = ["gone"] if row.retired else []
-    permanent = min(row.permanent, REPLAY_STEPS)
-    transient = max(0, row.streak - permanent - len(plan))
-    plan += ["transient"] * min(transient, REPLAY_STEPS)
-    plan += ["permanent"] * permanent
-    if row.kind == "gone" and plan and plan[-1] == "permanent":
+    """The failures that put a guard in ``row``'s state: its transient failures, then its
+    trailing permanent ones (the last a ``gone`` if it was one), the first made a ``gone``
+    if the URL is retired (a retirement stays through later failures)."""
+    permanent = min(row.permanent, row.streak)
+    transient = row.streak - permanent
+    plan: list[schedulers.FailureKind] = ["transient"] * min(transient, REPLAY_STEPS)
+    plan += ["permanent"] * min(permanent, REPLAY_STEPS)
+    if not plan:
+        return ["gone"] if row.retired else []
+    if row.kind == "gone":
         plan[-1] = "gone"
-    return plan[: 2 * REPLAY_STEPS + 1] or ["transient"]
+    if row.retired:
+        plan[0] = "gone"
+    return plan
 
 
 def _among(uid: int, ids: IdArray) -> bool:
