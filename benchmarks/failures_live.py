@@ -37,7 +37,7 @@ from crawler.settings import load_settings
 from crawler.store import NewUrl, Store
 from crawler.store.models import poll_log, urls
 from crawler.testsite import zipf_rates
-from crawler.testsite._failing import Failure, FailingSite
+from crawler.testsite._failing import FailingSite, Failure
 
 #: pages that fail (1-based), about 10% of 50, spread over the rates, and how
 FAILURES: dict[int, Failure] = {3: "404", 8: "timeout", 14: "410", 22: "404", 31: "timeout"}
@@ -130,8 +130,10 @@ async def run(
                 if count > window_end and failures:
                     failing = set(scheduler.failing()[0].tolist()) if scheduler else set()
                     for k in (BACK_BY_ITSELF, BACK_BY_OPERATOR):
-                        if k not in came_back and site.requests[k] and (
-                            _id_of(ids, site, k) not in failing
+                        if (
+                            k not in came_back
+                            and site.requests[k]
+                            and (_id_of(ids, site, k) not in failing)
                         ):
                             came_back.setdefault(k, count - window_end)
                 if count >= window_end + after:

@@ -13,11 +13,12 @@ error, the streak's start) is kept here and returned as ``FailureRow``s with the
 be written in the slot's own transaction: a kill -9 keeps exactly the committed slots'
 record. At the next start ``restore`` gives the scheduler the same state by replaying
 failures, all URLs at once, one ``report_failures`` call per step: its transient failures,
-then its trailing permanent ones, the first of all made a ``gone`` for a retired URL. The replay
-is cut at ``REPLAY_STEPS`` transient and as many permanent failures per URL: the back-off halves a URL's share per failure
-down to a floor of 0.001 polls per slot, reached from any share within 10 halvings, so
-longer streaks plan the same; the stored streak keeps its true length. The back-off's base
-is the URL's planned share at the replay (the share when the streak began is not stored):
+then its trailing permanent ones, the first of all made a ``gone`` for a retired URL. The
+replay is cut at ``REPLAY_STEPS`` transient and as many permanent failures per URL: the
+back-off halves a URL's share per failure down to a floor of 0.001 polls per slot, reached
+from any share within 10 halvings, so longer streaks plan the same; the stored streak keeps
+its true length. The back-off's base is the URL's planned share at the replay (the share
+when the streak began is not stored):
 the learning is restored first, so it is the same share but for the other URLs' moves.
 """
 

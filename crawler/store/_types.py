@@ -249,4 +249,3 @@ class FailureRow:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _plain(getattr(self, k)) for k in self.__slots__}
-

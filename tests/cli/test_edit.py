@@ -153,7 +153,7 @@ def test_pause_resume_by_url_and_tag(database_url: str) -> None:
     with Store(database_url) as store:
         rules = store.url_rules()
     assert rules.ids.tolist() == [ids[A]] and rules.paused.tolist() == [True]
-    code, out = _run(database_url, "list", "--json")
+    _, out = _run(database_url, "list", "--json")
     listed = {u["url"]: u for u in json.loads(out)["urls"]}
     assert listed[A]["paused"] and not listed[B]["paused"]
     assert listed[B]["tags"] == ["news"]
@@ -170,8 +170,11 @@ def test_list_failing_and_revive(database_url: str) -> None:
                 FailureRow(ids[B], 2, 0, False, "transient", "timeout", now),
             ),
         )  # fmt: skip
-        store.commit_slot(slot, [PollRecord(ids[A], "error", now, 404, error_kind="http_4xx"),
-                                 PollRecord(ids[B], "error", now, None, error_kind="timeout")])  # fmt: skip
+        polls = [
+            PollRecord(ids[A], "error", now, 404, error_kind="http_4xx"),
+            PollRecord(ids[B], "error", now, None, error_kind="timeout"),
+        ]
+        store.commit_slot(slot, polls)
     code, out = _run(database_url, "list", "--failing", "--json")
     assert code == 0, out
     failing = {f["url"]: f for f in json.loads(out)["failing"]}

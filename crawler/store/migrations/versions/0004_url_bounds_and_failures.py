@@ -39,9 +39,7 @@ def upgrade() -> None:
         batch.add_column(
             sa.Column("paused", sa.Boolean(), nullable=False, server_default=sa.false())
         )
-        batch.add_column(
-            sa.Column("fail_streak", sa.Integer(), nullable=False, server_default="0")
-        )
+        batch.add_column(sa.Column("fail_streak", sa.Integer(), nullable=False, server_default="0"))
         batch.add_column(
             sa.Column("fail_permanent", sa.Integer(), nullable=False, server_default="0")
         )
