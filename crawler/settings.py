@@ -103,6 +103,19 @@ class Settings(BaseSettings):
         "between requests, robots.txt Crawl-delay, Retry-After, its response time) and let the "
         "scheduler allocate under those caps; false = the scheduler ignores hosts",
     )
+    # operator bounds (issue 21): what a URL without its own bound gets
+    default_min_interval_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds at least between two polls of a URL without its own "
+        "--min-interval (None = no bound)",
+    )
+    default_max_interval_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds at most between two polls of a URL without its own "
+        "--max-interval (None = no bound)",
+    )
 
     @classmethod
     def settings_customise_sources(

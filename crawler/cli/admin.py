@@ -192,23 +192,35 @@ def list_urls(
     database_url: str | None = DatabaseOption,
     as_json: bool = JsonOption,
     removed: bool = typer.Option(False, "--removed", help="Include removed URLs."),
+    failing: bool = typer.Option(
+        False, "--failing", help="Only the failing URLs: streak, last error, retired."
+    ),
 ) -> None:
-    """Watched URLs with importance, wanted frequency, last poll, hits, misses, errors."""
+    """Watched URLs with importance, wanted frequency, bounds, pause, last poll, hits,
+    misses, errors."""
+    from crawler.cli import edit as _rules  # issue 21: bounds, pause, tags, failures
+
     settings = settings_from(config, database_url=database_url)
     with store_errors():
         store = open_store(settings)
+        if failing:
+            _rules.print_failing(store, settings, as_json)
+            return
         rows = store.list_urls(include_removed=removed)
         wanted = learned_frequencies(store, settings)
+        rules = _rules.url_rules(store, settings)
     docs: list[dict[str, Any]] = []
     for row in rows:
         doc = row.as_dict()
         doc["wanted_frequency"] = wanted.get(row.id)
+        doc |= _rules.defaults(settings) | rules.get(row.id, {})
         docs.append(doc)
     if as_json:
         print_json({"scheduler": settings.scheduler, "urls": docs})
         return
     table = Table(title=f"{len(docs)} URLs (scheduler {settings.scheduler})")
-    for col in ("url", "importance", "wanted/slot", "last poll", "hits", "misses", "errors"):
+    cols = ("url", "importance", "wanted/slot", "bounds", "paused", "last poll", "hits")
+    for col in (*cols, "misses", "errors"):
         table.add_column(col, overflow="fold", justify="left" if col == "url" else "right")
     for doc in docs:
         x = doc["wanted_frequency"]
@@ -216,6 +228,8 @@ def list_urls(
             doc["url"],
             f"{doc['importance']:.2f}",
             "-" if x is None else f"{x:.4f}",
+            _rules.bound_text(doc),
+            "yes" if doc["paused"] else "",
             (doc["last_polled_at"] or "never")[:19],
             str(doc["hits"]),
             str(doc["misses"] + doc["not_modified"]),

@@ -23,6 +23,7 @@ from crawler.fetch import FetchRequest
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._caps import HostCaps
+from crawler.service._bounds import Constraints
 from crawler.service._clock import SlotClock, Tick
 from crawler.service._records import RecentRecords, after_poll
 from crawler.settings import Settings
@@ -99,6 +100,8 @@ class CrawlLoop:
         self._stop: asyncio.Event | None = None
         #: per-host politeness caps told to the scheduler (crawler.service._caps)
         self.caps = HostCaps(settings)
+        # operator bounds, pause and the failure record (issue 21, _bounds.py)
+        self.constraints = Constraints(settings)
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -123,6 +126,7 @@ class CrawlLoop:
             log.info("started a new %s scheduler", name)
         self._apply_watch_list(*watched)
         await self.caps.load_groups(self.scheduler, self.store, None)  # host caps: all URLs
+        await self.constraints.refresh(self.scheduler, self.store, watched[0])  # issue 21
 
     def _watch_list(self) -> tuple[int, IdArray, FloatArray]:
         """(version, ids, importances) of the watch list; the version read first, so an edit
@@ -139,6 +143,11 @@ class CrawlLoop:
         added = self._apply_watch_list(version, ids, importance)
         assert self.scheduler is not None
         await self.caps.load_groups(self.scheduler, self.store, added)  # host caps: new URLs
+        try:  # issue 21: bounds, pause, revivals; on a failure retried at the next slot
+            await self.constraints.refresh(self.scheduler, self.store, version)
+        except StoreError:
+            self._watch_version = None
+            raise
         return True
 
     def _apply_watch_list(self, version: int, ids: IdArray, importance: FloatArray) -> IdArray:
@@ -248,6 +257,7 @@ class CrawlLoop:
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
+        failures = self.constraints.after_slot(self.scheduler, polls)  # issue 21
         duration = time.monotonic() - started
         overrun = clock.overran(tick.planned) if clock is not None else False
         await self.caps.report(self.scheduler, self.store, self.metrics)  # which caps bind
@@ -267,6 +277,7 @@ class CrawlLoop:
             capacity=self.scheduler.capacity,
             knapsack_fill=fill,
             deferrals=tally.deferrals(),
+            failures=failures,
         )
         self._pending.append((slot, polls, self.scheduler.take_delta()))
         if previous is not None:

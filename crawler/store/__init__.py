@@ -7,6 +7,7 @@ Sync SQLAlchemy 2 (SQLite with WAL, or PostgreSQL via psycopg 3); the service ca
 a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migrations/README.md``).
 """
 
+from crawler.store._bounds import UrlRules
 from crawler.store._engine import sync_url
 from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
@@ -17,6 +18,7 @@ from crawler.store._types import (
     AddReport,
     ChangeRow,
     DeferredHost,
+    FailureRow,
     NewUrl,
     Outcome,
     PollRecord,
@@ -36,6 +38,7 @@ __all__ = [
     "ChangeRow",
     "DeferredHost",
     "HostCapRow",
+    "FailureRow",
     "NewUrl",
     "Outcome",
     "PollRecord",
@@ -50,6 +53,7 @@ __all__ = [
     "UrlDetail",
     "UrlRecord",
     "UrlRow",
+    "UrlRules",
     "alembic_config",
     "compress_snapshot",
     "decompress_snapshot",

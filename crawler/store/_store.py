@@ -26,7 +26,7 @@ from sqlalchemy import (
 from crawler.detect import collapse_whitespace, cut_snapshot
 from crawler.schedulers import SchedulerState
 from crawler.sites import site_of
-from crawler.store import _admin, _pg, _sqlite, _state
+from crawler.store import _admin, _bounds, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._engine import make_engine, sync_url, translate_errors
 from crawler.store._scan import scan
@@ -34,6 +34,7 @@ from crawler.store._sql import among, is_postgres
 from crawler.store._types import (
     OUTCOMES,
     AddReport,
+    FailureRow,
     NewUrl,
     PollRecord,
     SlotRecord,
@@ -388,6 +389,8 @@ class Store:
                 )
             if scheduler_delta is not None:
                 self._write_state(conn, scheduler_delta)
+            if slot.failures:  # the failure record (issue 21): kept by a kill -9
+                _bounds.write_failures(conn, slot.failures)
 
     def _write_polls(self, conn: Connection, slot_no: int, polls: Sequence[PollRecord]) -> None:
         """The poll log, the changes and the URL rows: tuples built once per poll, sent as
@@ -582,6 +585,60 @@ class Store:
         with the most)."""
         with translate_errors("reading statistics"), self.engine.connect() as conn:
             return _admin.stats(conn, top_hosts)
+
+    # ----- operator rules and failures (issue 21; queries in _bounds.py) ------------------
+
+    def select_urls(
+        self, url_list: Sequence[str] = (), tags: Sequence[str] = ()
+    ) -> list[tuple[int, str]]:
+        """(id, url) of the watched URLs among ``url_list`` or carrying one of ``tags``."""
+        with translate_errors("selecting URLs"), self.engine.connect() as conn:
+            return _bounds.select_urls(conn, url_list, tags)
+
+    def edit_urls(
+        self,
+        ids: Sequence[int],
+        values: Mapping[str, Any],
+        add_tags: Sequence[str] = (),
+        remove_tags: Sequence[str] = (),
+    ) -> None:
+        """Change URLs in place (``_bounds.EDITABLE`` columns, tags): ids and learning kept;
+        a running service sees it at its next slot (the watch-list version is bumped)."""
+        with translate_errors("editing URLs"), self.engine.begin() as conn:
+            _bounds.edit_urls(conn, ids, values, add_tags, remove_tags)
+            if ids:
+                self._bump_watch_version(conn)
+
+    def revive_urls(self, ids: Sequence[int]) -> None:
+        """Clear the failure record of URLs and have a running service poll them again."""
+        if not ids:
+            return
+        with translate_errors("reviving URLs"), self.engine.begin() as conn:
+            self._bump_watch_version(conn)
+            version = conn.execute(
+                select(meta.c.int_value).where(meta.c.key == WATCH_VERSION)
+            ).scalar_one()
+            _bounds.request_revive(conn, ids, int(version))
+
+    def revived_since(self, version: int) -> IdArray:
+        """Watched URLs an operator revived after watch-list version ``version``."""
+        with translate_errors("reading revived URLs"), self.engine.connect() as conn:
+            return _bounds.revived_since(conn, version)
+
+    def url_rules(self) -> _bounds.UrlRules:
+        """The watched URLs' own bounds and pause (only those with any)."""
+        with translate_errors("reading URL rules"), self.engine.connect() as conn:
+            return _bounds.read_rules(conn)
+
+    def url_failures(self) -> list[tuple[str, FailureRow]]:
+        """(url, failure record) of the watched URLs failing or retired."""
+        with translate_errors("reading failures"), self.engine.connect() as conn:
+            return _bounds.read_failures(conn)
+
+    def url_tags(self) -> dict[int, list[str]]:
+        """The tags of the watched URLs that have any."""
+        with translate_errors("reading tags"), self.engine.connect() as conn:
+            return _bounds.tags_by_url(conn)
 
     # ----- maintenance -------------------------------------------------------------------
 

@@ -74,6 +74,9 @@ class SlotRecord:
     #: (host, reason, polls) per host and reason with polls selected but not made (deferred:
     #: not polls, see ``crawler.workers.DEFERRED_REASONS``); written as ``deferrals`` rows
     deferrals: tuple[tuple[str, str, int], ...] = ()
+    #: the failure record of the URLs whose record changed in this slot (issue 21): written
+    #: in the slot's own transaction (``crawler/store/_bounds.py``)
+    failures: tuple[FailureRow, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,3 +229,23 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return list(value)
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRow:
+    """One URL's failure record (issue 21): ``streak`` consecutive failed polls (0: none,
+    the record is cleared), of which the last ``permanent`` were permanent (404, unknown
+    host); ``retired`` (a 410 or repeated permanent failures: only probed now and then);
+    the last failure's ``kind`` (transient, permanent, gone) and ``error``; ``since``: the
+    streak's first failure."""
+
+    url_id: int
+    streak: int
+    permanent: int = 0
+    retired: bool = False
+    kind: str | None = None
+    error: str | None = None
+    since: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: _plain(getattr(self, k)) for k in self.__slots__}

@@ -99,6 +99,26 @@ class Url(Base):
     misses: Mapped[int] = mapped_column(BigInteger, default=0)
     not_modified: Mapped[int] = mapped_column(BigInteger, default=0)
     errors: Mapped[int] = mapped_column(BigInteger, default=0)
+    # operator bounds and pause, the failure record (migration 0004, crawler/store/_bounds.py):
+    # intervals in seconds, NULL = the setting's default, 0 = none whatever the default
+    min_interval_s: Mapped[float | None] = mapped_column(Float)
+    max_interval_s: Mapped[float | None] = mapped_column(Float)
+    paused: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    fail_streak: Mapped[int] = mapped_column(Integer, server_default="0")
+    fail_permanent: Mapped[int] = mapped_column(Integer, server_default="0")
+    retired: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    fail_kind: Mapped[str | None] = mapped_column(String(16))
+    fail_error: Mapped[str | None] = mapped_column(Text)
+    failing_since: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    revive_version: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class UrlTag(Base):
+    """The operator's tags of a URL (``crawler edit --tag``, ``crawler pause --tag``)."""
+
+    __tablename__ = "url_tags"
+    url_id: Mapped[int] = mapped_column(ForeignKey("urls.id"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
 
 
 class UrlState(Base):
@@ -231,3 +251,4 @@ changes: Table = _tables["changes"]
 deferrals: Table = _tables["deferrals"]
 meta: Table = _tables["meta"]
 host_caps: Table = _tables["host_caps"]
+url_tags: Table = _tables["url_tags"]

@@ -91,13 +91,15 @@ async def test_a_slot_defers_what_slow_hosts_cannot_do_by_its_deadline(
     # the first 429 is an error (a request that failed); later polls of the backed-off host
     # are deferred, not errors; the trickling host's polls are deferred every slot
     assert sum(s.errors for s in summaries) == 1
-    assert [s.deferred for s in summaries] == [4, 5, 5]
+    # the URL whose poll failed (429) is backed off by the scheduler (issue 21: a failed
+    # poll halves its share), so it is not selected in the second slot
+    assert [s.deferred for s in summaries] == [4, 4, 5]
     assert ordinary.served["/page/0"] == 3 and limiting.served["/limited"] == 1
 
     text = _exposition(service)
-    assert metric(text, "crawler_polls_deferred_total", reason="backoff") == 5
+    assert metric(text, "crawler_polls_deferred_total", reason="backoff") == 4
     assert metric(text, "crawler_polls_deferred_total", reason="timeout") >= 3
-    assert metric(text, "crawler_polls_deferred_total") == 14
+    assert metric(text, "crawler_polls_deferred_total") == 13
     site = f"{trickling.host}:{trickling.port}"
     assert metric(text, "crawler_host_deferred_total", host=site) == 9
     assert metric(text, "crawler_poll_errors_total", kind="rate_limited") == 1

@@ -6,7 +6,7 @@ service (``crawler.service._caps``) when a cap or its binding changes, so that `
 list`` and ``crawler stats`` (other processes) can say where politeness limits the polling.
 
 Revision ID: 0004b
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-23 22:30:00.000000
 """
 
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0004b"
-down_revision: str | None = "0003"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

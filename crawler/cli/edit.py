@@ -1,0 +1,318 @@
+"""Operator commands of issue 21: edit, pause, resume, revive (and what ``list`` shows).
+
+``crawler edit`` changes a watched URL in place: its id stays, and with it everything the
+scheduler learned (``url_state`` rows are keyed by the id; remove + re-add kept the id too
+but lost nothing only by luck of ``add``'s re-activation, and could not change bounds). Every
+command bumps the watch-list version, so a running service applies the change at its next
+slot.
+
+Durations ("90s", "5m", "1h30m", "1d", "2w", or plain seconds) are parsed here by a small
+regular expression: pytimeparse, the usual library, has had no release since 2017, and
+humanfriendly brings a large package for one function; the format is tested in
+``tests/cli/test_edit.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from crawler.cli._app import app
+from crawler.cli._common import (
+    ConfigOption,
+    DatabaseOption,
+    JsonOption,
+    err_console,
+    fail,
+    out_console,
+    print_json,
+    settings_from,
+    store_errors,
+)
+
+if TYPE_CHECKING:
+    from crawler.settings import Settings
+    from crawler.store import Store
+
+USAGE = 2
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_WHOLE = re.compile(r"(?:\d+(?:\.\d+)?\s*[smhdw]\s*)+")
+
+DurationHelp = "e.g. 90s, 5m, 1h30m, 1d; 'none' (no bound) or 'default' (the setting's)"
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds of ``text``: "90", "90s", "5m", "1h30m", "1d", "2w"; "none" is 0 (no bound),
+    "default" is None (the setting's default). ValueError otherwise."""
+    raw = text.strip().lower()
+    if raw == "none":
+        return 0.0
+    if raw == "default":
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        if not _WHOLE.fullmatch(raw):
+            raise ValueError(
+                f"invalid duration {text!r}: use a number with a unit (s, m, h, d, w), "
+                "e.g. 90s, 5m, 1h30m, 1d; or 'none' or 'default'"
+            ) from None
+        seconds = sum(float(n) * _UNITS[u] for n, u in _PART.findall(raw))
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"invalid duration {text!r}: must be more than 0 seconds")
+    return seconds
+
+
+def format_duration(seconds: float | None) -> str:
+    """A short form of ``seconds`` ("-" for none)."""
+    if seconds is None or seconds <= 0 or not math.isfinite(seconds):
+        return "-"
+    for unit in ("w", "d", "h", "m"):
+        size = _UNITS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def _canonical(urls: list[str]) -> list[str]:
+    from crawler.fetch import validate_url
+
+    out = []
+    for raw in urls:
+        try:
+            out.append(validate_url(raw))
+        except ValueError:
+            out.append(raw)
+    return out
+
+
+def _selected(store: Store, urls: list[str], tags: list[str], what: str) -> list[tuple[int, str]]:
+    """The watched URLs named or tagged; says which are not watched; exits if none."""
+    wanted = _canonical(urls)
+    found = store.select_urls(wanted, tags)
+    missing = sorted(set(wanted) - {u for _, u in found})
+    for url in missing:
+        err_console.print(f"[yellow]not watched[/] {escape(url)}", highlight=False)
+    if not found:
+        fail(f"nothing to {what}: no watched URL matches")
+    return found
+
+
+def _open(config: str | None, database_url: str | None) -> tuple[Settings, Store]:
+    from crawler.cli.admin import open_store
+
+    settings = settings_from(config, database_url=database_url)
+    return settings, open_store(settings)
+
+
+@app.command()
+def edit(
+    urls: list[str] = typer.Argument(None, help="Watched URLs to change."),
+    tagged: list[str] = typer.Option(None, "--tagged", help="Also change the URLs with this tag."),
+    importance: float | None = typer.Option(
+        None, "--importance", help="Value of a change, in (0, 1]."
+    ),
+    min_interval: str | None = typer.Option(
+        None, "--min-interval", help=f"Least time between two polls ({DurationHelp})."
+    ),
+    max_interval: str | None = typer.Option(
+        None, "--max-interval", help=f"Most time between two polls ({DurationHelp})."
+    ),
+    selector: str | None = typer.Option(
+        None, "--selector", help="CSS selector to watch ('' watches the whole page)."
+    ),
+    ignore: list[str] = typer.Option(
+        None, "--ignore", help="Regex removed before hashing (replaces the URL's patterns)."
+    ),
+    no_ignore: bool = typer.Option(False, "--no-ignore", help="Drop the ignore patterns."),
+    tag: list[str] = typer.Option(None, "--tag", help="Add a tag."),
+    untag: list[str] = typer.Option(None, "--untag", help="Remove a tag."),
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Change watched URLs in place: importance, bounds, selector, ignore patterns, tags.
+    The URL keeps its id and everything the scheduler learned about it; a running service
+    applies the change at its next slot."""
+    from crawler.cli._validate import validate_rules
+    from crawler.store._bounds import check_tag
+
+    values: dict[str, Any] = {}
+    if importance is not None:
+        if not 0 < importance <= 1:
+            fail("--importance must be in (0, 1]", USAGE)
+        values["importance"] = importance
+    try:
+        if min_interval is not None:
+            values["min_interval_s"] = parse_duration(min_interval)
+        if max_interval is not None:
+            values["max_interval_s"] = parse_duration(max_interval)
+        for t in [*(tag or ()), *(untag or ())]:
+            check_tag(t)
+    except ValueError as exc:
+        fail(str(exc), USAGE)
+    low, high = values.get("min_interval_s"), values.get("max_interval_s")
+    if low and high and low > high:
+        fail("--min-interval must not be longer than --max-interval", USAGE)
+    if ignore and no_ignore:
+        fail("--ignore and --no-ignore together", USAGE)
+    patterns = tuple(ignore or ())
+    try:
+        validate_rules(selector or None, patterns)
+    except ValueError as exc:
+        fail(str(exc), USAGE)
+    if selector is not None:
+        values["selector"] = selector or None
+    if patterns or no_ignore:
+        values["ignore_patterns"] = json.dumps(list(patterns)) if patterns else None
+    if not values and not tag and not untag:
+        fail("nothing to change: give --importance, --min-interval, --max-interval, "
+             "--selector, --ignore, --no-ignore, --tag or --untag", USAGE)  # fmt: skip
+    if not urls and not tagged:
+        fail("no URLs given: pass URLs or --tagged TAG", USAGE)
+    _, store = _open(config, database_url)
+    with store_errors():
+        found = _selected(store, urls or [], tagged or [], "edit")
+        store.edit_urls([i for i, _ in found], values, tag or (), untag or ())
+    changed = values | {"tags_added": tag or [], "tags_removed": untag or []}
+    if as_json:
+        print_json({"edited": [u for _, u in found], "changes": changed})
+    else:
+        err_console.print(f"edited {len(found)}")
+
+
+def _switch(
+    urls: list[str] | None,
+    tag: list[str] | None,
+    config: str | None,
+    database_url: str | None,
+    paused: bool,
+) -> None:
+    if not urls and not tag:
+        fail("no URLs given: pass URLs or --tag TAG", USAGE)
+    _, store = _open(config, database_url)
+    what = "pause" if paused else "resume"
+    with store_errors():
+        found = _selected(store, urls or [], tag or [], what)
+        store.edit_urls([i for i, _ in found], {"paused": paused})
+    err_console.print(f"{'paused' if paused else 'resumed'} {len(found)}")
+
+
+@app.command()
+def pause(
+    urls: list[str] = typer.Argument(None, help="Watched URLs to pause."),
+    tag: list[str] = typer.Option(None, "--tag", help="Pause the URLs with this tag."),
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+) -> None:
+    """Stop polling URLs without forgetting what was learned about them."""
+    _switch(urls, tag, config, database_url, True)
+
+
+@app.command()
+def resume(
+    urls: list[str] = typer.Argument(None, help="Paused URLs to poll again."),
+    tag: list[str] = typer.Option(None, "--tag", help="Resume the URLs with this tag."),
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+) -> None:
+    """Poll paused URLs again, with their bounds and learning as they were."""
+    _switch(urls, tag, config, database_url, False)
+
+
+@app.command()
+def revive(
+    urls: list[str] = typer.Argument(None, help="Failing or retired URLs to try again."),
+    failing: bool = typer.Option(False, "--failing", help="Revive every failing URL."),
+    tag: list[str] = typer.Option(None, "--tag", help="Revive the URLs with this tag."),
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+) -> None:
+    """End the failure streak of URLs (retired ones included): they are polled at their
+    learned rate again from the next slot."""
+    if not urls and not tag and not failing:
+        fail("no URLs given: pass URLs, --tag TAG or --failing", USAGE)
+    _, store = _open(config, database_url)
+    with store_errors():
+        found = _selected(store, urls or [], tag or [], "revive") if urls or tag else []
+        ids = {i for i, _ in found}
+        if failing:
+            ids |= {row.url_id for _, row in store.url_failures()}
+        store.revive_urls(sorted(ids))
+    err_console.print(f"revived {len(ids)}")
+
+
+# ----- for `crawler list` ------------------------------------------------------------------
+
+
+def url_rules(store: Store, settings: Settings) -> dict[int, dict[str, Any]]:
+    """Per watched URL with any: its bounds in force (own or default, in seconds), pause,
+    tags and failure record, for ``crawler list``."""
+    from crawler.service._bounds import interval_bounds
+
+    rules = store.url_rules()
+    out: dict[int, dict[str, Any]] = {}
+    s = settings.slot_seconds
+    lower, upper = interval_bounds(
+        s,
+        rules.min_interval_s,
+        rules.max_interval_s,
+        settings.default_min_interval_s,
+        settings.default_max_interval_s,
+    )
+    for j, uid in enumerate(rules.ids.tolist()):
+        out[uid] = {
+            "min_interval_s": s / upper[j] if upper[j] < 1 else None,
+            "max_interval_s": s / lower[j] if lower[j] > 0 else None,
+            "paused": bool(rules.paused[j]),
+        }
+    for uid, tags in store.url_tags().items():
+        out.setdefault(uid, {})["tags"] = tags
+    for _, row in store.url_failures():
+        out.setdefault(row.url_id, {})["failure"] = row.as_dict()
+    return out
+
+
+def defaults(settings: Settings) -> dict[str, Any]:
+    return {
+        "min_interval_s": settings.default_min_interval_s,
+        "max_interval_s": settings.default_max_interval_s,
+        "paused": False,
+        "tags": [],
+        "failure": None,
+    }
+
+
+def bound_text(doc: dict[str, Any]) -> str:
+    low, high = doc.get("min_interval_s"), doc.get("max_interval_s")
+    if not low and not high:
+        return "-"
+    return f"{format_duration(low)}..{format_duration(high)}"
+
+
+def print_failing(store: Store, settings: Settings, as_json: bool) -> None:
+    """``crawler list --failing``: streak, last error, retired."""
+    rows = store.url_failures()
+    if as_json:
+        print_json({"failing": [{"url": url, **row.as_dict()} for url, row in rows]})
+        return
+    table = Table(title=f"{len(rows)} failing URLs")
+    for col in ("url", "streak", "kind", "retired", "since", "last error"):
+        table.add_column(col, overflow="fold")
+    for url, row in rows:
+        table.add_row(
+            escape(url),
+            str(row.streak),
+            row.kind or "-",
+            "yes" if row.retired else "",
+            row.since.isoformat()[:19] if row.since else "-",
+            escape(row.error or ""),
+        )
+    out_console.print(table)

@@ -1,0 +1,171 @@
+"""Operator bounds, pause and the failure record from the store into the scheduler (issue 21),
+through the service's unit conversion, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from crawler import schedulers
+from crawler.service._bounds import Constraints, interval_bounds
+from crawler.service._failures import FailureKeeper
+from crawler.store import NewUrl, PollRecord, SlotRecord, Store
+from tests.service.conftest import service_settings
+
+SLOT_S = 10.0
+
+
+def test_interval_bounds_convert_seconds_to_polls_per_slot() -> None:
+    nan = np.nan
+    lower, upper = interval_bounds(
+        10.0,
+        np.array([50.0, nan, nan, 0.0, 5.0, 7200.0, nan]),
+        np.array([500.0, nan, 0.0, nan, nan, nan, 60.0]),
+        default_min_s=100.0,
+        default_max_s=3600.0,
+    )
+    np.testing.assert_allclose(upper, [0.2, 0.1, 0.1, 1.0, 1.0, 10 / 7200, 10 / 60])
+    # own min 7200 s beats the default max 3600 s; own max 60 s beats the default min 100 s
+    np.testing.assert_allclose(
+        lower, [0.02, 10 / 3600, 0.0, 10 / 3600, 10 / 3600, 10 / 7200, 10 / 60]
+    )
+    plain = interval_bounds(10.0, np.full(2, nan), np.full(2, nan))
+    assert plain[0].tolist() == [0.0, 0.0] and plain[1].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("name", ["bayes", "lakg"])
+async def test_bounds_and_pause_from_the_store_hold_exactly_over_10000_slots(
+    database_url: str, name: str
+) -> None:
+    """Acceptance 4: a URL at least every 50 slots and at most every 5, one paused."""
+    with Store(database_url) as store:
+        added = store.add_urls([NewUrl(f"https://example.org/{k}") for k in range(40)]).added
+        ids = np.array(sorted(i for _, i in added), dtype=np.int64)
+        bounded, paused = int(ids[7]), int(ids[9])
+        store.edit_urls([bounded], {"min_interval_s": 5 * SLOT_S, "max_interval_s": 50 * SLOT_S})
+        store.edit_urls([paused], {"paused": True})
+        settings = service_settings(database_url, slot_seconds=SLOT_S, capacity=4.0)
+        s = schedulers.create(name, capacity=4.0, seed=2)
+        s.add(ids)
+        rules = Constraints(settings)
+        await rules.refresh(s, store, store.watch_list_version())
+    # the bounded URL changes every slot (it would take far more than 1 in 5 polls) in one
+    # half of the run and never in the other (it would get far fewer than 1 in 50)
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.0, 0.3, ids.size)
+    last: dict[int, int] = {}
+    gaps: list[int] = []
+    for slot in range(1, 10_001):
+        polled = s.select()
+        assert paused not in polled.tolist()
+        if bounded in polled.tolist():
+            if bounded in last:
+                gaps.append(slot - last[bounded])
+            last[bounded] = slot
+        hits = rng.random(polled.size) < p[np.searchsorted(ids, polled)]
+        hits[polled == bounded] = slot <= 5_000
+        s.feedback(polled, hits)
+    assert gaps and min(gaps) >= 5 and max(gaps) <= 50
+    assert 10_000 - last[bounded] < 50
+    assert {5, 50} <= set(gaps)  # both bounds were reached, and held
+
+
+async def test_edits_of_a_running_watch_list_reach_the_scheduler(database_url: str) -> None:
+    with Store(database_url) as store:
+        added = store.add_urls([NewUrl(f"https://example.org/{k}") for k in range(5)]).added
+        ids = np.array(sorted(i for _, i in added), dtype=np.int64)
+        settings = service_settings(
+            database_url, slot_seconds=SLOT_S, default_max_interval_s=100 * SLOT_S
+        )
+        s = schedulers.create("bayes", capacity=1.0, seed=1)
+        s.add(ids)
+        rules = Constraints(settings)
+        await rules.refresh(s, store, store.watch_list_version())
+        _, lower, upper = s.bounds()
+        np.testing.assert_allclose(lower, 0.01)  # the default applies to every URL
+        store.edit_urls([int(ids[0])], {"min_interval_s": 20 * SLOT_S, "paused": True})
+        store.edit_urls([int(ids[1])], {"max_interval_s": 0.0})  # none, whatever the default
+        await rules.refresh(s, store, store.watch_list_version())
+        _, lower, upper = s.bounds()
+        assert upper[0] == 0.0  # paused
+        assert lower[1] == 0.0 and upper[1] == 1.0
+        store.edit_urls([int(ids[0])], {"paused": False})
+        await rules.refresh(s, store, store.watch_list_version())
+        _, lower, upper = s.bounds()
+        assert upper[0] == pytest.approx(0.05) and lower[0] == pytest.approx(0.01)
+
+
+async def test_the_failure_record_survives_a_restart(database_url: str) -> None:
+    """What the service commits with each slot gives a restarted scheduler the same
+    failing URLs, back-off and retirement; a success or an operator revives."""
+    now = datetime.now(UTC)
+    with Store(database_url) as store:
+        added = store.add_urls([NewUrl(f"https://example.org/{k}") for k in range(20)]).added
+        ids = np.array(sorted(i for _, i in added), dtype=np.int64)
+        settings = service_settings(database_url, slot_seconds=SLOT_S)
+        s = schedulers.create("bayes", capacity=2.0, seed=1)
+        s.add(ids)
+        live = Constraints(settings)
+        await live.refresh(s, store, store.watch_list_version())
+        gone, missing, slow = int(ids[0]), int(ids[1]), int(ids[2])
+        outcomes = [
+            [PollRecord(gone, "error", now, 410, error_kind="http_4xx"),
+             PollRecord(missing, "error", now, 404, error_kind="http_4xx"),
+             PollRecord(slow, "error", now, None, error_kind="timeout", error="no answer")],
+            [PollRecord(missing, "error", now, 404, error_kind="http_4xx"),
+             PollRecord(slow, "error", now, None, error_kind="timeout")],
+            [PollRecord(missing, "error", now, 404, error_kind="http_4xx"),
+             PollRecord(slow, "error", now, None, error_kind="timeout")],
+        ]  # fmt: skip
+        for k, polls in enumerate(outcomes, 1):
+            s.select()
+            failures = live.after_slot(s, polls)
+            store.commit_slot(
+                SlotRecord(k, "bayes", now, 0.1, len(polls), 0, 0, 0, len(polls),
+                           failures=failures),
+                polls, s.take_delta(),
+            )  # fmt: skip
+        want_ids, want_streak, want_retired = s.failing()
+        assert want_ids.tolist() == [gone, missing, slow]
+        assert want_streak.tolist() == [1, 3, 3] and want_retired.tolist() == [True, True, False]
+
+        # "kill -9": a new scheduler from the saved state, new Constraints, same store
+        state = store.load_scheduler_state("bayes")
+        assert state is not None
+        again = schedulers.restore(state)
+        fresh = Constraints(settings)
+        await fresh.refresh(again, store, store.watch_list_version())
+        got = again.failing()
+        assert got[0].tolist() == want_ids.tolist()
+        assert got[1].tolist() == want_streak.tolist()
+        assert got[2].tolist() == want_retired.tolist()
+        _, _, upper_live = s.bounds()
+        _, _, upper_again = again.bounds()
+        np.testing.assert_allclose(upper_again[:3], upper_live[:3], rtol=0.35)
+        assert fresh.failures.records == live.failures.records
+
+        # a success revives (a baseline poll too, which gives the scheduler no feedback)
+        again.select()
+        rows = fresh.after_slot(again, [PollRecord(slow, "baseline", now, 200)])
+        assert [(r.url_id, r.streak) for r in rows] == [(slow, 0)]
+        store.commit_slot(SlotRecord(4, "bayes", now, 0.1, 1, 0, 0, 0, 0, failures=rows), [])
+        assert [r.url_id for _, r in store.url_failures()] == [gone, missing]
+        # the operator revives a retired one: the running service sees it at the next refresh
+        store.revive_urls([gone])
+        await fresh.refresh(again, store, store.watch_list_version())
+        assert again.failing()[0].tolist() == [missing]
+        assert gone not in fresh.failures.records
+
+
+def test_replay_plans() -> None:
+    from crawler.service._failures import _replay
+    from crawler.store import FailureRow
+
+    assert _replay(FailureRow(1, 3, 3, True, "permanent")) == ["gone", "permanent", "permanent"]
+    assert _replay(FailureRow(1, 2, 0, False, "transient")) == ["transient", "transient"]
+    assert _replay(FailureRow(1, 1, 1, True, "gone")) == ["gone"]
+    assert _replay(FailureRow(1, 3, 1, True, "gone")) == ["gone", "transient", "gone"]
+    assert _replay(FailureRow(1, 500, 0, False, "transient")) == ["transient"] * 16
+    assert FailureKeeper().records == {}
