@@ -200,6 +200,8 @@ class ClusterMember:
     def heartbeat(self) -> None:
         """One heartbeat (the thread's; tests call it directly)."""
         sites, weight, multiplier, slot = self._report
+        if not self.worker_id or self._stop.is_set():
+            return
         try:
             if not self.store.heartbeat(self.worker_id, sites, weight, multiplier, slot):
                 log.warning("cluster worker %s was forgotten; registering again", self.worker_id)
