@@ -29,9 +29,14 @@ Decisions:
     polls at its capacity: nothing moves this round);
   - ``repack`` moves the least weight: the sites of dead workers and new sites are
     placed by Best Fit Decreasing, an overloaded worker that chose to move keeps the
-    heaviest subset that fits; when a live worker holds no site (a join, or the first
-    round) every worker may shed, to the cluster's mean load + 5% (``balanced_fill``),
-    so the fullest workers shed onto it at once (a join is not drift: no automaton);
+    heaviest subset that fits; a worker that holds nothing (a join, the first rounds)
+    takes sites from the fullest workers up to its share of the load (``_join``: a join
+    is not drift, the automata are not asked);
+  - a move between two live workers is made in two steps: the site is revoked (owner
+    NULL, epoch bumped) and given to its new owner only after ``handover_grace_s``, the
+    time the old owner's slot in flight may still poll it; so a URL is not polled by two
+    workers around a move. Sites of dead workers, and sites freed by a worker that left
+    cleanly, are placed at once;
   - the shortfall (how many more workers of what capacity the weights need: with the
     weights on one shared level they sum to the live capacity, so a shortfall means the
     indivisible sites do not pack, e.g. one site alone outweighs a worker) goes to
