@@ -195,7 +195,10 @@ class ClusterMember:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.settings.heartbeat_s):
-            self.heartbeat()
+            try:
+                self.heartbeat()
+            except Exception:  # a bug must not silently end the heartbeat (then: dead)
+                log.exception("heartbeat failed unexpectedly")
 
     def heartbeat(self) -> None:
         """One heartbeat (the thread's; tests call it directly)."""
@@ -302,7 +305,11 @@ class ClusterMember:
             return
         if saved is None or saved.ids.size == 0:
             return
-        merged = merge_saved(scheduler, saved, self.settings.seed)
+        try:
+            merged = merge_saved(scheduler, saved, self.settings.seed)
+        except ValueError as exc:  # a corrupt saved row: those URLs restart learning
+            log.warning("saved rows of the gained sites not usable (they restart): %s", exc)
+            return
         if merged is None:
             log.warning("saved rows of the gained sites are of another format; they restart")
             return

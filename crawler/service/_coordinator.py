@@ -191,7 +191,10 @@ class Coordinator:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.tick()
+            try:
+                self.tick()
+            except Exception:  # a bug in a round must not end the thread: log, go on
+                log.exception("coordination round failed unexpectedly")
             self._stop.wait(self.settings.heartbeat_s)
 
     def tick(self) -> Round | None:
