@@ -225,13 +225,21 @@ class ClusterMember:
         return Fence(self.worker_id, dict(self.leases))
 
     def aligned(self, state: SchedulerState) -> SchedulerState:
-        """``state`` with the largest slot of the live workers (one slot count)."""
+        """The saved ``state`` to start from: its scalars with the largest slot of the
+        live workers (one slot count), and no per-URL rows: a worker starts with no site
+        and loads the rows of each site it gains (``sync``)."""
+        slot = state.slot
         try:
             live = self.store.live_workers(self.settings.effective_worker_timeout())
+            slot = max([slot, *(w.slot for w in live if w.worker_id != self.worker_id)])
         except StoreError:
-            return state
-        slot = max([state.slot, *(w.slot for w in live if w.worker_id != self.worker_id)])
-        return dataclasses.replace(state, slot=slot) if slot != state.slot else state
+            pass
+        return dataclasses.replace(
+            state,
+            slot=slot,
+            ids=np.asarray(state.ids, np.int64)[:0],
+            rows={k: np.asarray(v)[:0] for k, v in state.rows.items()},
+        )
 
     def _versions(self) -> tuple[int, int]:
         return self.store.watch_list_version(), self.store.cluster_version()
