@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from crawler.store import (
     UrlRecord,
 )
 from crawler.workers import PollAnswer, Poller, PollJob
+
+if TYPE_CHECKING:
+    from crawler.service._cluster import ClusterMember
 
 log = logging.getLogger("crawler.service")
 
@@ -102,6 +106,9 @@ class CrawlLoop:
         self.caps = HostCaps(settings)
         # operator bounds, pause and the failure record (issue 21, _bounds.py)
         self.constraints = Constraints(settings)
+        #: issue 20: a cluster worker's membership (crawler/service/_cluster.py), set by
+        #: the service in cluster mode: the watch list is then the leased sites' URLs
+        self.cluster: ClusterMember | None = None
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -110,6 +117,8 @@ class CrawlLoop:
         name = self.settings.scheduler
         # one scan after the other: run at once, they contend for the GIL and are slower
         state = await asyncio.to_thread(self.store.load_scheduler_state, name)
+        if self.cluster is not None and state is not None:  # issue 20: no rows, one slot
+            state = await asyncio.to_thread(self.cluster.aligned, state)
         watched = await asyncio.to_thread(self._watch_list)
         if state is not None:
             self.scheduler = schedulers.restore(state)
@@ -125,32 +134,48 @@ class CrawlLoop:
             )
             log.info("started a new %s scheduler", name)
         self._apply_watch_list(*watched)
-        await self.caps.load_groups(self.scheduler, self.store, None)  # host caps: all URLs
-        await self.constraints.refresh(self.scheduler, self.store, watched[0])  # issue 21
+        await self._apply_constraints(None)  # issue 21: every URL's groups, bounds, pause
 
-    def _watch_list(self) -> tuple[int, IdArray, FloatArray]:
+    def _watch_list(self) -> tuple[object, IdArray, FloatArray]:
         """(version, ids, importances) of the watch list; the version read first, so an edit
         made during the read is seen again at the next look."""
+        if self.cluster is not None:  # issue 20: only the leased sites' URLs
+            return self.cluster.watch_list()
         version = self.store.watch_list_version()
         return (version, *self.store.active_urls())
 
     async def sync_watch_list(self, *, force: bool = False) -> bool:
         """Add and remove URLs the operator changed since the last look; True if any."""
-        version = await asyncio.to_thread(self.store.watch_list_version)
-        if not force and version == self._watch_version:
-            return False
-        ids, importance = await asyncio.to_thread(self.store.active_urls)
-        added = self._apply_watch_list(version, ids, importance)
+        if self.cluster is not None:  # issue 20: leases too; gained sites' saved rows
+            assert self.scheduler is not None
+            before, _ = self.scheduler.frequencies()
+            if not await self.cluster.sync(self, force=force):
+                return False
+            # a gained site's URLs enter with their saved rows before the list is applied
+            added = np.setdiff1d(self.scheduler.frequencies()[0], before, assume_unique=True)
+        else:
+            version = await asyncio.to_thread(self.store.watch_list_version)
+            if not force and version == self._watch_version:
+                return False
+            ids, importance = await asyncio.to_thread(self.store.active_urls)
+            added = self._apply_watch_list(version, ids, importance)
+        await self._apply_constraints(added)
+        return True
+
+    async def _apply_constraints(self, added: IdArray | None) -> None:
+        """Issue 21: host groups and caps (of the URLs ``added``; None: all), and the
+        operator's bounds, pause and revivals, which the saved state does not keep."""
         assert self.scheduler is not None
-        await self.caps.load_groups(self.scheduler, self.store, added)  # host caps: new URLs
-        try:  # issue 21: bounds, pause, revivals; on a failure retried at the next slot
-            await self.constraints.refresh(self.scheduler, self.store, version)
+        await self.caps.load_groups(self.scheduler, self.store, added)
+        version = self._watch_version
+        list_version = version[0] if isinstance(version, tuple) else version  # cluster: pair
+        try:  # on a failure, retried at the next slot
+            await self.constraints.refresh(self.scheduler, self.store, int(list_version))
         except StoreError:
             self._watch_version = None
             raise
-        return True
 
-    def _apply_watch_list(self, version: int, ids: IdArray, importance: FloatArray) -> IdArray:
+    def _apply_watch_list(self, version: object, ids: IdArray, importance: FloatArray) -> IdArray:
         """Make the scheduler watch ``ids``; returns the ids it did not watch before."""
         assert self.scheduler is not None
         self._recent.clear()  # an edit may have changed a URL's rules, or removed it
@@ -315,7 +340,10 @@ class CrawlLoop:
             slot, polls, delta = self._pending[0]
             began = time.monotonic()
             try:
-                await asyncio.to_thread(self.store.commit_slot, slot, polls, delta)
+                fence = self.cluster.fence() if self.cluster is not None else None  # issue 20
+                fenced = await asyncio.to_thread(self.store.commit_slot, slot, polls, delta, fence)
+                if fenced and self.cluster is not None:
+                    self.cluster.fenced_polls_total += fenced
             except StoreError as exc:
                 unavailable = isinstance(exc, StoreUnavailable)
                 (log.warning if unavailable else log.error)(

@@ -8,6 +8,13 @@ a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migratio
 """
 
 from crawler.store._bounds import UrlRules
+from crawler.store._cluster import (
+    ClusterStateRow,
+    Fence,
+    LeaseRow,
+    NotCoordinator,
+    WorkerRow,
+)
 from crawler.store._engine import sync_url
 from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
@@ -36,10 +43,14 @@ __all__ = [
     "OUTCOMES",
     "AddReport",
     "ChangeRow",
+    "ClusterStateRow",
     "DeferredHost",
     "HostCapRow",
     "FailureRow",
+    "Fence",
+    "LeaseRow",
     "NewUrl",
+    "NotCoordinator",
     "Outcome",
     "PollRecord",
     "PollRow",
@@ -54,6 +65,7 @@ __all__ = [
     "UrlRecord",
     "UrlRow",
     "UrlRules",
+    "WorkerRow",
     "alembic_config",
     "compress_snapshot",
     "decompress_snapshot",

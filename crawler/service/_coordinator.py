@@ -1,0 +1,450 @@
+"""The cluster's coordinator (issue 20): one worker at a time packs the sites onto the
+live workers and writes the leases.
+
+Decisions:
+
+* **Who.** Every worker runs a ``Coordinator`` thread that tries, every ``heartbeat_s``,
+  for the database's "coordinator" lock (``Store.acquire_service_lock(role=
+  "coordinator")``: a session advisory lock on a dedicated connection). The holder
+  names itself in ``cluster_state`` (``claim_coordinator``) and runs a round each time;
+  when its process or connection dies the server drops the lock and another worker's
+  next try takes it. A holder that finds its lock gone (``ServiceLock.ensure`` says so,
+  or its writes are refused with ``NotCoordinator``) steps down and tries again like the
+  others.
+* **A round** (``run_round``): the live workers (heartbeat within ``worker_timeout_s``
+  by the database's clock; the others' sites are placed anew), the watched sites and
+  their weights, the current leases; then ``crawler.cluster``:
+
+  - a site's weight: its owner reports the sum of its URLs' wanted x at the owner's own
+    multiplier u, and u itself (``heartbeat``); ``shared_level_weights`` turns that into
+    a rate mass (x * u, exact while x < 1) and solves one shared level u* at which the
+    sites' weights sum to the live capacity: what ONE scheduler over all URLs would give
+    each site. A worker whose scheduler is squeezed harder than the others (higher u)
+    then looks overloaded and sheds sites until the multipliers agree (the "no loss from
+    partitioning" rule of docs/cluster.md, with observed rather than known rates). A site
+    nobody reported yet gets the mean rate mass per URL (the uniform share at first);
+  - the overload automaton (Th = ``cluster_threshold``, N = ``cluster_states``) of
+    every overloaded worker (load > capacity + ``OVERLOAD_MARGIN``) chooses "move
+    sites" (with probability (s/N)^2) or "shrink" (its own scheduler already keeps its
+    polls at its capacity: nothing moves this round);
+  - ``repack`` moves the least weight: the sites of dead workers and new sites are
+    placed by Best Fit Decreasing, an overloaded worker that chose to move keeps the
+    heaviest subset that fits; a worker that holds nothing (a join, the first rounds)
+    takes sites from the fullest workers up to its share of the load (``_join``: a join
+    is not drift, the automata are not asked);
+  - a move between two live workers is made in two steps: the site is revoked (owner
+    NULL, epoch bumped) and given to its new owner only after ``handover_grace_s``, the
+    time the old owner's slot in flight may still poll it; so a URL is not polled by two
+    workers around a move. Sites of dead workers, and sites freed by a worker that left
+    cleanly, are placed at once;
+  - the shortfall (how many more workers of what capacity the weights need: with the
+    weights on one shared level they sum to the live capacity, so a shortfall means the
+    indivisible sites do not pack, e.g. one site alone outweighs a worker) goes to
+    ``cluster_state`` with the round's figures.
+
+  The automata live in the coordinator's memory: a new coordinator starts them at Th.
+* **Unassigned sites** (no live worker at all) keep their lease rows with no owner and
+  are not polled until a worker is live.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from crawler import cluster
+from crawler.service._loop import GRACE_S
+from crawler.settings import Settings
+from crawler.store import (
+    LeaseRow,
+    NotCoordinator,
+    ServiceLock,
+    ServiceLockHeld,
+    Store,
+    StoreError,
+    WorkerRow,
+    owner_info,
+)
+
+log = logging.getLogger("crawler.cluster")
+
+#: a worker is overloaded when its sites weigh more than its capacity by this share: the
+#: weights sum to the live capacity (one shared level), so without a margin some worker
+#: would be "over" by a rounding error at every round
+OVERLOAD_MARGIN = 0.05
+#: a worker silent for this many timeouts is deleted from cluster_workers
+FORGET_AFTER_TIMEOUTS = 10
+
+
+def shared_level_weights(
+    urls: np.ndarray, reported: np.ndarray, multiplier: np.ndarray, total: float
+) -> np.ndarray:
+    """Site weights at one shared multiplier, summing to ``min(total, urls.sum())``.
+
+    A site's owner reported its weight ``reported[s]`` (sum of its URLs' x = min(1, r / u)
+    at the owner's multiplier ``multiplier[s]``; NaN when the owner's scheduler has none:
+    then u = 1). Its rate mass is ``R_s = reported * u`` (exact while none of its URLs is
+    capped at one poll per slot); a site not reported yet gets the mean rate mass per URL
+    of the reported ones (the uniform share when none is). The shared level u* solves
+    ``sum_s min(urls_s, R_s / u*) = min(total, sum urls)`` (bisection on log u*), and the
+    weights are ``min(urls_s, R_s / u*)``: what each site gets from one scheduler over all
+    URLs at the cluster's capacity. Pure NumPy."""
+    n = np.asarray(urls, dtype=np.float64)
+    target = min(float(total), float(n.sum()))
+    if n.size == 0 or target <= 0:
+        return np.zeros(n.size)
+    if target >= float(n.sum()) - 1e-12:
+        return n.copy()
+    u = np.where(np.isfinite(multiplier) & (multiplier > 0), multiplier, 1.0)
+    known = np.isfinite(reported) & (reported > 0)
+    if not known.any():
+        return n * (target / float(n.sum()))
+    mass = np.where(known, reported * u, 0.0)
+    per_url = float(mass[known].sum() / n[known].sum())
+    mass = np.where(known, mass, n * per_url)
+
+    def fill(log_level: float) -> float:
+        return float(np.minimum(n, mass / np.exp(log_level)).sum())
+
+    hi = float(np.log(mass.sum() / target))  # no cap binds: the fill is exactly the target
+    lo = hi - 1.0
+    while fill(lo) < target:  # a lower level fills more, up to every URL at one poll
+        lo -= 2.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if fill(mid) > target:
+            lo = mid
+        else:
+            hi = mid
+    return np.asarray(np.minimum(n, mass / np.exp(hi)), dtype=np.float64)
+
+
+def _revoked_within(lease: LeaseRow, seconds: float) -> bool:
+    """The lease lost its owner less than ``seconds`` ago (a clean leave sets no time)."""
+    age = lease.assigned_age_s
+    return lease.worker_id is None and age is not None and age < seconds
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one round decided."""
+
+    live_workers: int
+    sites: int
+    moved: int
+    overloaded: int
+    total_weight: float
+    total_capacity: float
+    shortfall_workers: int
+    shortfall_capacity: float
+
+
+class Coordinator:
+    """Tries for the coordinator lock; while it holds it, packs every ``heartbeat_s``."""
+
+    def __init__(self, settings: Settings, store: Store, worker_id: str) -> None:
+        self.settings = settings
+        self.store = store
+        self.worker_id = worker_id
+        self.rounds = 0
+        #: seconds a site revoked from a live worker waits before it is given to another:
+        #: that worker's slot in flight may still poll it (its deadline, the loop's grace
+        #: for a stuck poller, a slot until its next sync, a heartbeat of lag)
+        self.handover_grace_s = (
+            settings.effective_slot_deadline() + GRACE_S + settings.slot_seconds
+            + settings.heartbeat_s
+        )  # fmt: skip
+        self.last: Round | None = None
+        self._lock: ServiceLock | None = None
+        self._automaton: dict[str, int] = {}
+        #: where each revoked site goes once its hand-over grace has passed
+        self._destined: dict[str, str] = {}
+        self._rng = np.random.default_rng(settings.seed)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._mutex = threading.Lock()
+
+    @property
+    def is_coordinator(self) -> bool:
+        return self._lock is not None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="crawler-coordinator", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.step_down()
+
+    def step_down(self) -> None:
+        """Give the role up (the lock's connection is closed)."""
+        with self._mutex:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+                log.info("worker %s is no longer the coordinator", self.worker_id)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # a bug in a round must not end the thread: log, go on
+                log.exception("coordination round failed unexpectedly")
+            self._stop.wait(self.settings.heartbeat_s)
+
+    def tick(self) -> Round | None:
+        """One try: take (or check) the lock; if held, run a round."""
+        with self._mutex:
+            if not self._hold():
+                return None
+            try:
+                result = self.run_round()
+            except NotCoordinator as exc:
+                log.warning("%s; stepping down", exc)
+                self._release()
+                return None
+            except StoreError as exc:
+                log.warning("coordination round failed: %s", exc)
+                return None
+            except ValueError as exc:  # bad numbers from the tables: say so, keep going
+                log.error("coordination round refused its input: %s", exc)
+                return None
+            self.rounds += 1
+            self.last = result
+            return result
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _hold(self) -> bool:
+        if self._lock is not None:
+            try:
+                if self._lock.ensure():
+                    return True
+            except StoreError:
+                pass
+            log.warning("worker %s lost the coordinator lock", self.worker_id)
+            self._release()
+            return False  # try again next time, like everybody else
+        try:
+            lock = self.store.acquire_service_lock(
+                owner_info("crawler coordinator"), role="coordinator"
+            )
+        except ServiceLockHeld:
+            return False
+        except StoreError as exc:
+            log.warning("cannot try for the coordinator lock: %s", exc)
+            return False
+        try:
+            self.store.claim_coordinator(self.worker_id)
+        except StoreError as exc:
+            lock.release()
+            log.warning("cannot claim the coordinator role: %s", exc)
+            return False
+        # a paused (SIGSTOP) or hung coordinator must not keep the role: the server ends
+        # its lock session once idle for a worker timeout (it touches it every round)
+        lock.end_session_when_idle(self.settings.effective_worker_timeout())
+        self._lock = lock
+        self._automaton = {}
+        self._destined = {}
+        log.info("worker %s is the coordinator", self.worker_id)
+        return True
+
+    # ----- one round ---------------------------------------------------------------------
+
+    def run_round(self) -> Round:
+        """Read, pack, write (see the module docstring)."""
+        timeout = self.settings.effective_worker_timeout()
+        live = self.store.live_workers(timeout)
+        counts = self.store.site_url_counts()
+        leases = {lease.site: lease for lease in self.store.leases()}
+        site_list = sorted(counts)
+        if not live:
+            return self._write_unassigned(site_list, leases, counts)
+        index = {w.worker_id: k for k, w in enumerate(live)}
+        caps = np.array([w.capacity for w in live], dtype=np.float64)
+        weights = self._weights(site_list, leases, counts, live, index, float(caps.sum()))
+        prev = np.array(
+            [index.get(leases[s].worker_id or "", -1) if s in leases else -1 for s in site_list],
+            dtype=np.int64,
+        )
+        # sites revoked from a live worker lately: that worker may still be polling them
+        # (its slot in flight), so nobody gets them before the hand-over grace has passed
+        grace = self.handover_grace_s
+        waiting = np.array(
+            [s in leases and _revoked_within(leases[s], grace) for s in site_list],
+            dtype=np.bool_,
+        )
+        held = prev >= 0
+        loads = np.bincount(prev[held], weights=weights[held], minlength=caps.size)
+        over = loads > caps * (1 + OVERLOAD_MARGIN)
+        automata = cluster.OverloadAutomata(
+            caps.size,
+            threshold=self.settings.cluster_threshold,
+            states=self.settings.cluster_states,
+            seed=self._rng,
+        )
+        automata.state[:] = [
+            self._automaton.get(w.worker_id, self.settings.cluster_threshold) for w in live
+        ]
+        move = automata.decide(over)
+        automata.update(over)
+        self._automaton = {
+            w.worker_id: int(s) for w, s in zip(live, automata.state.tolist(), strict=True)
+        }
+        fill = 1.0
+        if site_list and not held.any():  # nothing is held yet: spread from the start
+            fill = cluster.balanced_fill(weights, caps)
+        # a worker that chose to shrink keeps every site this round: its target is its load
+        targets = np.where(over & ~move, np.maximum(caps, loads) / fill, caps)
+        # a site whose hand-over grace has passed goes where it was sent when revoked (if
+        # that worker is still live): repack sees it as already there
+        start = prev.copy()
+        for k in np.flatnonzero(~waiting & ~held).tolist():
+            dest = self._destined.get(site_list[k])
+            if dest is not None and dest in index:
+                start[k] = index[dest]
+        assignment = np.full(len(site_list), cluster.UNASSIGNED, dtype=np.int64)
+        shortfall = None
+        todo = ~waiting
+        if todo.any():
+            packed = cluster.repack(
+                start[todo], weights[todo], targets, fill=fill, new_capacity=float(caps.max())
+            )
+            assignment[todo] = packed.assignment
+            shortfall = packed.shortfall
+            if shortfall is not None and fill < 1.0:  # against the full capacities
+                shortfall = cluster.best_fit_decreasing(weights[todo], caps).shortfall
+        incoming = {self._destined[s] for k, s in enumerate(site_list) if waiting[k]
+                    and s in self._destined}  # fmt: skip
+        self._join(assignment, weights, caps, waiting, [w.worker_id in incoming for w in live])
+        # a move between live workers is made in two steps: revoked now (the owner drops
+        # the site at its next slot; the epoch bump fences what it still commits), given
+        # to the new owner once the hand-over grace has passed
+        moving = held & (assignment != prev)
+        owners: dict[str, str | None] = {}
+        for k, s in enumerate(site_list):
+            if waiting[k]:
+                owners[s] = None
+            elif moving[k]:
+                owners[s] = None
+                self._destined[s] = live[int(assignment[k])].worker_id
+            else:
+                owners[s] = live[int(assignment[k])].worker_id
+                self._destined.pop(s, None)
+        moved_live = int(np.count_nonzero(moving))
+        figures = {
+            "live_workers": len(live),
+            "total_weight": float(weights.sum()),
+            "total_capacity": float(caps.sum()),
+            "shortfall_workers": shortfall.workers if shortfall is not None else 0,
+            "shortfall_capacity": shortfall.capacity if shortfall is not None else 0.0,
+            "threshold": self.settings.cluster_threshold,
+            "states": self.settings.cluster_states,
+            "overloads_total": int(over.sum()),
+            "moves_total": moved_live,
+        }
+        site_weight = {s: float(w) for s, w in zip(site_list, weights.tolist(), strict=True)}
+        changed = self.store.assign_leases(
+            owners, self.worker_id, weights=site_weight, figures=figures
+        )
+        if changed:
+            log.info(
+                "coordinator: %d site(s) assigned anew or moved over %d live worker(s) "
+                "(weight %.3g of capacity %.3g)%s",
+                changed,
+                len(live),
+                figures["total_weight"],
+                figures["total_capacity"],
+                f"; {shortfall.message()}" if shortfall is not None else "",
+            )
+        self.store.forget_workers(FORGET_AFTER_TIMEOUTS * timeout)
+        return Round(
+            live_workers=len(live),
+            sites=len(site_list),
+            moved=moved_live,
+            overloaded=int(over.sum()),
+            total_weight=float(weights.sum()),
+            total_capacity=float(caps.sum()),
+            shortfall_workers=int(figures["shortfall_workers"]),
+            shortfall_capacity=float(figures["shortfall_capacity"]),
+        )
+
+    @staticmethod
+    def _join(
+        assignment: np.ndarray,
+        weights: np.ndarray,
+        caps: np.ndarray,
+        waiting: np.ndarray,
+        incoming: list[bool],
+    ) -> None:
+        """A worker that holds nothing (and has nothing on its way) takes sites from the
+        fullest workers, the heaviest that fits its share first, up to its share of the
+        load (the cluster's mean load ratio times its capacity). In place."""
+        placed = assignment >= 0
+        loads = np.bincount(assignment[placed], weights=weights[placed], minlength=caps.size)
+        counts = np.bincount(assignment[placed], minlength=caps.size)
+        ratio_all = float(weights.sum() / caps.sum()) if caps.sum() > 0 else 0.0
+        for e in range(caps.size):
+            if counts[e] > 0 or incoming[e]:
+                continue
+            room = caps[e] * min(1.0, ratio_all) + 1e-9
+            while room > 0:
+                donors = counts >= 2  # a donor keeps at least one site
+                donors[e] = False
+                fits = ~waiting & (weights <= room) & (assignment >= 0)
+                fits[fits] = donors[assignment[fits]]
+                candidates = np.flatnonzero(fits)
+                if candidates.size == 0:
+                    break
+                ratio = loads[assignment[candidates]] / caps[assignment[candidates]]
+                # from the fullest donor, its heaviest site that fits
+                k = int(candidates[np.lexsort((-weights[candidates], -ratio))[0]])
+                donor = int(assignment[k])
+                assignment[k] = e
+                room -= weights[k]
+                loads[donor] -= weights[k]
+                loads[e] += weights[k]
+                counts[donor] -= 1
+                counts[e] += 1
+
+    def _weights(
+        self,
+        site_list: list[str],
+        leases: dict[str, LeaseRow],
+        counts: dict[str, int],
+        live: list[WorkerRow],
+        index: dict[str, int],
+        total_capacity: float,
+    ) -> np.ndarray:
+        """Each site's weight at one shared multiplier (see the module docstring)."""
+        n = np.array([counts[s] for s in site_list], dtype=np.float64)
+        reported = np.array(
+            [leases[s].weight if s in leases else 0.0 for s in site_list], dtype=np.float64
+        )
+        multiplier = np.full(len(site_list), np.nan)
+        for k, s in enumerate(site_list):
+            owner = leases[s].worker_id if s in leases else None
+            if owner is not None and owner in index:
+                m = live[index[owner]].multiplier
+                if m is not None:
+                    multiplier[k] = m
+        return shared_level_weights(n, reported, multiplier, total_capacity)
+
+    def _write_unassigned(
+        self, site_list: list[str], leases: dict[str, LeaseRow], counts: dict[str, int]
+    ) -> Round:
+        """No live worker: every site loses its owner (it stays unpolled until one is)."""
+        owners: dict[str, str | None] = dict.fromkeys(site_list)
+        owners.update({s: None for s, lease in leases.items() if lease.worker_id is not None})
+        self.store.assign_leases(
+            owners, self.worker_id, figures={"live_workers": 0, "total_capacity": 0.0}
+        )
+        return Round(0, len(site_list), 0, 0, 0.0, 0.0, 0, 0.0)
