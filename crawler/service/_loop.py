@@ -169,8 +169,9 @@ class CrawlLoop:
         await self.caps.load_groups(self.scheduler, self.store, added)
         version = self._watch_version
         list_version = version[0] if isinstance(version, tuple) else version  # cluster: pair
+        assert isinstance(list_version, int)
         try:  # on a failure, retried at the next slot
-            await self.constraints.refresh(self.scheduler, self.store, int(list_version))
+            await self.constraints.refresh(self.scheduler, self.store, list_version)
         except StoreError:
             self._watch_version = None
             raise
