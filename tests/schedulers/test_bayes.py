@@ -238,6 +238,23 @@ def test_disappear_mode_follows_a_swap_sooner() -> None:
     assert fast > slow + 0.2, (fast, slow)
 
 
+@pytest.mark.slow
+def test_disappear_mode_beats_fpa_on_the_thesis_switching_env() -> None:
+    """thesis-switch-disappear, the one paper-table row the default bayes loses to FPA:
+    with model="disappear" bayes beats FPA there (40,000 slots, seed 1)."""
+    from crawler.sim import runner
+    from crawler.sim.catalog import get_env
+
+    env = get_env("thesis-switch-disappear")
+    fpa = runner.run("fpa", env, 40_000, seed=1).summary["final_ratio"]
+    plain = runner.run("bayes", env, 40_000, seed=1).summary["final_ratio"]
+    tuned = runner.run("bayes", env, 40_000, seed=1, params={"model": "disappear"})
+    ratio = tuned.summary["final_ratio"]
+    assert fpa is not None and plain is not None and ratio is not None
+    assert ratio > fpa, (ratio, fpa)
+    assert ratio > plain + 0.04, (ratio, plain)
+
+
 def test_overwrite_mode_never_runs_the_drop_test() -> None:
     rng = np.random.default_rng(2)
     p = zipf(0.9, 1.5, 30)
