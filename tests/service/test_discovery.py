@@ -1,0 +1,112 @@
+"""Discovery in the service, over HTTP on 127.0.0.1: a generated site whose new pages appear
+over time, slot after slot, with the service's own loop, poller and store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+from sqlalchemy import select
+
+from crawler.service import CrawlService
+from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store.models import urls
+from crawler.testsite._graph import LinkGraph, generate
+from crawler.testsite._graphserver import EPOCH, GraphSite
+from tests.service.conftest import service_settings
+
+SLOT_S = 1800.0  # simulated seconds per slot
+CAPACITY = 40.0
+SHARE = 0.25  # floor(0.25 x 40) = 10 discovery polls per slot
+#: a section index the site's robots.txt forbids
+FORBIDDEN = 2
+
+
+class RobotsGraphSite(GraphSite):
+    """The generated site with a robots.txt that forbids one section's index page."""
+
+    def __init__(self, graph: LinkGraph) -> None:
+        super().__init__(graph, now=0.0)
+        self.robots_reads = 0
+
+    def app(self) -> web.Application:
+        app = super().app()
+        app.router.add_get("/robots.txt", self._robots)
+        return app
+
+    async def _robots(self, request: web.Request) -> web.Response:
+        self.robots_reads += 1
+        return web.Response(text=f"User-agent: *\nDisallow: /p/{FORBIDDEN}$\n")
+
+
+@pytest.fixture
+async def graph_site() -> AsyncIterator[RobotsGraphSite]:
+    graph = generate(pages=300, sections=6, duration=86_400.0, new_per_hour=6, seed=4)
+    site = RobotsGraphSite(graph)
+    await site.start()
+    try:
+        yield site
+    finally:
+        await site.stop()
+
+
+@pytest.mark.slow
+async def test_service_finds_new_pages_within_its_share(
+    database_url: str, graph_site: RobotsGraphSite
+) -> None:
+    site = graph_site
+    watched = [site.url(p) for p in range(20, 40)]
+    with Store(database_url) as store:
+        store.add_urls([NewUrl(u) for u in watched])
+        DiscoveryStore(store).add_source(
+            SourceSpec(site.url(0), budget_per_slot=10, max_depth=3, auto_watch=True)
+        )
+    settings = service_settings(
+        database_url, capacity=CAPACITY, discovery_share=SHARE, fetch_workers=0
+    )
+    slots = 36  # 18 simulated hours
+    twice: list[tuple[int, int]] = []
+    discovery_polls: list[int] = []
+    async with CrawlService(settings) as service:
+        service.loop.discovery.clock = lambda: EPOCH.timestamp() + site.now
+        assert service.loop.scheduler is not None
+        for k in range(1, slots + 1):
+            site.now = k * SLOT_S
+            before = Counter(site.served)
+            await service.run(asyncio.Event(), k)
+            served = site.served - before
+            twice += [(k, p) for p, n in served.items() if n > 1]
+            discovery_polls.append(service.loop.discovery.last.polls)
+            # the scheduler's share is the rest of the capacity
+            assert service.loop.scheduler.capacity == CAPACITY - 10
+    assert twice == []  # no page served twice in one slot
+    assert max(discovery_polls) <= 10  # floor(share x capacity)
+    assert sum(discovery_polls) >= 10 * slots * 0.9
+    assert site.served[FORBIDDEN] == 0  # robots.txt honoured
+    assert site.robots_reads >= 1
+    graph = site.graph
+    appeared = {site.url(p) for p in range(graph.size) if 0 < graph.created[p] <= site.now}
+    with Store(database_url) as store:
+        found = DiscoveryStore(store).discovered()
+        with store.engine.connect() as conn:
+            rows = conn.execute(select(urls.c.url, urls.c.polls, urls.c.removed_at)).all()
+    found_urls = {d.url for d in found}
+    assert found_urls <= appeared  # nothing old reported new
+    assert len(found_urls) >= 0.5 * len(appeared), (len(found_urls), len(appeared))
+    for d in found:
+        assert d.source == site.url(0)
+        assert d.lastmod is not None and (d.found_at - d.lastmod).total_seconds() <= 86_400
+        assert d.path_length >= 1
+    # auto-watched: in the watch list, and the scheduler polled them
+    watch = {u: (n, gone) for u, n, gone in rows}
+    assert all(watch[u][1] is None for u in found_urls)
+    assert all(d.watched for d in found)
+    polled = [u for u in found_urls if watch[u][0] > 0]
+    assert len(polled) >= 0.5 * len(found_urls)
+    print(
+        f"appeared {len(appeared)}, found {len(found_urls)}, polled after watch {len(polled)}, "
+        f"discovery polls {sum(discovery_polls)}"
+    )
