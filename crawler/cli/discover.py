@@ -189,14 +189,16 @@ def sources_list(
     if as_json:
         print_json({"discovery_share": share, "expiry": rule, "sources": documents})
         return
-    table = Table("source", "scope", "depth", "budget", "watch", "polls", "found", "share")
+    table = Table("scope", "depth", "budget", "watch", "polls", "found", "share")
+    table.add_column("source", overflow="fold")
     for d in documents:
         scope = d["scope"] + "".join(f" +{x}" for x in d["allowed_domains"])
         run = f"/{d['budget_per_run']}" if d["budget_per_run"] else ""
         part = "-" if d["share_of_polls"] is None else f"{d['share_of_polls']:.0%}"
         table.add_row(
-            escape(d["url"]), scope, str(d["max_depth"]), f"{d['budget_per_slot']}{run}",
+            scope, str(d["max_depth"]), f"{d['budget_per_slot']}{run}",
             "yes" if d["watch"] else "no", str(d["polls"]), str(d["found"]), part,
+            escape(d["url"]),
         )  # fmt: skip
     out_console.print(table)
     out_console.print(f"discovery share of each slot: {share:g}; expiry: {rule}", highlight=False)
@@ -230,13 +232,14 @@ def discovered(
     if as_json:
         print_json([r.as_json() for r in rows])
         return
-    table = Table("found", "url", "depth", "age when found", "watched", "expired")
+    table = Table("found", "depth", "age when found", "watched", "expired")
+    table.add_column("url", overflow="fold")
     for r in rows:
         age = "-" if r.lastmod is None else _age(r.found_at - r.lastmod)
         expired = "-" if r.expired_at is None else f"{r.expire_reason} {r.expired_at:%Y-%m-%d}"
         table.add_row(
-            f"{r.found_at:%Y-%m-%d %H:%M}", escape(r.url), str(r.depth), age,
-            "yes" if r.watched else "no", expired,
+            f"{r.found_at:%Y-%m-%d %H:%M}", str(r.depth), age,
+            "yes" if r.watched else "no", expired, escape(r.url),
         )  # fmt: skip
     out_console.print(table)
 
