@@ -79,6 +79,8 @@ UNLIMITED = 10**9
 #: URLs a source's crawl may hand out in one round without one needing a poll (already
 #: polled this slot by the scheduler or by another source) before it waits for the next round
 MAX_SKIPS = 50
+#: how often the expiry by age runs (an UPDATE over every live discovered row)
+AGE_EXPIRY_EVERY_S = 3600.0
 #: start pages kept in a source's saved state
 SAVED_SEEDS = 100
 
@@ -148,6 +150,7 @@ class DiscoverySide:
         self._unsaved: SlotDiscovery | None = None
         self._ids = 0
         self._rotation = 0
+        self._aged_at = -math.inf
 
     # ----- sources and capacity ----------------------------------------------------------
 
@@ -386,9 +389,10 @@ class DiscoverySide:
             result = await asyncio.to_thread(self.store.record_slot, record)
             self._unsaved = None
             watched = len(result.watched)
-            gone = await asyncio.to_thread(
-                self.store.expire, at, self.settings.discovery_expire_days, slot.dead
-            )
+            days = 0.0  # expiry by age scans the table: once an hour (dead pages: each slot)
+            if at.timestamp() - self._aged_at >= AGE_EXPIRY_EVERY_S:
+                days, self._aged_at = self.settings.discovery_expire_days, at.timestamp()
+            gone = await asyncio.to_thread(self.store.expire, at, days, slot.dead)
             expired = len(gone)
             reasons = [r for _, r in gone]
         except StoreError as exc:
