@@ -296,9 +296,8 @@ class DiscoverySide:
                 slot.bodies[url] = None
                 slot.dates[url] = None
                 continue
-            html = decode(a.body, a.content_type)
+            html, slot.dates[url] = page_of(a.body, a.content_type, a.last_modified)
             slot.bodies[url] = html
-            slot.dates[url] = _published(html, a.last_modified)
             for href, _ in extract_links(html):
                 link = canonical_url(href, a.final_url or url)
                 if link is not None:
@@ -432,6 +431,16 @@ def _scope(row: SourceRow) -> Scope:
         max_depth=spec.max_depth,
         page_budget=spec.budget_per_run or UNLIMITED,
     )
+
+
+def page_of(
+    body: bytes, content_type: str | None, last_modified: str | None
+) -> tuple[str, float | None]:
+    """What a source's crawl reads of a polled page: its HTML (its ``<a href>`` links are
+    followed) and its date (a POSIX time, None if it has none). The one place to teach
+    discovery another kind of page (a sitemap, a feed)."""
+    html = decode(body, content_type)
+    return html, _published(html, last_modified)
 
 
 def _published(html: str, last_modified: str | None) -> float | None:
