@@ -79,6 +79,10 @@ UNLIMITED = 10**9
 #: URLs a source's crawl may hand out in one round without one needing a poll (already
 #: polled this slot by the scheduler or by another source) before it waits for the next round
 MAX_SKIPS = 50
+#: how long a URL refused by robots.txt is not polled again by discovery (the fetcher's
+#: robots.txt cache time); at most this many such URLs are remembered
+ROBOTS_MEMORY_S = 3600.0
+MAX_ROBOTS_MEMORY = 10_000
 #: how often the expiry by age runs (an UPDATE over every live discovered row)
 AGE_EXPIRY_EVERY_S = 3600.0
 #: start pages kept in a source's saved state
@@ -151,6 +155,7 @@ class DiscoverySide:
         self._ids = 0
         self._rotation = 0
         self._aged_at = -math.inf
+        self._robots: dict[str, float] = {}  # URL -> when robots.txt refused it
 
     # ----- sources and capacity ----------------------------------------------------------
 
@@ -259,7 +264,7 @@ class DiscoverySide:
             url = crawl.next_url()
             if url is None:
                 break
-            if url in slot.picked:  # the scheduler polls it this slot: not again
+            if url in slot.picked or self._disallowed(url):  # not again, or not allowed
                 crawl.fetched(url, None, published=None, now=self.clock())
                 continue
             if url in slot.bodies:  # polled already in this slot: its body again
@@ -267,6 +272,11 @@ class DiscoverySide:
                 continue
             return url
         return None
+
+    def _disallowed(self, url: str) -> bool:
+        """Refused by robots.txt less than ``ROBOTS_MEMORY_S`` ago."""
+        when = self._robots.get(url)
+        return when is not None and time.monotonic() - when < ROBOTS_MEMORY_S
 
     async def _fetch(self, slot: _Slot, urls: list[str]) -> None:
         """Poll ``urls`` through the service's poller (bodies back, not judged)."""
@@ -291,6 +301,10 @@ class DiscoverySide:
             slot.polls += 1
             if a.status in DEAD_STATUSES:
                 slot.dead.add(url)
+            if a.error_kind == "robots":  # not asked again for ROBOTS_MEMORY_S
+                if len(self._robots) >= MAX_ROBOTS_MEMORY:
+                    self._robots.clear()
+                self._robots[url] = time.monotonic()
             if a.outcome != "ok" or a.body is None:
                 slot.errors += a.outcome == "error"
                 slot.bodies[url] = None
