@@ -162,6 +162,7 @@ class DiscoverySide:
         self._ids = 0
         self._rotation = 0
         self._aged_at = -math.inf
+        self._was_active = False
         self._robots: dict[str, float] = {}  # URL -> when robots.txt refused it
         # URL -> (ETag, Last-Modified, html, date) of pages read: asked again conditionally
         self._read: OrderedDict[str, tuple[str | None, str | None, str, float | None]] = (
@@ -172,7 +173,10 @@ class DiscoverySide:
 
     @property
     def active(self) -> bool:
-        return self.settings.discovery_share > 0 and bool(self.sources)
+        """Discovery has a share: some source can still poll (its run budget not spent)."""
+        if self.settings.discovery_share <= 0:
+            return False
+        return any(s.crawl is None or not s.crawl.budget.exhausted for s in self.sources.values())
 
     def reserved(self, capacity: float) -> int:
         """Discovery's polls per slot out of ``capacity``: floor(share x capacity) when
@@ -184,7 +188,6 @@ class DiscoverySide:
     async def refresh(self) -> bool:
         """Read the sources (added, changed or removed since the last look); True when
         whether discovery is active changed (the scheduler's capacity must be set again)."""
-        was = self.active
         rows = await asyncio.to_thread(self.store.sources)
         current = {r.id: r for r in rows}
         for sid in list(self.sources):
@@ -198,7 +201,9 @@ class DiscoverySide:
                 self.sources[sid] = _Source(row, topic=topic)
         if self.sources and self.known is None:
             self.known = await asyncio.to_thread(self.store.known_urls)
-        return was != self.active
+        active = self.active
+        changed, self._was_active = active != self._was_active, active
+        return changed
 
     def note_dead(self, urls: Sequence[str]) -> None:
         """URLs the scheduler's polls found gone (404/410): expired at the next record."""

@@ -222,3 +222,26 @@ async def test_without_sources_or_share_the_scheduler_keeps_the_whole_capacity(
         assert service.loop.scheduler is not None
         assert service.loop.scheduler.capacity == CAPACITY  # share 0: discovery is off
         assert service.loop.discovery.reserved(CAPACITY) == 0
+
+
+async def test_a_source_costs_at_most_its_run_budget_then_frees_its_share(
+    database_url: str, graph_site: RobotsGraphSite
+) -> None:
+    site = graph_site
+    with Store(database_url) as store:
+        store.add_urls([NewUrl("http://127.0.0.1:9/elsewhere")])  # the scheduler's only URL
+        DiscoveryStore(store).add_source(SourceSpec(site.url(0), budget_per_run=15))
+    settings = service_settings(database_url, capacity=CAPACITY, discovery_share=SHARE)
+    capacities = []
+    async with CrawlService(settings) as service:
+        service.loop.discovery.clock = lambda: EPOCH.timestamp() + site.now
+        for k in range(1, 6):
+            site.now = k * SLOT_S
+            await service.run(asyncio.Event(), k)
+            assert service.loop.scheduler is not None
+            capacities.append(service.loop.scheduler.capacity)
+    assert sum(site.served.values()) <= 15  # every request the site saw was discovery's
+    with Store(database_url) as store:
+        (source,) = DiscoveryStore(store).sources()
+    assert source.polls == sum(site.served.values())  # (a 304 is counted as served too)
+    assert capacities[0] == CAPACITY - 10 and capacities[-1] == CAPACITY  # share given back
