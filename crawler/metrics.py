@@ -31,7 +31,7 @@ import math
 import platform
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -238,6 +238,30 @@ class CrawlerMetrics:
             "Pages judged cut at a parse limit (a change past the cut goes unseen).",
             registry=reg,
         )
+        # discovery (crawler/service/_discovery.py): its polls, the new pages it found, and
+        # how old they were when found (from their Last-Modified, when they carry one)
+        self.discovery_polls_total = Counter(
+            "crawler_discovery_polls",
+            "Discovery polls made (fetches to find new pages), by result (ok, not_modified, "
+            "error).",
+            ["result"],
+            registry=reg,
+        )
+        self.discovered_total = Counter(
+            "crawler_discovered", "New pages found by discovery.", registry=reg
+        )
+        self.discovered_age_seconds = Histogram(
+            "crawler_discovered_age_seconds",
+            "Age of a new page when discovery found it (from its Last-Modified date).",
+            buckets=(60, 300, 900, 1800, 3600, 7200, 3 * 3600, 6 * 3600, 12 * 3600, 86400),
+            registry=reg,
+        )
+        self.discovered_expired_total = Counter(
+            "crawler_discovered_expired",
+            "Discovered pages expired, by reason (unlinked, dead).",
+            ["reason"],
+            registry=reg,
+        )
         self.scheduler_info = Info("crawler_scheduler", "The scheduler in use.", registry=reg)
         self.build_info = Info("crawler_build", "Version of the crawler.", registry=reg)
 
@@ -247,6 +271,10 @@ class CrawlerMetrics:
         self._poll_observe = self.poll_duration_seconds.observe
         self._bytes_inc = self.fetched_bytes_total.inc
         self._deferred = {r: self.polls_deferred_total.labels(reason=r) for r in DEFERRED_REASONS}
+        for result in ("ok", "not_modified", "error"):  # discovery's series exist at 0
+            self.discovery_polls_total.labels(result=result)
+        for reason in ("unlinked", "dead"):
+            self.discovered_expired_total.labels(reason=reason)
 
         self._host_errors: _TopHosts | None = None
         self._host_deferred: _TopHosts | None = None
@@ -412,6 +440,30 @@ class CrawlerMetrics:
         self.cap_binding_hosts.set(binding)
         self.backed_off_hosts.set(backed_off)
         self.binding_cap_polls_per_slot.set(binding_polls)
+
+    def observe_discovery(
+        self,
+        ok: int,
+        errors: int,
+        ages_s: Sequence[float | None],
+        expired: Sequence[str] = (),
+        not_modified: int = 0,
+    ) -> None:
+        """One slot's discovery: polls made (ok, failed, answered 304), the ages of the new
+        pages found (None: no date known), the reasons of the pages expired."""
+        if ok:
+            self.discovery_polls_total.labels(result="ok").inc(ok)
+        if not_modified:
+            self.discovery_polls_total.labels(result="not_modified").inc(not_modified)
+        if errors:
+            self.discovery_polls_total.labels(result="error").inc(errors)
+        if ages_s:
+            self.discovered_total.inc(len(ages_s))
+        for age in ages_s:
+            if age is not None:
+                self.discovered_age_seconds.observe(max(0.0, age))
+        for reason in expired:
+            self.discovered_expired_total.labels(reason=reason).inc()
 
     def observe_commit(self, duration_s: float) -> None:
         """One slot's database commit took ``duration_s``."""

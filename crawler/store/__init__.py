@@ -15,6 +15,14 @@ from crawler.store._cluster import (
     NotCoordinator,
     WorkerRow,
 )
+from crawler.store._discovery import (
+    DiscoveredRow,
+    DiscoveryStore,
+    Found,
+    SlotDiscovery,
+    SourceRow,
+    SourceSpec,
+)
 from crawler.store._engine import sync_url
 from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
@@ -45,9 +53,12 @@ __all__ = [
     "ChangeRow",
     "ClusterStateRow",
     "DeferredHost",
-    "HostCapRow",
+    "DiscoveredRow",
+    "DiscoveryStore",
     "FailureRow",
     "Fence",
+    "Found",
+    "HostCapRow",
     "LeaseRow",
     "NewUrl",
     "NotCoordinator",
@@ -56,7 +67,10 @@ __all__ = [
     "PollRow",
     "ServiceLock",
     "ServiceLockHeld",
+    "SlotDiscovery",
     "SlotRecord",
+    "SourceRow",
+    "SourceSpec",
     "Stats",
     "Store",
     "StoreError",

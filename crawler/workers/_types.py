@@ -36,6 +36,9 @@ class PollJob(NamedTuple):
     ignore_patterns: tuple[str, ...]
     previous_hash: str | None
     previous_raw_hash: str | None
+    #: a discovery poll (crawler.service._discovery): not judged, the body comes back in
+    #: ``PollAnswer.body`` (the links are what it is for)
+    want_body: bool = False
 
 
 class PollAnswer(NamedTuple):
@@ -69,6 +72,8 @@ class PollAnswer(NamedTuple):
     #: the host's delay between requests when robots.txt raised it (Crawl-delay), else None
     #: (what the service derives its host caps from: ``crawler.service._caps``)
     host_delay_s: float | None = None
+    #: the response body of a ``want_body`` job that was fetched ("ok"), else None
+    body: bytes | None = None
 
 
 _new = tuple.__new__

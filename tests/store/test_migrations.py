@@ -111,8 +111,8 @@ def test_0003_keeps_the_poll_log_and_adds_deferrals_and_truncated(
                 ),
                 {"u": url_id},
             )
-        store.upgrade()
-        assert store.revision() == head_revision()  # 0003 and whatever follows it
+        upgrade(store.engine, "0003")  # later revisions add tables of their own
+        assert store.revision() == "0003"
         with store.engine.connect() as conn:
             rows = conn.execute(select(poll_log.c.url_id, poll_log.c.truncated)).all()
         assert [(r[0], r[1]) for r in rows] == [(url_id, False)]

@@ -13,7 +13,7 @@ The site of a URL is already ``sites.host`` through ``urls.site_id`` (indexed): 
 column on ``urls``.
 
 Revision ID: 0006
-Revises: 0004b
+Revises: 0005
 Create Date: 2026-11-23 22:30:00.000000
 """
 
@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006"
-down_revision: str | None = "0004b"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
