@@ -45,6 +45,7 @@ from crawler.schedulers import SchedulerState
 from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._coordinator import Coordinator
 from crawler.settings import Settings
+from crawler.sites import site_of
 from crawler.store import Fence, Store, StoreError
 
 if TYPE_CHECKING:
@@ -243,6 +244,10 @@ class ClusterMember:
 
     def _versions(self) -> tuple[int, int]:
         return self.store.watch_list_version(), self.store.cluster_version()
+
+    def owns(self, url: str) -> bool:
+        """Whether this worker leases the site of ``url`` (its discovery sources run here)."""
+        return site_of(url) in self.leases
 
     def watch_list(self) -> tuple[object, IdArray, FloatArray]:
         """(version, ids, importances) of the leased sites' URLs (at start-up)."""

@@ -164,6 +164,8 @@ class DiscoverySide:
         self._aged_at = -math.inf
         self._was_active = False
         self._robots: dict[str, float] = {}  # URL -> when robots.txt refused it
+        #: which sources this process runs (a cluster worker: those of its leased sites)
+        self.owns: Callable[[str], bool] | None = None
         # URL -> (ETag, Last-Modified, html, date) of pages read: asked again conditionally
         self._read: OrderedDict[str, tuple[str | None, str | None, str, float | None]] = (
             OrderedDict()
@@ -189,7 +191,8 @@ class DiscoverySide:
         """Read the sources (added, changed or removed since the last look); True when
         whether discovery is active changed (the scheduler's capacity must be set again)."""
         rows = await asyncio.to_thread(self.store.sources)
-        current = {r.id: r for r in rows}
+        owns = self.owns
+        current = {r.id: r for r in rows if owns is None or owns(r.url)}
         for sid in list(self.sources):
             if sid not in current or current[sid].spec != self.sources[sid].row.spec:
                 del self.sources[sid]

@@ -210,6 +210,8 @@ class CrawlLoop:
 
     async def _refresh_discovery(self) -> None:
         """Re-read the discovery sources; their share changes the scheduler's capacity."""
+        if self.cluster is not None:  # a cluster worker runs the sources of its own sites
+            self.discovery.owns = self.cluster.owns
         try:
             if await self.discovery.refresh() and self.scheduler is not None:
                 self._set_capacity()
