@@ -25,7 +25,13 @@ SLOT = 3_600.0
 
 
 async def run(
-    strategy: str, slots: int, polls: int, seed: int, max_step: int, section_seeds: bool
+    strategy: str,
+    slots: int,
+    polls: int,
+    seed: int,
+    max_step: int,
+    section_seeds: bool,
+    start_choice: str = "weblog",
 ) -> dict[str, float]:
     graph = generate(
         pages=5_000,
@@ -49,6 +55,7 @@ async def run(
             seeds=[site.url(c) for c in range(graph.sections)] if section_seeds else None,
             max_step=max_step,
             seed=seed,
+            start_choice=start_choice,
         )
         async with aiohttp.ClientSession() as http:
             for slot in range(slots):
@@ -88,11 +95,21 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-step", type=int, default=100)
     parser.add_argument("--section-seeds", action="store_true", help="all section indexes")
+    parser.add_argument("--start-choice", choices=("weblog", "bandit"), default="weblog")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
     args = parser.parse_args()
-    for strategy in STRATEGIES:
+    for strategy in args.strategies.split(","):
         for seed in range(args.runs):
             started = time.perf_counter()
-            r = await run(strategy, args.slots, args.polls, seed, args.max_step, args.section_seeds)
+            r = await run(
+                strategy,
+                args.slots,
+                args.polls,
+                seed,
+                args.max_step,
+                args.section_seeds,
+                args.start_choice,
+            )
             print(
                 f"{strategy:13s} site {seed}: {r['new']:.0f} new, found within 5 slots "
                 f"{r['found_in_5_slots']:.2f}, fetches not new {r['wasted']:.2f}, "

@@ -1,0 +1,122 @@
+"""Which start page to poll next: a bandit over a source's start pages (no I/O).
+
+With 50 section pages as start pages and 10 discovery polls per slot, the weblog's start list
+(its 10 best URLs, drawn uniformly) learns too slowly which 5 sections gain new pages: measured
+over HTTP, 78-84% of the new pages were found within 5 slots. A section that gains pages at a
+steady rate is a Poisson process, and the question each poll answers is "how many new links
+wait on this page now?", so the choice is made the way a re-polling scheduler makes it:
+
+- each start page has a Gamma posterior over its rate of *yield* per slot (new pages found on
+  paths that started there, plus "lastmod moved" hints read there), from a weak prior
+  (``prior_yield`` = 0.5 over ``prior_slots`` = 2 slots);
+- its priority is a rate drawn from that posterior (Thompson sampling: exploration where the
+  posterior is wide) times the slots since it was last polled: the expected number of new
+  links waiting;
+- a page never polled comes first (each is tried once), a page hinted by a moved ``lastmod``
+  comes before everything else, and a page polled in this slot is never chosen again in it.
+
+An unproductive page's rate falls as 1/slots observed, so it is polled at growing intervals
+(geometrically, about log(slots) times in all) and is still seen again if it starts to pay.
+``min_yield`` > 0 lets a poll be skipped when no page is expected to hold that many new links
+(the budget not spent is the download not wasted).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Iterable
+
+
+class SeedBandit:
+    """Thompson sampling over start pages, with "moved" hints first."""
+
+    def __init__(
+        self,
+        seeds: Iterable[str],
+        *,
+        prior_yield: float = 0.5,
+        prior_slots: float = 2.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if prior_yield <= 0 or prior_slots <= 0:
+            raise ValueError("the prior must be positive")
+        self.prior_yield = prior_yield
+        self.prior_slots = prior_slots
+        self.rng = rng if rng is not None else random.Random(0)
+        self.seeds: list[str] = []
+        self.yields: dict[str, float] = {}
+        self.exposure: dict[str, float] = {}
+        self.last: dict[str, int | None] = {}
+        self.added: dict[str, int] = {}
+        self.hinted: set[str] = set()
+        self.polls: Counter[str] = Counter()
+        for seed in seeds:
+            self.add(seed, 0)
+
+    def add(self, seed: str, slot: int) -> bool:
+        """A start page (False if it already was one)."""
+        if seed in self.yields:
+            return False
+        self.seeds.append(seed)
+        self.yields[seed] = 0.0
+        self.exposure[seed] = 0.0
+        self.last[seed] = None
+        self.added[seed] = slot
+        return True
+
+    def hint(self, seed: str) -> None:
+        """The site says this page changed: poll it first."""
+        if seed in self.yields:
+            self.hinted.add(seed)
+
+    def rate(self, seed: str) -> float:
+        """The posterior mean yield per slot."""
+        return (self.prior_yield + self.yields[seed]) / (self.prior_slots + self.exposure[seed])
+
+    def priority(self, seed: str, slot: int) -> float:
+        if seed in self.hinted:
+            return math.inf
+        last = self.last[seed]
+        if last is None:
+            return 1e12 + self.rng.random()  # untried: each once, in random order
+        shape = self.prior_yield + self.yields[seed]
+        scale = 1.0 / (self.prior_slots + self.exposure[seed])
+        return self.rng.gammavariate(shape, scale) * (slot - last)
+
+    def choose(self, slot: int, exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
+        """The start page with the highest priority (None if all are excluded)."""
+        best: str | None = None
+        best_priority = -1.0
+        for seed in self.seeds:
+            if seed in exclude:
+                continue
+            p = self.priority(seed, slot)
+            if p > best_priority:
+                best, best_priority = seed, p
+        self.best_priority = best_priority
+        return best
+
+    best_priority: float = 0.0
+
+    def polled(self, seed: str, slot: int) -> None:
+        """The page was fetched as the start of a path in this slot."""
+        if seed not in self.yields:
+            return
+        last = self.last[seed]
+        since = self.added[seed] if last is None else last
+        self.exposure[seed] += max(slot - since, 1 if last is None else 0)
+        self.last[seed] = slot
+        self.hinted.discard(seed)
+        self.polls[seed] += 1
+
+    def credit(self, seed: str, amount: float = 1.0) -> None:
+        """A new page (or a moved hint) found on a path that started at ``seed``."""
+        if seed in self.yields:
+            self.yields[seed] += amount
+
+    def shares(self) -> dict[str, float]:
+        """Each start page's share of the polls so far."""
+        total = sum(self.polls.values())
+        return {s: self.polls[s] / total for s in self.seeds} if total else {}
