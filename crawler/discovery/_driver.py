@@ -76,6 +76,8 @@ class Discovery:
     found_at: float
     depth: int
     path_length: int
+    via: str = ""  # the page whose link led here (the step's page)
+    start: str = ""  # the start page of the path (with start_choice="bandit")
 
 
 class SourceCrawl:
@@ -142,6 +144,7 @@ class SourceCrawl:
         self.lastmod = LastmodTracker()
         self.hints: list[Listed] = []
         self.listing_errors: Counter[str] = Counter()
+        self.not_modified = 0  # fetches answered 304 (no download)
 
     def new_slot(self) -> None:
         """A new slot begins: URLs fetched in the last one may be fetched again."""
@@ -201,11 +204,18 @@ class SourceCrawl:
         return None
 
     def fetched(
-        self, url: str, html: str | bytes | None, *, published: float | None, now: float
+        self,
+        url: str,
+        html: str | bytes | None,
+        *,
+        published: float | None,
+        now: float,
+        not_modified: bool = False,
     ) -> bool:
         """Report the fetch of the URL ``next_url`` returned (``html`` None: it failed; bytes:
-        the raw body, which may be a sitemap or a feed, plain or gzip). True when the page was
-        new (and rewarded)."""
+        the raw body, which may be a sitemap or a feed, plain or gzip; ``not_modified``: a
+        conditional request answered 304, so the links read last time stand). True when the
+        page was new (and rewarded)."""
         if self._pending is None or self._pending != url or self._step is None:
             raise ValueError(f"{url!r} is not the URL handed out by next_url")
         self._pending = None
@@ -215,7 +225,13 @@ class SourceCrawl:
         links: list[tuple[str, Vector]] = []
         state = np.zeros(self.dimensions)
         listing = False
-        if isinstance(html, bytes):
+        cached = self._cache.get(url) if not_modified else None
+        if not_modified:
+            self.not_modified += 1
+            html = None
+            if cached is not None:
+                state, links = cached
+        elif isinstance(html, bytes):
             if looks_like_listing(html):
                 listing = True
                 links = self._read_listing(url, html, depth, step)
@@ -244,10 +260,13 @@ class SourceCrawl:
                 verdict = self.fleet.agent.receive(step.forager, sent, date, now)
                 step.reward += verdict
                 relevant = relevant or verdict > 0
+        start = self._path_seed.get(step.forager.ident, "")
         if relevant:
             self._credit(step.forager, 1.0)
             step.relevant_states.append(state)
-            self.found.append(Discovery(url, now, depth, len(step.forager.path)))
+            self.found.append(
+                Discovery(url, now, depth, len(step.forager.path), via=step.url, start=start)
+            )
         self.known.add(url)
         step.lookahead = [u for u in step.lookahead if u not in self._slot and u not in self.known]
         if not step.lookahead:

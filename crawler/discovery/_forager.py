@@ -82,8 +82,8 @@ class Forager:
         max_step: int = MAX_STEP,
         max_age: float = MAX_AGE,
     ) -> None:
-        if max_step < 1:
-            raise ValueError("max_step must be >= 1")
+        if max_step < 0:
+            raise ValueError("max_step must be >= 0 (0: a path is its start page alone)")
         self.ident = next(_ids)
         self.weblog = weblog
         self.ordering = ordering
