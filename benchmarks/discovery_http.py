@@ -24,7 +24,7 @@ from email.utils import parsedate_to_datetime
 
 import aiohttp
 
-from crawler.discovery import STRATEGIES, Scope, SourceCrawl
+from crawler.discovery import START_CHOICES, STRATEGIES, Scope, SourceCrawl
 from crawler.testsite._graph import generate
 from crawler.testsite._graphserver import EPOCH, GraphSite
 
@@ -110,6 +110,7 @@ async def run(
     found = {int(d.url.rsplit("/", 1)[1]): d.found_at for d in crawl.found}
     new_pages = [int(p) for p in graph.new_pages() if graph.created[p] <= site.now - 5 * SLOT]
     in_time = sum(1 for p in new_pages if p in found and found[p] - graph.created[p] <= 5 * SLOT)
+    delays = [(found[p] - graph.created[p]) / SLOT for p in new_pages if p in found]
     shares = crawl.start_shares()
     active_share = 0.0
     for url, share in shares.items():
@@ -119,6 +120,7 @@ async def run(
     return {
         "new": len(new_pages),
         "found_in_5_slots": in_time / max(len(new_pages), 1),
+        "delay_slots": sum(delays) / max(len(delays), 1),
         "polls": crawl.fetches,
         "downloads": downloads,
         "not_new": not_new / max(downloads, 1),
@@ -136,7 +138,7 @@ async def main() -> None:
     parser.add_argument(
         "--source", choices=("front", "sections", "sitemap", "feed"), default="front"
     )
-    parser.add_argument("--start-choice", choices=("weblog", "bandit"), default="weblog")
+    parser.add_argument("--start-choice", choices=START_CHOICES, default="weblog")
     parser.add_argument("--conditional", action="store_true", help="If-Modified-Since")
     parser.add_argument("--min-yield", type=float, default=0.0)
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
@@ -157,7 +159,8 @@ async def main() -> None:
             )
             print(
                 f"{strategy:13s} site {seed}: {r['new']:.0f} new, found within 5 slots "
-                f"{r['found_in_5_slots']:.2f}; {r['polls']:.0f} polls, {r['downloads']:.0f} "
+                f"{r['found_in_5_slots']:.2f} (mean delay {r['delay_slots']:.2f} slots); "
+                f"{r['polls']:.0f} polls, {r['downloads']:.0f} "
                 f"downloads, not new {r['not_new']:.2f}, neither new nor listing a new page "
                 f"{r['barren']:.2f}; active sections' share of start polls "
                 f"{r['active_share']:.2f} ({time.perf_counter() - started:.1f} s)",

@@ -7,7 +7,7 @@ canonicalization, scope rules and per-source budgets. ``crawler.discovery._simul
 paper's comparison on a generated site (``crawler.testsite._graph``). See docs/discovery.md.
 """
 
-from crawler.discovery._driver import Discovery, SourceCrawl
+from crawler.discovery._driver import START_CHOICES, Discovery, SourceCrawl
 from crawler.discovery._features import text_state
 from crawler.discovery._fleets import STRATEGIES, make_fleet
 from crawler.discovery._forager import Fleet, Forager, ReinforcingAgent
@@ -22,6 +22,7 @@ from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url,
 from crawler.discovery._weblog import Weblog
 
 __all__ = [
+    "START_CHOICES",
     "STRATEGIES",
     "BestFirstOrdering",
     "BreadthFirstOrdering",

@@ -27,7 +27,8 @@ first fetch.
 Where paths start (``start_choice``): ``"weblog"`` is the paper's rule (each forager draws from the
 10 best URLs of its weblog); ``"bandit"`` lets :class:`~crawler.discovery._seeds.SeedBandit`
 choose among all the start pages by the new links expected to wait on each (Thompson sampling
-over per-page yield rates; see that module for why and for the figures). ``min_yield`` > 0
+over per-page yield rates; see that module for why and for the figures); ``"round_robin"``
+takes them in turn, longest ago first (the breadth-first re-crawl baseline). ``min_yield`` > 0
 makes ``next_url`` return None when no start page is expected to hold that many new links.
 
 A fetched body may be a sitemap or a feed (``fetched`` takes bytes; sniffed by its root
@@ -55,6 +56,8 @@ from crawler.discovery._ordering import Vector
 from crawler.discovery._seeds import SeedBandit
 from crawler.discovery._sitemaps import SitemapError
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url
+
+START_CHOICES = ("weblog", "bandit", "round_robin")
 
 
 @dataclass
@@ -105,8 +108,8 @@ class SourceCrawl:
             raise ValueError(f"not an http(s) URL: {source_url!r}")
         if slice_steps < 1 or lookahead < 0:
             raise ValueError("slice_steps must be >= 1 and lookahead >= 0")
-        if start_choice not in ("weblog", "bandit"):
-            raise ValueError(f"start_choice must be 'weblog' or 'bandit', not {start_choice!r}")
+        if start_choice not in START_CHOICES:
+            raise ValueError(f"start_choice must be one of {START_CHOICES}, not {start_choice!r}")
         self.source = source
         self.scope = scope if scope is not None else Scope.same_host(source)
         self.budget = SourceBudget(self.scope)
@@ -139,7 +142,15 @@ class SourceCrawl:
         self._pending: str | None = None
         self.slot = 0
         self.min_yield = min_yield
-        self.bandit = SeedBandit(starts, rng=self.rng) if start_choice == "bandit" else None
+        self.bandit = (
+            None
+            if start_choice == "weblog"
+            else SeedBandit(
+                starts,
+                rng=self.rng,
+                policy="thompson" if start_choice == "bandit" else "round_robin",
+            )
+        )
         self._path_seed: dict[int, str] = {}
         self.lastmod = LastmodTracker()
         self.hints: list[Listed] = []
@@ -186,7 +197,8 @@ class SourceCrawl:
             start: str | None = None
             if self.bandit is not None and forager.path_due:
                 start = self.bandit.choose(self.slot, self._slot)
-                if start is None or self.bandit.best_priority < self.min_yield:
+                thompson = self.bandit.policy == "thompson"
+                if start is None or (thompson and self.bandit.best_priority < self.min_yield):
                     return None
             url = forager.next_url(self.rng, start)
             if start is not None and self.bandit is not None:

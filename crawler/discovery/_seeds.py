@@ -19,6 +19,9 @@ An unproductive page's rate falls as 1/slots observed, so it is polled at growin
 (geometrically, about log(slots) times in all) and is still seen again if it starts to pay.
 ``min_yield`` > 0 lets a poll be skipped when no page is expected to hold that many new links
 (the budget not spent is the download not wasted).
+
+``policy="round_robin"`` is the baseline without learning: the page polled longest ago first
+(a breadth-first re-crawl of the start pages, each in turn).
 """
 
 from __future__ import annotations
@@ -39,9 +42,15 @@ class SeedBandit:
         prior_yield: float = 0.5,
         prior_slots: float = 2.0,
         rng: random.Random | None = None,
+        policy: str = "thompson",
     ) -> None:
         if prior_yield <= 0 or prior_slots <= 0:
             raise ValueError("the prior must be positive")
+        if policy not in ("thompson", "round_robin"):
+            raise ValueError(f"unknown policy {policy!r}")
+        self.policy = policy
+        self._order: dict[str, int] = {}
+        self._sequence: dict[str, int] = {}  # the poll number of each page's last poll
         self.prior_yield = prior_yield
         self.prior_slots = prior_slots
         self.rng = rng if rng is not None else random.Random(0)
@@ -59,6 +68,7 @@ class SeedBandit:
         """A start page (False if it already was one)."""
         if seed in self.yields:
             return False
+        self._order[seed] = len(self.seeds)
         self.seeds.append(seed)
         self.yields[seed] = 0.0
         self.exposure[seed] = 0.0
@@ -79,6 +89,9 @@ class SeedBandit:
         if seed in self.hinted:
             return math.inf
         last = self.last[seed]
+        if self.policy == "round_robin":  # in turn: the one polled longest ago first
+            polled = self._sequence.get(seed)
+            return float(len(self.seeds) - self._order[seed] if polled is None else -polled)
         if last is None:
             return 1e12 + self.rng.random()  # untried: each once, in random order
         shape = self.prior_yield + self.yields[seed]
@@ -88,7 +101,7 @@ class SeedBandit:
     def choose(self, slot: int, exclude: set[str] | frozenset[str] = frozenset()) -> str | None:
         """The start page with the highest priority (None if all are excluded)."""
         best: str | None = None
-        best_priority = -1.0
+        best_priority = -math.inf
         for seed in self.seeds:
             if seed in exclude:
                 continue
@@ -110,6 +123,7 @@ class SeedBandit:
         self.last[seed] = slot
         self.hinted.discard(seed)
         self.polls[seed] += 1
+        self._sequence[seed] = sum(self.polls.values())
 
     def credit(self, seed: str, amount: float = 1.0) -> None:
         """A new page (or a moved hint) found on a path that started at ``seed``."""
