@@ -12,6 +12,11 @@ begin; ``--conditional`` sends ``If-Modified-Since`` (a 304 is a poll but not a 
 
     PYTHONPATH=. python benchmarks/discovery_http.py [--slots 200] [--polls 10] \\
         [--source sections --max-step 1 --start-choice bandit --conditional]
+    PYTHONPATH=. python benchmarks/discovery_http.py --plot docs/discovery_http.png
+
+``--plot``: the start-page bandit and the round-robin re-crawl of the sections (both with
+conditional polls and paths of the start page alone) on the same site, side by side: new pages
+that appeared and were found over the slots, and each section's share of the polls.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import asyncio
 import re
 import time
 from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -42,6 +49,7 @@ async def run(
     start_choice: str = "weblog",
     conditional: bool = False,
     min_yield: float = 0.0,
+    trace: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     graph = generate(
         pages=5_000,
@@ -111,6 +119,16 @@ async def run(
     new_pages = [int(p) for p in graph.new_pages() if graph.created[p] <= site.now - 5 * SLOT]
     in_time = sum(1 for p in new_pages if p in found and found[p] - graph.created[p] <= 5 * SLOT)
     delays = [(found[p] - graph.created[p]) / SLOT for p in new_pages if p in found]
+    if trace is not None:
+        trace["delays"] = sorted(
+            (found[p] - graph.created[p]) / SLOT if p in found else float("inf") for p in new_pages
+        )
+        trace["active"] = sorted(active)
+        trace["shares"] = {
+            int(m.group(1)): share
+            for url, share in crawl.start_shares().items()
+            if (m := _SECTION.search(url))
+        }
     shares = crawl.start_shares()
     active_share = 0.0
     for url, share in shares.items():
@@ -142,7 +160,27 @@ async def main() -> None:
     parser.add_argument("--conditional", action="store_true", help="If-Modified-Since")
     parser.add_argument("--min-yield", type=float, default=0.0)
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--plot", type=Path, default=None)
     args = parser.parse_args()
+    if args.plot is not None:
+        traces: dict[str, dict[str, Any]] = {}
+        for choice in ("bandit", "round_robin"):
+            traces[choice] = {}
+            r = await run(
+                "weblog",
+                args.slots,
+                args.polls,
+                0,
+                0,
+                "sections",
+                choice,
+                True,
+                0.0,
+                traces[choice],
+            )
+            print(choice, {k: round(v, 3) for k, v in r.items()}, flush=True)
+        _plot(traces, args.plot)
+        return
     for strategy in args.strategies.split(","):
         for seed in range(args.runs):
             started = time.perf_counter()
@@ -166,6 +204,45 @@ async def main() -> None:
                 f"{r['active_share']:.2f} ({time.perf_counter() - started:.1f} s)",
                 flush=True,
             )
+
+
+def _plot(traces: dict[str, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
+    first = next(iter(traces.values()))
+    for name, trace in traces.items():
+        delays = trace["delays"]
+        xs = [0.0] + [d for d in delays if d != float("inf")]
+        ys = [0.0] + [(i + 1) / len(delays) for i in range(len(xs) - 1)]
+        xs.append(10.0)
+        ys.append(ys[-1])
+        left.step(xs, ys, where="post", label=name)
+    left.axvline(5.0, color="k", ls=":", lw=1)
+    left.axhline(0.9, color="k", ls=":", lw=1)
+    left.set_xlim(0, 10)
+    left.set_xlabel("slots from a page's appearance to its discovery")
+    left.set_ylabel("share of the new pages found")
+    left.legend(fontsize=8, loc="lower right")
+    left.set_title("how soon new pages are found (target: 90% within 5 slots)")
+    sections = sorted(set().union(*(t["shares"] for t in traces.values())))
+    width = 0.4
+    for i, (name, trace) in enumerate(traces.items()):
+        shares = [trace["shares"].get(c, 0.0) for c in sections]
+        right.bar([c + (i - 0.5) * width for c in sections], shares, width, label=name)
+    for c in first["active"]:
+        right.axvspan(c - 0.5, c + 0.5, color="gold", alpha=0.3, lw=0)
+    right.set_xlabel("section (shaded: the 5 that gain pages)")
+    right.set_ylabel("share of start-page polls")
+    right.legend(fontsize=8)
+    right.set_title("where the discovery polls went")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    print(f"plot written to {path}")
 
 
 if __name__ == "__main__":
