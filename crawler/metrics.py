@@ -31,7 +31,7 @@ import math
 import platform
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -238,6 +238,29 @@ class CrawlerMetrics:
             "Pages judged cut at a parse limit (a change past the cut goes unseen).",
             registry=reg,
         )
+        # discovery (crawler/service/_discovery.py): its polls, the new pages it found, and
+        # how old they were when found (from their Last-Modified, when they carry one)
+        self.discovery_polls_total = Counter(
+            "crawler_discovery_polls",
+            "Discovery polls made (fetches to find new pages), by result (ok, error).",
+            ["result"],
+            registry=reg,
+        )
+        self.discovered_total = Counter(
+            "crawler_discovered", "New pages found by discovery.", registry=reg
+        )
+        self.discovered_age_seconds = Histogram(
+            "crawler_discovered_age_seconds",
+            "Age of a new page when discovery found it (from its Last-Modified date).",
+            buckets=(60, 300, 900, 1800, 3600, 7200, 3 * 3600, 6 * 3600, 12 * 3600, 86400),
+            registry=reg,
+        )
+        self.discovered_expired_total = Counter(
+            "crawler_discovered_expired",
+            "Discovered pages expired, by reason (unlinked, dead).",
+            ["reason"],
+            registry=reg,
+        )
         self.scheduler_info = Info("crawler_scheduler", "The scheduler in use.", registry=reg)
         self.build_info = Info("crawler_build", "Version of the crawler.", registry=reg)
 
@@ -381,6 +404,23 @@ class CrawlerMetrics:
         self.watched_urls.set(watched)
         self.capacity_polls_per_slot.set(capacity)
         self.knapsack_fill_ratio.set(knapsack_fill)
+
+    def observe_discovery(
+        self, ok: int, errors: int, ages_s: Sequence[float | None], expired: Sequence[str] = ()
+    ) -> None:
+        """One slot's discovery: polls made (ok, failed), the ages of the new pages found
+        (None: no date known), the reasons of the pages expired."""
+        if ok:
+            self.discovery_polls_total.labels(result="ok").inc(ok)
+        if errors:
+            self.discovery_polls_total.labels(result="error").inc(errors)
+        if ages_s:
+            self.discovered_total.inc(len(ages_s))
+        for age in ages_s:
+            if age is not None:
+                self.discovered_age_seconds.observe(max(0.0, age))
+        for reason in expired:
+            self.discovered_expired_total.labels(reason=reason).inc()
 
     def observe_commit(self, duration_s: float) -> None:
         """One slot's database commit took ``duration_s``."""

@@ -97,6 +97,31 @@ class Settings(BaseSettings):
         description="seconds a slot's polls may take; what is not done by then is deferred "
         "(not polled, not an error); None = the larger of slot_seconds and fetch_timeout_s",
     )
+    # discovery (crawler/service/_discovery.py, docs/discovery.md "In the service")
+    discovery_share: float = Field(
+        0.1,
+        ge=0,
+        le=0.9,
+        description="share of each slot's capacity given to discovery polls when sources "
+        "exist: floor(share x capacity) polls, taken from the re-polling side; 0 = off",
+    )
+    discovery_expire_days: float = Field(
+        30.0,
+        ge=0,
+        description="a page found by discovery expires when no page fetched by discovery has "
+        "linked it for this many days (0 = never by age), or at once on a 404 or 410",
+    )
+    discovery_strategy: Literal["weblog", "rl", "best_first", "breadth_first"] = "weblog"
+    discovery_max_step: int = Field(
+        1, ge=1, le=100, description="steps per forager path (1: a start page and its links)"
+    )
+    discovery_seed_links: int = Field(
+        50,
+        ge=0,
+        le=1000,
+        description="in-scope links of a source page that become its foragers' start pages "
+        "(read at its first fetch; 0 = the source page only)",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -23,6 +23,7 @@ from crawler.fetch import FetchRequest
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._clock import SlotClock, Tick
+from crawler.service._discovery import DiscoverySide
 from crawler.service._records import RecentRecords, after_poll
 from crawler.settings import Settings
 from crawler.store import (
@@ -96,6 +97,8 @@ class CrawlLoop:
         self._recent = RecentRecords()
         self._flush_lock = asyncio.Lock()
         self._stop: asyncio.Event | None = None
+        # discovery: a share of each slot's polls follows links from the sources
+        self.discovery = DiscoverySide(settings, store, poller, metrics)
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -145,7 +148,7 @@ class CrawlLoop:
             self.scheduler.remove(gone)
         if new.any():
             self.scheduler.add(ids[new], importance=importance[new])
-        self.scheduler.set_capacity(self.settings.effective_capacity(self.scheduler.size))
+        self._set_capacity()
         self._watch_version = version
         if gone.size or new.any():
             log.info(
@@ -155,6 +158,20 @@ class CrawlLoop:
                 gone.size,
                 self.scheduler.capacity,
             )
+
+    def _set_capacity(self) -> None:
+        """The scheduler's polls per slot: the capacity less discovery's share."""
+        assert self.scheduler is not None
+        capacity = self.settings.effective_capacity(self.scheduler.size)
+        self.scheduler.set_capacity(capacity - self.discovery.reserved(capacity))
+
+    async def _refresh_discovery(self) -> None:
+        """Re-read the discovery sources; their share changes the scheduler's capacity."""
+        try:
+            if await self.discovery.refresh() and self.scheduler is not None:
+                self._set_capacity()
+        except StoreError as exc:
+            log.warning("discovery sources not refreshed: %s", exc)
 
     # ----- the loop ---------------------------------------------------------------------
 
@@ -209,6 +226,7 @@ class CrawlLoop:
             await self.sync_watch_list()
         except StoreError as exc:
             log.warning("watch list not refreshed: %s", exc)
+        await self._refresh_discovery()
         ids = self.scheduler.select()
         records = await self._records(ids)
         requests = [
@@ -219,6 +237,12 @@ class CrawlLoop:
         tally = _Tally()
         jobs = [_poll_job(r, records[r.url_id]) for r in requests]
         deadline = started + self.settings.effective_slot_deadline()
+        # discovery's share, alongside and through the same poller, never a URL polled here
+        discovering = asyncio.ensure_future(
+            self.discovery.run_slot(
+                {r.url for r in requests}, self.scheduler.size, deadline, self._stop
+            )
+        )
         # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched;
         # the poller defers what is not done by the deadline; a stop request cuts the slot
         # short at once, and so does a poller that overruns its deadline by GRACE_S
@@ -233,6 +257,8 @@ class CrawlLoop:
                     tally.defer(job.host, reason)
                     self.metrics.observe_deferred(reason, job.host)
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
+        await _discovered(discovering)
+        self.discovery.note_dead([records[p.url_id].url for p in polls if p.status in (404, 410)])
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
         duration = time.monotonic() - started
@@ -464,6 +490,16 @@ async def _until(
     finally:
         if stopping is not None:
             stopping.cancel()
+
+
+async def _discovered(task: Awaitable[object]) -> None:
+    """Wait for a slot's discovery; a failure there is logged, never the loop's end."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("discovery failed in this slot")
 
 
 def _report(summary: SlotSummary, on_slot: Callable[[SlotSummary], None] | None) -> None:

@@ -7,6 +7,14 @@ Sync SQLAlchemy 2 (SQLite with WAL, or PostgreSQL via psycopg 3); the service ca
 a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migrations/README.md``).
 """
 
+from crawler.store._discovery import (
+    DiscoveredRow,
+    DiscoveryStore,
+    Found,
+    SlotDiscovery,
+    SourceRow,
+    SourceSpec,
+)
 from crawler.store._engine import sync_url
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
 from crawler.store._migrate import alembic_config, head_revision
@@ -34,13 +42,19 @@ __all__ = [
     "AddReport",
     "ChangeRow",
     "DeferredHost",
+    "DiscoveredRow",
+    "DiscoveryStore",
+    "Found",
     "NewUrl",
     "Outcome",
     "PollRecord",
     "PollRow",
     "ServiceLock",
     "ServiceLockHeld",
+    "SlotDiscovery",
     "SlotRecord",
+    "SourceRow",
+    "SourceSpec",
     "Stats",
     "Store",
     "StoreError",

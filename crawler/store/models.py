@@ -202,6 +202,48 @@ class Meta(Base):
     text_value: Mapped[str | None] = mapped_column(Text)
 
 
+class Source(Base):
+    """A URL to discover new pages from (migration 0005; see crawler/store/_discovery.py).
+    JSON lists in ``allowed_domains``, ``include``, ``exclude``; ``state``: learned state."""
+
+    __tablename__ = "sources"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    url: Mapped[str] = mapped_column(Text, unique=True)
+    scope: Mapped[str] = mapped_column(String(16))  # "host" or "domain"
+    allowed_domains: Mapped[str] = mapped_column(Text)
+    include: Mapped[str] = mapped_column(Text)
+    exclude: Mapped[str] = mapped_column(Text)
+    topic: Mapped[str | None] = mapped_column(Text)
+    max_depth: Mapped[int] = mapped_column(Integer)
+    budget_per_slot: Mapped[int] = mapped_column(Integer)
+    budget_per_run: Mapped[int | None] = mapped_column(Integer)
+    auto_watch: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    state: Mapped[str | None] = mapped_column(Text)
+    polls: Mapped[int] = mapped_column(BigInteger)
+    found: Mapped[int] = mapped_column(BigInteger)
+
+
+class Discovered(Base):
+    """A page found new by discovery (one row per URL: the first source to find it)."""
+
+    __tablename__ = "discovered"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    url: Mapped[str] = mapped_column(Text, unique=True)
+    source_id: Mapped[int] = mapped_column(BigId, ForeignKey("sources.id"), index=True)
+    found_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    depth: Mapped[int] = mapped_column(Integer)
+    path_length: Mapped[int] = mapped_column(Integer)
+    lastmod: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    on_topic: Mapped[float | None] = mapped_column(Float)
+    watched: Mapped[bool] = mapped_column(Boolean)
+    url_id: Mapped[int | None] = mapped_column(BigInteger)
+    last_linked_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    expire_reason: Mapped[str | None] = mapped_column(String(16))
+
+
 _tables = Base.metadata.tables
 sites: Table = _tables["sites"]
 urls: Table = _tables["urls"]
@@ -212,3 +254,5 @@ poll_log: Table = _tables["poll_log"]
 changes: Table = _tables["changes"]
 deferrals: Table = _tables["deferrals"]
 meta: Table = _tables["meta"]
+sources: Table = _tables["sources"]
+discovered: Table = _tables["discovered"]

@@ -58,3 +58,10 @@ def deferred_answer(job: PollJob, reason: str) -> PollAnswer:
         job.url_id, "deferred", None, None, None, None, None, None, 0.0, 0, None, job.url,
         None, None, None, None, None, reason,
     )  # fmt: skip
+
+
+def body_answer(result: FetchResult) -> PollAnswer:
+    """The answer of a discovery poll (``PollJob.want_body``): not judged; the body of an "ok"
+    fetch comes back with it."""
+    answer = answer_of(result, None, None)
+    return answer._replace(body=result.body) if result.outcome == "ok" else answer

@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Sequence
 
 from crawler.detect import ChangeDetector, DetectItem
 from crawler.fetch import FetchConfig, Fetcher, FetchResult
-from crawler.workers._answers import answer_of, detect_item, failed_answer
+from crawler.workers._answers import answer_of, body_answer, detect_item, failed_answer
 from crawler.workers._engine import Batch, PollEngine
 from crawler.workers._types import PollAnswer, PollJob
 
@@ -57,6 +57,9 @@ class InProcessPoller:
         self.detector.close()
 
     def _finish(self, batch: Batch, j: int, result: FetchResult) -> None:
+        if batch.jobs[j].want_body:  # a discovery poll: not judged, the body goes back
+            batch.set(j, body_answer(result))
+            return
         if result.outcome != "ok":
             batch.set(j, answer_of(result, None, self.text_bytes))
             return

@@ -29,7 +29,7 @@ from crawler.detect._judge import judge
 from crawler.fetch import FetchConfig, Fetcher, FetchResult
 from crawler.gc_policy import tune_gc
 from crawler.ipc import encode_pickle, own_fd, read_frame_async, write_frame
-from crawler.workers._answers import answer_of, detect_item
+from crawler.workers._answers import answer_of, body_answer, detect_item
 from crawler.workers._engine import Batch, PollEngine
 from crawler.workers._types import PollAnswer, PollJob, jobs_of, plain
 
@@ -46,6 +46,8 @@ def encode_polls(request: Request) -> list[bytes]:
 def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> PollAnswer:
     """What the service records of one poll: the fetch result without its body, and the
     verdict of the body (``text`` of a changed page kept up to ``text_bytes``; None = none)."""
+    if job.want_body:  # a discovery poll: not judged, the body goes back
+        return body_answer(result)
     if result.outcome != "ok":
         return answer_of(result, None, text_bytes)
     return answer_of(result, judge(detect_item(result, job)), text_bytes)

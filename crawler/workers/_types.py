@@ -36,6 +36,9 @@ class PollJob(NamedTuple):
     ignore_patterns: tuple[str, ...]
     previous_hash: str | None
     previous_raw_hash: str | None
+    #: a discovery poll (crawler.service._discovery): not judged, the body comes back in
+    #: ``PollAnswer.body`` (the links are what it is for)
+    want_body: bool = False
 
 
 class PollAnswer(NamedTuple):
@@ -66,6 +69,8 @@ class PollAnswer(NamedTuple):
     deferred: str | None = None
     #: the page was judged cut at a parse limit (a change past the cut goes unseen)
     truncated: bool = False
+    #: the response body of a ``want_body`` job that was fetched ("ok"), else None
+    body: bytes | None = None
 
 
 _new = tuple.__new__

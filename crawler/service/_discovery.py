@@ -1,0 +1,480 @@
+"""Discovery in the service: a share of each slot's polls follows links from the sources.
+
+Each slot, when sources exist, ``floor(discovery_share x capacity)`` polls go to discovery and
+the scheduler gets the rest of the capacity (``reserved``). The discovery side runs alongside
+the scheduler's polls, through the **same** ``Poller``: robots.txt, the per-host concurrency,
+delay and back-off are shared with re-polling. A URL is never polled twice in one slot: the
+scheduler's picks are never fetched by discovery, and a URL two sources (or one forager twice)
+want is fetched once and its body reused.
+
+One ``crawler.discovery.SourceCrawl`` per source, with the weblog-update foragers by default
+(``discovery_strategy``). Start pages: a source's page is fetched once, and up to
+``discovery_seed_links`` of its in-scope links become the foragers' start pages, with
+``discovery_max_step`` = 1 by default: a path is a start page and its unknown links. This is
+the set-up that found most new pages over HTTP in docs/discovery.md (section pages as seeds,
+one-step paths: 78% within 5 slots against 5% from a front page with 100-step paths): the
+weblog then learns which sections pay. The learned start lists are saved with each slot
+(``sources.state``) and restored after a restart (values reset; the order kept).
+
+*New* is the driver's rule (not watched and not seen before; no older than 24 h by the page's
+``article:published_time`` or ``Last-Modified`` when it has one). With a topic, a new page is
+recorded only when at least ``TOPIC_MIN`` of the topic's keywords occur in its text (the
+share is stored as ``on_topic``). New pages are recorded in ``discovered`` (URL, time found,
+source, depth, path length, date) and, for a source with ``auto_watch``, added to the watch
+list through the store's add path. Expiry (see ``crawler.store._discovery``) runs each slot:
+pages not linked by any page fetched by discovery for ``discovery_expire_days``, and pages
+answering 404 or 410 to either side, expire.
+
+The clock is injectable (``clock``): the verdict "no older than 24 h" compares page dates with
+it, so a test serving a site in simulated time gives the matching clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+from selectolax.lexbor import LexborHTMLParser
+from yarl import URL
+
+from crawler.detect import decode
+from crawler.discovery import (
+    Refusal,
+    Scope,
+    SourceBudget,
+    SourceCrawl,
+    canonical_url,
+    extract_links,
+    page_text,
+)
+from crawler.discovery._features import words
+from crawler.metrics import CrawlerMetrics
+from crawler.settings import Settings
+from crawler.sites import site_of
+from crawler.store import (
+    DiscoveryStore,
+    Found,
+    SlotDiscovery,
+    SourceRow,
+    Store,
+    StoreError,
+)
+from crawler.workers import PollAnswer, Poller, PollJob
+
+log = logging.getLogger("crawler.service")
+
+#: share of a topic's keywords a new page must contain to be recorded (with a topic)
+TOPIC_MIN = 0.5
+#: statuses that make a discovered page expire at once
+DEAD_STATUSES = frozenset({404, 410})
+#: a source's per-run budget when the operator set none
+UNLIMITED = 10**9
+#: URLs a source's crawl may hand out in one round without one needing a poll (already
+#: polled this slot by the scheduler or by another source) before it waits for the next round
+MAX_SKIPS = 50
+#: start pages kept in a source's saved state
+SAVED_SEEDS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoverySummary:
+    """What one slot's discovery did."""
+
+    polls: int = 0
+    errors: int = 0
+    deferred: int = 0
+    found: int = 0
+    watched: int = 0
+    expired: int = 0
+    #: polls per source id
+    by_source: dict[int, int] = field(default_factory=dict)
+    #: the URLs discovery polled this slot (for tests and logs)
+    polled: tuple[str, ...] = ()
+
+
+@dataclass
+class _Source:
+    row: SourceRow
+    crawl: SourceCrawl | None = None
+    topic: frozenset[str] = frozenset()
+
+
+@dataclass
+class _Slot:
+    """One slot's discovery in progress."""
+
+    picked: set[str]
+    deadline: float
+    bodies: dict[str, str | None] = field(default_factory=dict)  # polled here: html or None
+    dates: dict[str, float | None] = field(default_factory=dict)
+    record: SlotDiscovery = field(default_factory=SlotDiscovery)
+    ages: list[float | None] = field(default_factory=list)
+    polls: int = 0
+    errors: int = 0
+    deferred: int = 0
+    dead: set[str] = field(default_factory=set)
+    out_of_time: bool = False
+
+
+class DiscoverySide:
+    """The discovery share of the crawl loop's slots."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        poller: Poller,
+        metrics: CrawlerMetrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.store = DiscoveryStore(store)
+        self.poller = poller
+        self.metrics = metrics
+        self.clock = clock
+        self.sources: dict[int, _Source] = {}
+        self.known: set[str] | None = None
+        self.last = DiscoverySummary()
+        self._dead: set[str] = set()
+        self._unsaved: SlotDiscovery | None = None
+        self._ids = 0
+        self._rotation = 0
+
+    # ----- sources and capacity ----------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.settings.discovery_share > 0 and bool(self.sources)
+
+    def reserved(self, capacity: float) -> int:
+        """Discovery's polls per slot out of ``capacity``: floor(share x capacity) when
+        sources exist, else 0."""
+        if not self.active:
+            return 0
+        return math.floor(self.settings.discovery_share * capacity + 1e-9)
+
+    async def refresh(self) -> bool:
+        """Read the sources (added, changed or removed since the last look); True when
+        whether discovery is active changed (the scheduler's capacity must be set again)."""
+        was = self.active
+        rows = await asyncio.to_thread(self.store.sources)
+        current = {r.id: r for r in rows}
+        for sid in list(self.sources):
+            if sid not in current or current[sid].spec != self.sources[sid].row.spec:
+                del self.sources[sid]
+        for sid, row in current.items():
+            if sid in self.sources:
+                self.sources[sid].row = row
+            else:
+                topic = frozenset(words(row.spec.topic or ""))
+                self.sources[sid] = _Source(row, topic=topic)
+        if self.sources and self.known is None:
+            self.known = await asyncio.to_thread(self.store.known_urls)
+        return was != self.active
+
+    def note_dead(self, urls: Sequence[str]) -> None:
+        """URLs the scheduler's polls found gone (404/410): expired at the next record."""
+        self._dead.update(urls)
+
+    # ----- a slot ----------------------------------------------------------------------
+
+    async def run_slot(
+        self,
+        picked: set[str],
+        watched: int,
+        deadline: float,
+        stop: asyncio.Event | None = None,
+    ) -> DiscoverySummary:
+        """One slot's discovery: at most ``reserved(capacity)`` polls, none of a URL in
+        ``picked`` (the scheduler's polls of this slot), none twice; then record and expire."""
+        budget = self.reserved(self.settings.effective_capacity(watched))
+        slot = _Slot(set(picked), deadline)
+        slot.dead, self._dead = self._dead, set()
+        for source in self.sources.values():
+            if source.crawl is not None:
+                source.crawl.new_slot()
+        if budget > 0:
+            await self._polls(slot, budget, stop)
+        summary = await self._record(slot)
+        self.last = summary
+        return summary
+
+    async def _polls(self, slot: _Slot, budget: int, stop: asyncio.Event | None) -> None:
+        """Rounds of one URL per source until the budget (or every source's) is spent."""
+        sources = sorted(self.sources.values(), key=lambda s: s.row.id)
+        if not sources:
+            return
+        start = self._rotation % len(sources)
+        self._rotation += 1
+        sources = sources[start:] + sources[:start]
+        left = {s.row.id: s.row.spec.budget_per_slot for s in sources}
+        while budget - slot.polls > 0 and not slot.out_of_time:
+            if stop is not None and stop.is_set():
+                break
+            wanted: list[tuple[_Source, str]] = []
+            room = budget - slot.polls
+            urls_this_round: set[str] = set()
+            for source in sources:
+                if left[source.row.id] <= 0 or len(urls_this_round) >= room:
+                    continue
+                url = self._next(source, slot)
+                if url is None:
+                    left[source.row.id] = 0
+                    continue
+                wanted.append((source, url))
+                urls_this_round.add(url)
+            if not wanted:
+                break
+            await self._fetch(slot, sorted(urls_this_round))
+            for source, url in wanted:
+                left[source.row.id] -= 1
+                sid = source.row.id
+                slot.record.polls[sid] = slot.record.polls.get(sid, 0) + 1
+                self._fetched(source, url, slot)
+
+    def _next(self, source: _Source, slot: _Slot) -> str | None:
+        """The next URL ``source`` wants polled now (None: nothing this slot). URLs already
+        polled in this slot are answered from their first poll without a new one."""
+        if source.crawl is None:
+            first = source.row.url
+            if first not in slot.picked and first not in slot.bodies:
+                return first  # its first poll: its links become the start pages
+            self._start(source, slot.bodies.get(first))  # not polled again in this slot
+        crawl = source.crawl
+        if crawl is None:
+            return None
+        for _ in range(MAX_SKIPS):
+            url = crawl.next_url()
+            if url is None:
+                break
+            if url in slot.picked:  # the scheduler polls it this slot: not again
+                crawl.fetched(url, None, published=None, now=self.clock())
+                continue
+            if url in slot.bodies:  # polled already in this slot: its body again
+                self._report(source, url, slot)
+                continue
+            return url
+        return None
+
+    async def _fetch(self, slot: _Slot, urls: list[str]) -> None:
+        """Poll ``urls`` through the service's poller (bodies back, not judged)."""
+        jobs = []
+        for url in urls:
+            self._ids += 1
+            jobs.append(
+                PollJob(-self._ids, url, site_of(url), None, None, None, (), None, None, True)
+            )
+        by_id = {job.url_id: job.url for job in jobs}
+        answers: list[PollAnswer] = []
+        async for chunk in self.poller.poll_chunks(jobs, slot.deadline):
+            answers.extend(chunk)
+        for a in answers:
+            url = by_id[a.url_id]
+            if a.outcome == "deferred":
+                slot.deferred += 1
+                slot.out_of_time = True
+                slot.bodies[url] = None
+                slot.dates[url] = None
+                continue
+            slot.polls += 1
+            if a.status in DEAD_STATUSES:
+                slot.dead.add(url)
+            if a.outcome != "ok" or a.body is None:
+                slot.errors += a.outcome == "error"
+                slot.bodies[url] = None
+                slot.dates[url] = None
+                continue
+            html = decode(a.body, a.content_type)
+            slot.bodies[url] = html
+            slot.dates[url] = _published(html, a.last_modified)
+            for href, _ in extract_links(html):
+                link = canonical_url(href, a.final_url or url)
+                if link is not None:
+                    slot.record.linked.add(link)
+
+    def _fetched(self, source: _Source, url: str, slot: _Slot) -> None:
+        if source.crawl is None:
+            self._start(source, slot.bodies.get(url))
+            return
+        self._report(source, url, slot)
+
+    def _start(self, source: _Source, html: str | None) -> None:
+        """Build a source's crawl: its start pages from its saved state, else its page's
+        in-scope links (its first poll)."""
+        spec = source.row.spec
+        scope = _scope(source.row)
+        seeds = [source.row.url]
+        saved = _saved_seeds(source.row.state)
+        if saved:
+            seeds += [u for u in saved if u != source.row.url]
+        elif html is not None and self.settings.discovery_seed_links > 0:
+            probe = SourceBudget(scope)
+            for href, _ in extract_links(html):
+                admitted = probe.admit(href, source.row.url, 1)
+                if isinstance(admitted, Refusal) or admitted in seeds:
+                    continue
+                seeds.append(admitted)
+                if len(seeds) > self.settings.discovery_seed_links:
+                    break
+        checked = SourceBudget(scope)
+        seeds = [s for s in seeds if not isinstance(checked.admit(s, None, 0), Refusal)]
+        try:
+            source.crawl = SourceCrawl(
+                source.row.url,
+                scope=scope,
+                strategy=self.settings.discovery_strategy,
+                seeds=seeds or None,
+                known=self.known,
+                max_step=self.settings.discovery_max_step,
+                seed=source.row.id if self.settings.seed is None else self.settings.seed,
+            )
+        except ValueError as exc:
+            log.error("source %s cannot be crawled: %s", spec.url, exc)
+            return
+        log.info("source %s: %d start pages", spec.url, len(seeds))
+
+    def _report(self, source: _Source, url: str, slot: _Slot) -> None:
+        """Hand a polled page to the source's crawl; record it if it was new."""
+        crawl = source.crawl
+        assert crawl is not None
+        html = slot.bodies.get(url)
+        published = slot.dates.get(url)
+        now = self.clock()
+        before = len(crawl.found)
+        crawl.fetched(url, html, published=published, now=now)
+        for d in crawl.found[before:]:
+            score = _topic_score(source.topic, html) if source.topic else None
+            if score is not None and score < TOPIC_MIN:
+                continue
+            when = datetime.fromtimestamp(now, UTC)
+            lastmod = None if published is None else datetime.fromtimestamp(published, UTC)
+            slot.record.found.append(
+                Found(d.url, source.row.id, when, d.depth, d.path_length, lastmod, score)
+            )
+            slot.ages.append(None if published is None else now - published)
+            for other in self.sources.values():
+                if other.crawl is not None and other is not source:
+                    other.crawl.known.add(d.url)
+            if self.known is not None:
+                self.known.add(d.url)
+
+    async def _record(self, slot: _Slot) -> DiscoverySummary:
+        """Write the slot's discovery (retried with the next slot if the database refuses),
+        apply the expiry rule, count the metrics."""
+        record = slot.record
+        at = record.at = datetime.fromtimestamp(self.clock(), UTC)
+        for sid, source in self.sources.items():
+            if source.crawl is not None and sid in record.polls:
+                record.states[sid] = _state(source.crawl)
+        if self._unsaved is not None:
+            record = _merge(self._unsaved, record)
+        watched = expired = 0
+        reasons: list[str] = []
+        try:
+            result = await asyncio.to_thread(self.store.record_slot, record)
+            self._unsaved = None
+            watched = len(result.watched)
+            gone = await asyncio.to_thread(
+                self.store.expire, at, self.settings.discovery_expire_days, slot.dead
+            )
+            expired = len(gone)
+            reasons = [r for _, r in gone]
+        except StoreError as exc:
+            log.warning("discovery of this slot not recorded yet (kept for retry): %s", exc)
+            self._unsaved = record
+            self._dead.update(slot.dead)
+        found = len(slot.record.found)
+        self.metrics.observe_discovery(slot.polls - slot.errors, slot.errors, slot.ages, reasons)
+        if slot.polls or found:
+            log.info(
+                "discovery: polls=%d errors=%d deferred=%d found=%d watched=%d expired=%d",
+                slot.polls, slot.errors, slot.deferred, found, watched, expired,
+            )  # fmt: skip
+        return DiscoverySummary(
+            slot.polls,
+            slot.errors,
+            slot.deferred,
+            found,
+            watched,
+            expired,
+            dict(slot.record.polls),
+            tuple(slot.bodies),
+        )
+
+
+def _scope(row: SourceRow) -> Scope:
+    spec = row.spec
+    host = (URL(spec.url).host or "").lower()
+    domains = spec.allowed_domains
+    if spec.scope == "domain" and not domains:
+        domains = (host,)
+    return Scope(
+        hosts=frozenset({host}),
+        allowed_domains=tuple(d.lower() for d in domains),
+        include=spec.include,
+        exclude=spec.exclude,
+        max_depth=spec.max_depth,
+        page_budget=spec.budget_per_run or UNLIMITED,
+    )
+
+
+def _published(html: str, last_modified: str | None) -> float | None:
+    """The page's date: ``article:published_time``, else its ``Last-Modified``; None."""
+    try:
+        node = LexborHTMLParser(html).css_first('meta[property="article:published_time"]')
+        content = node.attributes.get("content") if node is not None else None
+        if content:
+            when = datetime.fromisoformat(content)
+            return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    except (ValueError, TypeError):
+        pass
+    if last_modified:
+        try:
+            return parsedate_to_datetime(last_modified).timestamp()
+        except (ValueError, TypeError):
+            return None
+    return None
+
+
+def _topic_score(topic: frozenset[str], html: str | None) -> float:
+    """The share of the topic's keywords that occur in the page's text."""
+    if not topic or html is None:
+        return 0.0
+    present = set(words(page_text(html)))
+    return len(topic & present) / len(topic)
+
+
+def _state(crawl: SourceCrawl) -> str:
+    """A source's learned state: its start pages, best first, over all its foragers."""
+    best: dict[str, float] = {}
+    for forager in crawl.fleet.foragers:
+        for url, value in forager.weblog.entries():
+            best[url] = max(value, best.get(url, -math.inf))
+    ranked = sorted(best.items(), key=lambda kv: -kv[1])[:SAVED_SEEDS]
+    return json.dumps({"seeds": [u for u, _ in ranked]})
+
+
+def _saved_seeds(state: str | None) -> list[str]:
+    if not state:
+        return []
+    try:
+        seeds = json.loads(state).get("seeds", [])
+    except (ValueError, AttributeError):
+        return []
+    return [s for s in seeds if isinstance(s, str)]
+
+
+def _merge(old: SlotDiscovery, new: SlotDiscovery) -> SlotDiscovery:
+    polls = dict(old.polls)
+    for sid, n in new.polls.items():
+        polls[sid] = polls.get(sid, 0) + n
+    return SlotDiscovery(
+        polls, old.found + new.found, old.linked | new.linked, old.states | new.states, new.at
+    )
