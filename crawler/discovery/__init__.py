@@ -11,6 +11,13 @@ from crawler.discovery._driver import START_CHOICES, Discovery, SourceCrawl
 from crawler.discovery._features import text_state
 from crawler.discovery._fleets import STRATEGIES, make_fleet
 from crawler.discovery._forager import Fleet, Forager, ReinforcingAgent
+from crawler.discovery._lastmod import (
+    LastmodTracker,
+    Listed,
+    Listing,
+    looks_like_listing,
+    read_listing,
+)
 from crawler.discovery._links import extract_links, page_text
 from crawler.discovery._ordering import (
     BestFirstOrdering,
@@ -18,6 +25,7 @@ from crawler.discovery._ordering import (
     Frontier,
     ValueOrdering,
 )
+from crawler.discovery._seeds import SeedBandit
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url, url_template
 from crawler.discovery._weblog import Weblog
 
@@ -30,17 +38,23 @@ __all__ = [
     "Fleet",
     "Forager",
     "Frontier",
+    "LastmodTracker",
+    "Listed",
+    "Listing",
     "Refusal",
     "ReinforcingAgent",
     "Scope",
+    "SeedBandit",
     "SourceBudget",
     "SourceCrawl",
     "ValueOrdering",
     "Weblog",
     "canonical_url",
     "extract_links",
+    "looks_like_listing",
     "make_fleet",
     "page_text",
+    "read_listing",
     "text_state",
     "url_template",
 ]

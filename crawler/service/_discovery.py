@@ -52,6 +52,7 @@ from crawler.discovery import (
     SourceCrawl,
     canonical_url,
     extract_links,
+    looks_like_listing,
     page_text,
 )
 from crawler.discovery._features import words
@@ -113,6 +114,10 @@ class _Slot:
     picked: set[str]
     deadline: float
     bodies: dict[str, str | None] = field(default_factory=dict)  # polled here: html or None
+    # disc-feeds: the raw body of a sitemap or feed (read as bytes: it may be gzip), and the
+    # URLs answered 304 to a conditional poll (their links read last time stand)
+    listings: dict[str, bytes] = field(default_factory=dict)
+    unchanged: set[str] = field(default_factory=set)
     dates: dict[str, float | None] = field(default_factory=dict)
     record: SlotDiscovery = field(default_factory=SlotDiscovery)
     ages: list[float | None] = field(default_factory=list)
@@ -146,6 +151,8 @@ class DiscoverySide:
         self._unsaved: SlotDiscovery | None = None
         self._ids = 0
         self._rotation = 0
+        # disc-feeds: validators of the pages discovery polled, for conditional polls
+        self._validators: dict[str, tuple[str | None, str | None]] = {}
 
     # ----- sources and capacity ----------------------------------------------------------
 
@@ -268,8 +275,9 @@ class DiscoverySide:
         jobs = []
         for url in urls:
             self._ids += 1
+            etag, modified = self._validators.get(url, (None, None))  # disc-feeds: conditional
             jobs.append(
-                PollJob(-self._ids, url, site_of(url), None, None, None, (), None, None, True)
+                PollJob(-self._ids, url, site_of(url), etag, modified, None, (), None, None, True)
             )
         by_id = {job.url_id: job.url for job in jobs}
         answers: list[PollAnswer] = []
@@ -286,11 +294,20 @@ class DiscoverySide:
             slot.polls += 1
             if a.status in DEAD_STATUSES:
                 slot.dead.add(url)
+            if a.outcome == "not_modified":  # disc-feeds: a 304, no download
+                slot.unchanged.add(url)
+                slot.bodies[url] = None
+                slot.dates[url] = None
+                continue
             if a.outcome != "ok" or a.body is None:
                 slot.errors += a.outcome == "error"
                 slot.bodies[url] = None
                 slot.dates[url] = None
                 continue
+            if a.etag or a.last_modified:  # disc-feeds: for the next poll's validators
+                self._validators[url] = (a.etag, a.last_modified)
+            if looks_like_listing(a.body):  # disc-feeds: a sitemap or feed, read natively
+                slot.listings[url] = a.body
             html = decode(a.body, a.content_type)
             slot.bodies[url] = html
             slot.dates[url] = _published(html, a.last_modified)
@@ -334,6 +351,7 @@ class DiscoverySide:
                 known=self.known,
                 max_step=self.settings.discovery_max_step,
                 seed=source.row.id if self.settings.seed is None else self.settings.seed,
+                start_choice=self.settings.discovery_start_choice,  # disc-feeds
             )
         except ValueError as exc:
             log.error("source %s cannot be crawled: %s", spec.url, exc)
@@ -348,7 +366,14 @@ class DiscoverySide:
         published = slot.dates.get(url)
         now = self.clock()
         before = len(crawl.found)
-        crawl.fetched(url, html, published=published, now=now)
+        listing = slot.listings.get(url)  # disc-feeds: sitemaps, feeds, 304s
+        crawl.fetched(
+            url,
+            html if listing is None else listing,
+            published=published,
+            now=now,
+            not_modified=url in slot.unchanged,
+        )
         for d in crawl.found[before:]:
             score = _topic_score(source.topic, html) if source.topic else None
             if score is not None and score < TOPIC_MIN:
