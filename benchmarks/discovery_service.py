@@ -60,7 +60,8 @@ class Outcome:
     delays: list[float] = field(default_factory=list)  # per new page (inf: not found)
     active_share: float = 0.0
     shares: dict[int, float] = field(default_factory=dict)  # section -> share of start polls
-    discovery_polls: int = 0
+    discovery_polls: int = 0  # as the service counted them (304s included)
+    max_slot_polls: int = 0  # the most discovery polls in one slot
     downloads: int = 0
     new_downloads: int = 0
     first_reads: int = 0
@@ -83,7 +84,8 @@ class Outcome:
             f"{self.start_choice:11s} {self.new} new pages, found within 5 slots "
             f"{self.found_in_5:.2f} (mean delay {self.mean_delay_slots:.2f} slots); active "
             f"sections' share of start polls {self.active_share:.2f}; {self.discovery_polls} "
-            f"discovery polls, {self.not_modified} answered 304, {self.downloads} downloads: "
+            f"discovery polls (at most {self.max_slot_polls} a slot), {self.not_modified} "
+            f"answered 304, {self.downloads} downloads: "
             f"{self.new_downloads} new pages, {self.first_reads} first reads, "
             f"{self.changed_reads} changed start pages, {self.other_downloads} other; not new "
             f"{self.not_new:.2f}, neither new nor a changed start page {self.barren:.2f} "
@@ -146,11 +148,15 @@ async def run_acceptance(
         )
         outcome = Outcome(start_choice, slots)
 
-        def on_slot(summary: SlotSummary) -> None:
-            site.now += SLOT
+        per_slot: list[int] = []
 
         async with CrawlService(settings) as service:
             discovery = service.loop.discovery
+
+            def on_slot(summary: SlotSummary) -> None:
+                per_slot.append(discovery.last.polls)
+                site.now += SLOT
+
             discovery.clock = lambda: EPOCH.timestamp() + site.now
             await service.run(asyncio.Event(), slots, on_slot)
             crawls = [s.crawl for s in discovery.sources.values() if s.crawl is not None]
@@ -177,8 +183,9 @@ async def run_acceptance(
             page = int(url.rsplit("/", 1)[1])
             if page in sections:
                 shares[page] = shares.get(page, 0.0) + share
-        outcome.discovery_polls += crawl.fetches
     outcome.shares = shares
+    outcome.discovery_polls = sum(per_slot)
+    outcome.max_slot_polls = max(per_slot, default=0)
     outcome.active_share = sum(shares.get(c, 0.0) for c in active)
     outcome.not_modified = sum(site.not_modified[p] for p in sections)
     for page, count in site.served.items():

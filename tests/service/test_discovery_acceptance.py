@@ -1,0 +1,84 @@
+"""Issue 22's acceptance 2 through the real service, and acceptance 3 (the trap site).
+
+Acceptance 2 (``benchmarks/discovery_service.py`` holds the harness and prints the figures): a
+generated site of 5,000 pages in 50 sections of which 5 gain a new page every 2 slots in all,
+on 127.0.0.1; a real ``CrawlService`` on a real database with a capacity of 50 polls per slot,
+20% of them for discovery; one source (the front page) whose links are the start pages. The
+start-page bandit must find >= 90% of the new pages within 5 slots, give the 5 paying sections
+far more than their even share of the polls, and, after the first read of each start page,
+download only new pages and start pages that changed. Next to it, on the same site and budget,
+the breadth-first re-crawl of the sections (the start pages in turn). Short slots (0.25 s)
+keep the two runs near a minute and a half.
+
+Acceptance 3: the trap site (an infinite calendar, session ids, facets) as a source of the
+real service costs at most the source's page budget, however many slots run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from benchmarks.discovery_service import run_acceptance
+from crawler.fetch import validate_url
+from crawler.service import CrawlService
+from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.testsite._graphserver import TrapSite
+from tests.service.conftest import service_settings
+
+
+@pytest.mark.slow  # two runs of 120 slots of 0.25 s through the service: ~90 s
+@pytest.mark.parametrize("db_backend", ["sqlite"])  # one backend: the database is not the point
+async def test_discovery_finds_new_pages_within_5_slots_and_learns_the_sections(
+    database_url: str, tmp_path: Path
+) -> None:
+    bandit = await run_acceptance(database_url, start_choice="bandit", slots=120, slot_seconds=0.25)
+    print(bandit.line())
+    assert bandit.new >= 40  # one every 2 slots, those due 5 slots before the end
+    assert bandit.found_in_5 >= 0.9
+    # learned: the 5 paying sections (10% of the start pages) get far more than 10% of polls
+    assert bandit.active_share >= 0.25
+    assert bandit.max_slot_polls <= 10  # 20% of 50 per slot, never more
+    # no old page downloaded; after each start page's first read, a download is a new page
+    # or a start page that had changed (conditional polls: an unchanged one answers 304)
+    assert bandit.other_downloads == 0
+    assert bandit.first_reads <= 50
+    assert bandit.changed_reads <= bandit.new_downloads
+    assert bandit.not_modified > bandit.downloads
+
+    # the breadth-first re-crawl of the sections with the same budget, on a fresh database
+    rr_url = f"sqlite:///{tmp_path}/round_robin.db"
+    with Store(rr_url) as store:
+        store.upgrade()
+    breadth = await run_acceptance(rr_url, start_choice="round_robin", slots=120, slot_seconds=0.25)
+    print(breadth.line())
+    assert breadth.active_share == pytest.approx(0.10, abs=0.02)  # nothing learned: in turn
+    assert bandit.mean_delay_slots < breadth.mean_delay_slots
+
+
+@pytest.mark.slow  # 40 slots of 0.1 s through the service
+async def test_the_trap_site_costs_at_most_its_page_budget(database_url: str) -> None:
+    site = TrapSite()
+    await site.start()
+    try:
+        with Store(database_url) as store:
+            store.add_urls([NewUrl(validate_url(f"{site.base}/watched"))])
+            DiscoveryStore(store).add_source(
+                SourceSpec(validate_url(site.start_url), budget_per_slot=10, budget_per_run=60)
+            )
+        settings = service_settings(
+            database_url, capacity=50.0, discovery_share=0.2, slot_seconds=0.1
+        )
+        async with CrawlService(settings) as service:
+            await service.run(asyncio.Event(), 40)
+        with Store(database_url) as store:
+            sources = DiscoveryStore(store).sources()
+    finally:
+        await site.stop()
+    # 40 slots x 10 discovery polls offered; the source's run budget is 60 pages
+    served = site.served["front"] + site.served["calendar"] + site.served["item"]
+    served += site.served["shop"]
+    assert 0 < served <= 60
+    assert sources[0].polls <= 60
