@@ -41,7 +41,7 @@ feed is never itself reported new.
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,6 +58,7 @@ from crawler.discovery._sitemaps import SitemapError
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url
 
 START_CHOICES = ("weblog", "bandit", "round_robin")
+MAX_HINTS = 10_000  # "lastmod moved" hints kept for the caller until it takes them
 
 
 @dataclass
@@ -153,7 +154,7 @@ class SourceCrawl:
         )
         self._path_seed: dict[int, str] = {}
         self.lastmod = LastmodTracker()
-        self.hints: list[Listed] = []
+        self.hints: deque[Listed] = deque(maxlen=MAX_HINTS)  # the newest kept
         self.listing_errors: Counter[str] = Counter()
         self.not_modified = 0  # fetches answered 304 (no download)
 
@@ -169,6 +170,12 @@ class SourceCrawl:
             canonical = canonical_url(url)
             if canonical is not None:
                 self.bandit.hint(canonical)
+
+    def take_hints(self) -> list[Listed]:
+        """The URLs whose ``lastmod`` moved since the caller last took them (oldest first)."""
+        hints = list(self.hints)
+        self.hints.clear()
+        return hints
 
     def start_shares(self) -> dict[str, float]:
         """Each start page's share of the paths started so far (``start_choice="bandit"``)."""

@@ -374,6 +374,10 @@ class DiscoverySide:
             now=now,
             not_modified=url in slot.unchanged,
         )
+        hints = crawl.take_hints()  # disc-feeds: a sitemap's or feed's moved lastmod dates
+        if hints and self.known is not None:
+            watched = sum(h.url in self.known for h in hints)
+            log.info("source %s: %d lastmod hints (%d known)", source.row.url, len(hints), watched)
         for d in crawl.found[before:]:
             score = _topic_score(source.topic, html) if source.topic else None
             if score is not None and score < TOPIC_MIN:

@@ -82,7 +82,7 @@ def test_a_sitemap_index_source_learns_from_moved_lastmods() -> None:
         fetched.append(url)
     # The index, then its two sitemaps (start pages now); nothing new, nothing moved yet.
     assert sorted(fetched) == sorted([index, "http://e.com/s/1.xml", "http://e.com/s/2.xml"])
-    assert crawl.found == [] and crawl.hints == [] and not crawl.listing_errors
+    assert crawl.found == [] and not crawl.hints and not crawl.listing_errors
     # Section 1 gains a page; the index says so.
     site[index] = SITEMAP_INDEX.format(one="2026-01-02").encode()
     site["http://e.com/s/1.xml"] = (
@@ -98,7 +98,8 @@ def test_a_sitemap_index_source_learns_from_moved_lastmods() -> None:
         crawl.fetched(url, site.get(url), published=None, now=86_400.0 * 1)
         order.append(url)
     assert order == [index, "http://e.com/s/1.xml", "http://e.com/a/2"]  # hint first
-    assert [h.url for h in crawl.hints] == ["http://e.com/s/1.xml"]
+    assert [h.url for h in crawl.take_hints()] == ["http://e.com/s/1.xml"]
+    assert not crawl.hints  # taken
     assert [d.url for d in crawl.found] == ["http://e.com/a/2"]
     assert crawl.found[0].start == "http://e.com/s/1.xml"
 

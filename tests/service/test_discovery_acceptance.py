@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.discovery_service import run_acceptance
+from benchmarks.discovery_service import SLOT, run_acceptance
 from crawler.fetch import validate_url
-from crawler.service import CrawlService
+from crawler.service import CrawlService, SlotSummary
 from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
-from crawler.testsite._graphserver import TrapSite
+from crawler.testsite._graph import generate
+from crawler.testsite._graphserver import EPOCH, GraphSite, TrapSite
 from tests.service.conftest import service_settings
 
 
@@ -82,3 +83,42 @@ async def test_the_trap_site_costs_at_most_its_page_budget(database_url: str) ->
     served += site.served["shop"]
     assert 0 < served <= 60
     assert sources[0].polls <= 60
+
+
+@pytest.mark.parametrize("source", ["/sitemap.xml", "/feed.xml"])
+async def test_a_sitemap_or_feed_source_through_the_service(database_url: str, source: str) -> None:
+    graph = generate(
+        pages=300, sections=6, active_sections=2, duration=16 * SLOT, new_per_hour=1, seed=4
+    )
+    site = GraphSite(graph, now=SLOT)
+    await site.start()
+    try:
+        with Store(database_url) as store:
+            store.add_urls(
+                [NewUrl(validate_url(site.url(p))) for p in range(graph.size) if graph.exists(p, 0)]
+            )
+            DiscoveryStore(store).add_source(SourceSpec(validate_url(site.base + source)))
+        settings = service_settings(
+            database_url,
+            capacity=20.0,
+            discovery_share=0.5,
+            slot_seconds=0.1,
+            discovery_max_step=0,
+            discovery_seed_links=0,
+        )
+        async with CrawlService(settings) as service:
+            service.loop.discovery.clock = lambda: EPOCH.timestamp() + site.now
+
+            def advance(summary: SlotSummary) -> None:
+                site.now += SLOT
+
+            await service.run(asyncio.Event(), 16, advance)
+        with Store(database_url) as store:
+            found = {row.url for row in DiscoveryStore(store).discovered()}
+    finally:
+        await site.stop()
+    end = site.now - SLOT
+    new = {site.url(int(p)) for p in graph.new_pages() if graph.created[p] <= end}
+    assert new and found <= {site.url(int(p)) for p in graph.new_pages()}
+    assert len(found & new) >= 0.8 * len(new)
+    assert site.listings_served["index" if "sitemap" in source else "feed"] >= 1
