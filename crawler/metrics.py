@@ -270,6 +270,10 @@ class CrawlerMetrics:
         self._poll_observe = self.poll_duration_seconds.observe
         self._bytes_inc = self.fetched_bytes_total.inc
         self._deferred = {r: self.polls_deferred_total.labels(reason=r) for r in DEFERRED_REASONS}
+        for result in ("ok", "error"):  # discovery's series exist at 0
+            self.discovery_polls_total.labels(result=result)
+        for reason in ("unlinked", "dead"):
+            self.discovered_expired_total.labels(reason=reason)
 
         self._host_errors: _TopHosts | None = None
         self._host_deferred: _TopHosts | None = None

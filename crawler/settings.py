@@ -111,7 +111,9 @@ class Settings(BaseSettings):
         description="a page found by discovery expires when no page fetched by discovery has "
         "linked it for this many days (0 = never by age), or at once on a 404 or 410",
     )
-    discovery_strategy: Literal["weblog", "rl", "best_first", "breadth_first"] = "weblog"
+    discovery_strategy: Literal["weblog", "rl", "best_first", "breadth_first"] = Field(
+        "weblog", description="how a source's foragers choose links (docs/discovery.md)"
+    )
     discovery_max_step: int = Field(
         1,
         ge=0,

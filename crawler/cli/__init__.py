@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from crawler.cli import admin as _admin  # noqa: F401  (registers its commands)
 from crawler.cli import demo as _demo  # noqa: F401
+from crawler.cli import discover as _discover  # noqa: F401  (sources, discovered)
 from crawler.cli import run as _run  # noqa: F401
 from crawler.cli import simulate as _simulate  # noqa: F401
 from crawler.cli import status as _status  # noqa: F401

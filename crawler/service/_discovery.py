@@ -105,6 +105,8 @@ class _Source:
     row: SourceRow
     crawl: SourceCrawl | None = None
     topic: frozenset[str] = frozenset()
+    #: where its start pages came from: "state" (saved), "page" (its links), "source" (itself)
+    started_from: str = ""
 
 
 @dataclass
@@ -329,9 +331,12 @@ class DiscoverySide:
         scope = _scope(source.row)
         seeds = [source.row.url]
         saved = _saved_seeds(source.row.state)
+        source.started_from = "source"
         if saved:
             seeds += [u for u in saved if u != source.row.url]
+            source.started_from = "state"
         elif html is not None and self.settings.discovery_seed_links > 0:
+            source.started_from = "page"
             probe = SourceBudget(scope)
             for href, _ in extract_links(html):
                 admitted = probe.admit(href, source.row.url, 1)
@@ -356,7 +361,7 @@ class DiscoverySide:
         except ValueError as exc:
             log.error("source %s cannot be crawled: %s", spec.url, exc)
             return
-        log.info("source %s: %d start pages", spec.url, len(seeds))
+        log.info("source %s: %d start pages (%s)", spec.url, len(seeds), source.started_from)
 
     def _report(self, source: _Source, url: str, slot: _Slot) -> None:
         """Hand a polled page to the source's crawl; record it if it was new."""

@@ -222,15 +222,15 @@ class DiscoveryStore:
         """Write one slot's discovery: counts, new pages (first finder wins), links seen,
         states; then add the new pages of auto-watch sources to the watch list."""
         result = SlotResult()
+        fresh: dict[str, int] = {}
         now = slot.at or _now()
         with translate_errors("recording discovery"), self.engine.begin() as conn:
             if slot.polls or slot.found:
+                fresh = self._insert_found(conn, slot.found)  # url -> its finder
                 found_by: dict[int, int] = {}
-                fresh = self._insert_found(conn, slot.found)
-                for f in slot.found:
-                    if f.url in fresh:
-                        found_by[f.source_id] = found_by.get(f.source_id, 0) + 1
-                result.recorded = [f.url for f in slot.found if f.url in fresh]
+                for sid in fresh.values():
+                    found_by[sid] = found_by.get(sid, 0) + 1
+                result.recorded = list(fresh)
                 for sid in slot.polls.keys() | found_by.keys():
                     conn.execute(
                         update(sources)
@@ -252,15 +252,15 @@ class DiscoveryStore:
                 int(i)
                 for (i,) in conn.execute(select(sources.c.id).where(sources.c.auto_watch.is_(True)))
             }
-        to_watch = [f.url for f in slot.found if f.url in result.recorded and f.source_id in auto]
+        to_watch = [u for u in result.recorded if fresh[u] in auto]
         if to_watch:
             result.watched = self._watch(to_watch)
         return result
 
-    def _insert_found(self, conn: Connection, found: Sequence[Found]) -> set[str]:
-        """Insert the pages not recorded yet; the set of URLs that were new here."""
+    def _insert_found(self, conn: Connection, found: Sequence[Found]) -> dict[str, int]:
+        """Insert the pages not recorded yet: {url: source id} of those new here, in order."""
         if not found:
-            return set()
+            return {}
         wanted = list(dict.fromkeys(f.url for f in found))
         have = {
             u
@@ -279,7 +279,7 @@ class DiscoveryStore:
                 "last_linked_at": f.found_at, "expired_at": None, "expire_reason": None,
             }  # fmt: skip
         upsert(conn, discovered, list(rows.values()), ["url"])
-        return set(rows)
+        return {url: row["source_id"] for url, row in rows.items()}
 
     def _watch(self, found_urls: list[str]) -> list[tuple[str, int]]:
         """Add pages to the watch list (only those not watched yet) and mark them."""

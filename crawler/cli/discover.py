@@ -1,0 +1,253 @@
+"""Discovery commands: ``crawler sources add/list/remove`` and ``crawler discovered``.
+
+A source's URL is checked with the crawl's own rules (``crawler add``'s ``check_url``); its
+include/exclude patterns must compile with RE2 (as the detector's ignore patterns do: the
+rule for operator-given patterns in this project) and with Python's ``re``, which the scope
+rules of ``crawler.discovery`` run on. Nothing is written when anything is refused (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from crawler.cli._app import app
+from crawler.cli._common import (
+    ConfigOption,
+    DatabaseOption,
+    JsonOption,
+    err_console,
+    fail,
+    out_console,
+    print_json,
+    settings_from,
+    store_errors,
+)
+from crawler.cli.admin import USAGE, open_store
+
+sources_app = typer.Typer(help="Sources that discovery follows links from.", no_args_is_help=True)
+app.add_typer(sources_app, name="sources")
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``1h``, ``30m``, ``2d`` (that long ago) or an ISO 8601 time (UTC if no zone)."""
+    now = now or datetime.now(UTC)
+    match = _DURATION.match(text.strip().lower())
+    if match:
+        return now - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"--since {text!r}: give a duration (30m, 1h, 2d) or an ISO 8601 time"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _check_patterns(patterns: list[str], flag: str) -> tuple[str, ...]:
+    from crawler.cli._validate import validate_rules
+
+    for pattern in patterns:
+        try:
+            validate_rules(None, (pattern,))
+            re.compile(pattern)
+        except (ValueError, re.error) as exc:
+            fail(f"{flag} {pattern!r}: {exc}", USAGE)
+    return tuple(patterns)
+
+
+@sources_app.command("add")
+def sources_add(
+    url: str = typer.Argument(..., help="The source: a front page, a section index."),
+    scope: str = typer.Option(
+        "host", "--scope", help="host: the source's host only; domain: also its subdomains."
+    ),
+    allow_domain: list[str] = typer.Option(
+        None, "--allow-domain", help="Also follow links to this domain and its subdomains."
+    ),
+    include: list[str] = typer.Option(
+        None, "--include", help="Follow only URLs matching one of these regexes."
+    ),
+    exclude: list[str] = typer.Option(
+        None, "--exclude", help="Never follow URLs matching this regex."
+    ),
+    topic: str | None = typer.Option(
+        None, "--topic", help='Keywords ("kw kw"): record only new pages with half of them.'
+    ),
+    max_depth: int = typer.Option(5, "--max-depth", help="Links followed from the source."),
+    budget: int = typer.Option(10, "--budget", help="Pages per slot, at most."),
+    run_budget: int | None = typer.Option(
+        None, "--run-budget", help="Pages in all before the source stops (default: no limit)."
+    ),
+    watch: bool = typer.Option(False, "--watch", help="Add the new pages to the watch list."),
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Discover new pages from URL (added again: its options are replaced)."""
+    from crawler.cli._validate import check_url
+    from crawler.fetch import AddressPolicy
+    from crawler.store import DiscoveryStore, SourceSpec
+
+    settings = settings_from(config, database_url=database_url)
+    try:
+        canonical = check_url(url, AddressPolicy(settings.allow_private_addresses))
+    except ValueError as exc:
+        fail(str(exc), USAGE)
+    domains = tuple(d.strip().lower().strip(".") for d in allow_domain or () if d.strip())
+    try:
+        spec = SourceSpec(
+            canonical,
+            scope=scope,
+            allowed_domains=domains,
+            include=_check_patterns(include or [], "--include"),
+            exclude=_check_patterns(exclude or [], "--exclude"),
+            topic=(topic or "").strip() or None,
+            max_depth=max_depth,
+            budget_per_slot=budget,
+            budget_per_run=run_budget,
+            auto_watch=watch,
+        )
+    except ValueError as exc:
+        fail(str(exc), USAGE)
+    if spec.include and not any(re.search(p, canonical) for p in spec.include):
+        fail(f"{canonical} matches none of its own --include patterns", USAGE)
+    if any(re.search(p, canonical) for p in spec.exclude):
+        fail(f"{canonical} matches its own --exclude pattern", USAGE)
+    with store_errors():
+        source_id, new = DiscoveryStore(open_store(settings)).add_source(spec)
+    if as_json:
+        print_json({"url": canonical, "id": source_id, "added": new})
+        return
+    err_console.print(f"{'added' if new else 'updated'} source {escape(canonical)}")
+
+
+@sources_app.command("remove")
+def sources_remove(
+    url: str = typer.Argument(..., help="The source to stop discovering from."),
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+) -> None:
+    """Stop discovering from URL (what it found stays listed; exit 1 if not a source)."""
+    from crawler.fetch import validate_url
+    from crawler.store import DiscoveryStore
+
+    settings = settings_from(config, database_url=database_url)
+    try:
+        canonical = validate_url(url)
+    except ValueError as exc:
+        fail(str(exc), USAGE)
+    with store_errors():
+        removed = DiscoveryStore(open_store(settings)).remove_source(canonical)
+    if not removed:
+        fail(f"not a source: {canonical}")
+    err_console.print(f"removed source {escape(canonical)}")
+
+
+@sources_app.command("list")
+def sources_list(
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """The sources with their options and counts: discovery polls, new pages found, each
+    one's share of all discovery polls; and the expiry rule in force."""
+    from crawler.store import DiscoveryStore
+
+    settings = settings_from(config, database_url=database_url)
+    with store_errors():
+        rows = DiscoveryStore(open_store(settings)).sources()
+    total = sum(r.polls for r in rows)
+    rule = (
+        f"a discovered page expires when no page fetched by discovery has linked it for "
+        f"{settings.discovery_expire_days:g} days, or when it answers 404 or 410"
+        if settings.discovery_expire_days > 0
+        else "a discovered page expires when it answers 404 or 410 (never by age)"
+    )
+    share = settings.discovery_share
+    documents: list[dict[str, Any]] = []
+    for r in rows:
+        s = r.spec
+        documents.append(
+            {
+                "url": s.url, "scope": s.scope, "allowed_domains": list(s.allowed_domains),
+                "include": list(s.include), "exclude": list(s.exclude), "topic": s.topic,
+                "max_depth": s.max_depth, "budget_per_slot": s.budget_per_slot,
+                "budget_per_run": s.budget_per_run, "watch": s.auto_watch,
+                "created_at": r.created_at.isoformat(), "polls": r.polls, "found": r.found,
+                "share_of_polls": r.polls / total if total else None,
+            }
+        )  # fmt: skip
+    if as_json:
+        print_json({"discovery_share": share, "expiry": rule, "sources": documents})
+        return
+    table = Table("scope", "depth", "budget", "watch", "polls", "found", "share")
+    table.add_column("source", overflow="fold")
+    for d in documents:
+        scope = d["scope"] + "".join(f" +{x}" for x in d["allowed_domains"])
+        run = f"/{d['budget_per_run']}" if d["budget_per_run"] else ""
+        part = "-" if d["share_of_polls"] is None else f"{d['share_of_polls']:.0%}"
+        table.add_row(
+            scope, str(d["max_depth"]), f"{d['budget_per_slot']}{run}",
+            "yes" if d["watch"] else "no", str(d["polls"]), str(d["found"]), part,
+            escape(d["url"]),
+        )  # fmt: skip
+    out_console.print(table)
+    out_console.print(f"discovery share of each slot: {share:g}; expiry: {rule}", highlight=False)
+
+
+@app.command()
+def discovered(
+    since: str | None = typer.Option(None, "--since", help="1h, 2d or an ISO 8601 time."),
+    source: str | None = typer.Option(None, "--source", help="Only what this source found."),
+    limit: int = typer.Option(1000, "--limit", help="At most this many, newest first."),
+    config: str | None = ConfigOption,
+    database_url: str | None = DatabaseOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Pages discovery found new, newest first (expired ones marked)."""
+    from crawler.fetch import validate_url
+    from crawler.store import DiscoveryStore
+
+    try:
+        after = parse_since(since) if since is not None else None
+        wanted = validate_url(source) if source is not None else None
+    except ValueError as exc:
+        fail(str(exc), USAGE)
+    if limit < 1:
+        fail("--limit must be >= 1", USAGE)
+    settings = settings_from(config, database_url=database_url)
+    with store_errors():
+        rows = DiscoveryStore(open_store(settings)).discovered(
+            since=after, source=wanted, limit=limit
+        )
+    if as_json:
+        print_json([r.as_json() for r in rows])
+        return
+    table = Table("found", "depth", "age when found", "watched", "expired")
+    table.add_column("url", overflow="fold")
+    for r in rows:
+        age = "-" if r.lastmod is None else _age(r.found_at - r.lastmod)
+        expired = "-" if r.expired_at is None else f"{r.expire_reason} {r.expired_at:%Y-%m-%d}"
+        table.add_row(
+            f"{r.found_at:%Y-%m-%d %H:%M}", str(r.depth), age,
+            "yes" if r.watched else "no", expired, escape(r.url),
+        )  # fmt: skip
+    out_console.print(table)
+
+
+def _age(delta: timedelta) -> str:
+    seconds = max(0.0, delta.total_seconds())
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"

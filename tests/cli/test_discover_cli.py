@@ -1,0 +1,102 @@
+"""``crawler sources add/list/remove`` and ``crawler discovered`` on a real database (SQLite
+and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from typer.testing import CliRunner
+
+from crawler.cli import app
+from crawler.cli.discover import parse_since
+from crawler.store import DiscoveryStore, Found, SlotDiscovery, Store
+
+NEWS = "https://example.org/news/"
+
+
+@pytest.fixture
+def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("CRAWLER_DATABASE_URL", database_url)
+    monkeypatch.delenv("CRAWLER_CONFIG", raising=False)
+    return CliRunner()
+
+
+def test_sources_add_list_remove(cli: CliRunner, database_url: str) -> None:
+    added = cli.invoke(app, ["sources", "add", "HTTPS://Example.org/news/", "--scope", "domain",
+                             "--allow-domain", "cdn.example.net", "--include", "/news/",
+                             "--exclude", r"\?page=", "--topic", "harbor river",
+                             "--max-depth", "3", "--budget", "4", "--run-budget", "500",
+                             "--watch", "--json"])  # fmt: skip
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.stdout)["url"] == NEWS and json.loads(added.stdout)["added"]
+    cli.invoke(app, ["sources", "add", "https://example.org/shop/"])
+    with Store(database_url) as store:
+        ds = DiscoveryStore(store)
+        ids = {r.url: r.id for r in ds.sources()}
+        now = datetime.now(UTC)
+        ds.record_slot(
+            SlotDiscovery(
+                polls={ids[NEWS]: 30, ids["https://example.org/shop/"]: 10},
+                found=[Found(NEWS + "a", ids[NEWS], now, 1, 1, now - timedelta(hours=2))],
+            )
+        )
+    listing = cli.invoke(app, ["sources", "list", "--json"])
+    assert listing.exit_code == 0, listing.output
+    doc = json.loads(listing.stdout)
+    assert "404 or 410" in doc["expiry"] and "30 days" in doc["expiry"]
+    news = {s["url"]: s for s in doc["sources"]}[NEWS]
+    assert news | {"created_at": None} == {
+        "url": NEWS, "scope": "domain", "allowed_domains": ["cdn.example.net"],
+        "include": ["/news/"], "exclude": [r"\?page="], "topic": "harbor river",
+        "max_depth": 3, "budget_per_slot": 4, "budget_per_run": 500, "watch": True,
+        "created_at": None, "polls": 30, "found": 1, "share_of_polls": 0.75,
+    }  # fmt: skip
+    table = cli.invoke(app, ["sources", "list"])
+    assert table.exit_code == 0 and "75%" in table.stdout and "expiry" in table.stdout
+
+    found = cli.invoke(app, ["discovered", "--since", "1h", "--json"])
+    assert found.exit_code == 0, found.output
+    (row,) = json.loads(found.stdout)
+    assert row["url"] == NEWS + "a" and row["source"] == NEWS and row["watched"]
+    assert json.loads(cli.invoke(app, ["discovered", "--source", "https://example.org/shop/",
+                                       "--json"]).stdout) == []  # fmt: skip
+    future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    assert json.loads(cli.invoke(app, ["discovered", "--since", future, "--json"]).stdout) == []
+    text = cli.invoke(app, ["discovered"]).stdout
+    assert "2.0 h" in text and "yes" in text
+
+    assert cli.invoke(app, ["sources", "remove", NEWS]).exit_code == 0
+    assert cli.invoke(app, ["sources", "remove", NEWS]).exit_code == 1
+    remaining = json.loads(cli.invoke(app, ["sources", "list", "--json"]).stdout)["sources"]
+    assert [s["url"] for s in remaining] == ["https://example.org/shop/"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["not a url"],
+        ["ftp://example.org/"],
+        [NEWS, "--include", "(unclosed"],
+        [NEWS, "--exclude", "a{2,1}"],
+        [NEWS, "--include", "/shop/"],  # the source outside its own scope
+        [NEWS, "--exclude", "news"],
+        [NEWS, "--scope", "planet"],
+        [NEWS, "--budget", "0"],
+        [NEWS, "--max-depth", "-1"],
+    ],
+)
+def test_bad_sources_are_refused_and_nothing_is_written(cli: CliRunner, args: list[str]) -> None:
+    result = cli.invoke(app, ["sources", "add", *args])
+    assert result.exit_code == 2, result.output
+    assert json.loads(cli.invoke(app, ["sources", "list", "--json"]).stdout)["sources"] == []
+
+
+def test_since_accepts_durations_and_iso_times() -> None:
+    now = datetime(2026, 11, 23, 12, tzinfo=UTC)
+    assert parse_since("90m", now) == now - timedelta(minutes=90)
+    assert parse_since("2d", now) == now - timedelta(days=2)
+    assert parse_since("2026-11-23T10:00", now) == datetime(2026, 11, 23, 10, tzinfo=UTC)
+    with pytest.raises(ValueError):
+        parse_since("yesterday", now)

@@ -1,0 +1,104 @@
+"""The discovery store: sources, discovered pages, auto-watch and expiry (both databases)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from crawler.store import DiscoveryStore, Found, NewUrl, SlotDiscovery, SourceSpec, Store
+
+NEWS = "https://example.org/news/"
+SHOP = "https://shop.example.org/"
+
+
+def test_sources_add_update_remove_revive(store: Store) -> None:
+    ds = DiscoveryStore(store)
+    sid, new = ds.add_source(SourceSpec(NEWS, include=("/news/",), topic="harbor river"))
+    assert new
+    again, new = ds.add_source(SourceSpec(NEWS, budget_per_slot=3, auto_watch=True))
+    assert (again, new) == (sid, False)
+    (row,) = ds.sources()
+    assert row.spec == SourceSpec(NEWS, budget_per_slot=3, auto_watch=True)  # replaced
+    assert (row.polls, row.found, row.state) == (0, 0, None)
+    assert ds.remove_source(NEWS)
+    assert not ds.remove_source(NEWS)
+    assert ds.sources() == []
+    assert [r.url for r in ds.sources(include_removed=True)] == [NEWS]
+    assert ds.add_source(SourceSpec(NEWS)) == (sid, True)  # revived
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"scope": "planet"},
+        {"max_depth": -1},
+        {"budget_per_slot": 0},
+        {"budget_per_run": 0},
+    ],
+)
+def test_bad_source_options_are_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        SourceSpec(NEWS, **bad)  # type: ignore[arg-type]
+
+
+def test_record_slot_first_finder_wins_counts_and_auto_watch(store: Store) -> None:
+    ds = DiscoveryStore(store)
+    news, _ = ds.add_source(SourceSpec(NEWS, auto_watch=True))
+    shop, _ = ds.add_source(SourceSpec(SHOP))
+    t = datetime(2026, 11, 23, 12, tzinfo=UTC)
+    a, b, c = NEWS + "a", NEWS + "b", SHOP + "c"
+    result = ds.record_slot(
+        SlotDiscovery(
+            polls={news: 7, shop: 3},
+            found=[
+                Found(a, news, t, 2, 1, t - timedelta(hours=1)),
+                Found(b, news, t, 1, 1),
+                Found(a, shop, t, 1, 1),  # the same page: the first finder keeps it
+                Found(c, shop, t, 1, 1, None, 0.5),
+            ],
+            states={news: '{"seeds": ["x"]}'},
+        )
+    )
+    assert result.recorded == [a, b, c]
+    assert sorted(u for u, _ in result.watched) == [a, b]  # only the auto-watch source's
+    rows = {r.url: r for r in ds.sources()}
+    assert (rows[NEWS].polls, rows[NEWS].found, rows[NEWS].state) == (7, 2, '{"seeds": ["x"]}')
+    assert (rows[SHOP].polls, rows[SHOP].found) == (3, 1)
+    found = {d.url: d for d in ds.discovered()}
+    assert found[a].source == NEWS and found[a].depth == 2 and found[a].watched
+    assert found[a].lastmod == t - timedelta(hours=1)
+    assert found[c].on_topic == 0.5 and not found[c].watched
+    # in the watch list, through the store's add path (the version moved)
+    watched = {r.url for r in store.list_urls()}
+    assert {a, b} <= watched and c not in watched
+    # recorded again (a later slot): nothing new, counts grow
+    again = ds.record_slot(SlotDiscovery(polls={news: 1}, found=[Found(a, news, t, 1, 1)]))
+    assert again.recorded == [] and again.watched == []
+    assert {r.url: r.polls for r in ds.sources()}[NEWS] == 8
+    assert ds.known_urls() >= {a, b, c}
+    assert [d.url for d in ds.discovered(source=SHOP)] == [c]
+    assert ds.discovered(since=t + timedelta(seconds=1)) == []
+
+
+def test_expiry_unlinked_and_dead_leave_the_watch_list(store: Store) -> None:
+    ds = DiscoveryStore(store)
+    news, _ = ds.add_source(SourceSpec(NEWS, auto_watch=True))
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    pages = [NEWS + p for p in ("old", "linked", "dead", "manual")]
+    store.add_urls([NewUrl(pages[3])])  # the operator watches this one by hand
+    ds.record_slot(SlotDiscovery(polls={news: 4}, found=[Found(u, news, t0, 1, 1) for u in pages]))
+    # ten days later a fetched page still links "linked" (and "manual")
+    t10 = t0 + timedelta(days=10)
+    ds.record_slot(SlotDiscovery(linked={pages[1], pages[3]}, at=t10))
+    assert ds.expire(t10, 7.0, dead=[pages[2]]) == [(pages[2], "dead"), (pages[0], "unlinked")]
+    rows = {d.url: d for d in ds.discovered()}
+    assert rows[pages[0]].expire_reason == "unlinked" and rows[pages[0]].expired_at == t10
+    assert rows[pages[1]].expired_at is None and rows[pages[1]].last_linked_at == t10
+    watched = {r.url for r in store.list_urls()}
+    assert pages[0] not in watched and pages[2] not in watched  # auto-added: removed
+    assert pages[1] in watched and pages[3] in watched  # linked; or added by hand
+    assert ds.expire(t10, 7.0, dead=[pages[2]]) == []  # expired once
+    assert {d.url for d in ds.discovered(include_expired=False)} == {pages[1], pages[3]}
+    # 0 days: never by age
+    assert ds.expire(t10 + timedelta(days=365), 0.0) == []
