@@ -20,6 +20,7 @@ but not reported (a site restoring an older copy is not news).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urljoin
@@ -42,38 +43,47 @@ class Listing:
     items: tuple[Listed, ...]
 
 
-_SITEMAP_ROOTS = (b"<urlset", b"<sitemapindex")
-_FEED_ROOTS = (b"<rss", b"<feed", b"<rdf:rdf")
+_SITEMAP_ROOTS = (b"urlset", b"sitemapindex")
+_FEED_ROOTS = (b"rss", b"feed", b"rdf:rdf")
+# the root element's name, after a BOM, the XML declaration, comments, processing instructions
+# and a doctype (with its internal subset): an HTML page that merely mentions "<rss" is not one
+_ROOT = re.compile(
+    rb"(?:\xef\xbb\xbf)?\s*(?:(?:<\?.*?\?>|<!--.*?-->|<!doctype[^\[>]*(?:\[.*?\])?\s*>)\s*)*"
+    rb"<([a-z][a-z0-9:._-]*)",
+    re.DOTALL,
+)
 
 
-def _head(body: bytes) -> bytes | SitemapError:
-    """The first 4 KB after decompression (for sniffing), lower-cased."""
+def _root(body: bytes) -> bytes | SitemapError:
+    """The lower-cased name of the document's root element ('' if none is found in the
+    first 64 KB after decompression)."""
     raw = decompress(body[:1_048_576] if not body.startswith(b"\x1f\x8b") else body)
     if isinstance(raw, SitemapError):
         return raw
-    return raw[:4_096].lower()
+    match = _ROOT.match(raw[:65_536].lower())
+    return match.group(1) if match else b""
 
 
 def looks_like_listing(body: bytes) -> bool:
     """Whether a body is a sitemap or a feed (by its root element), not an HTML page."""
-    head = _head(body)
-    if isinstance(head, SitemapError):
+    root = _root(body)
+    if isinstance(root, SitemapError):
         return body.startswith(b"\x1f\x8b")  # a gzip body is never HTML we can read
-    return any(root in head for root in _SITEMAP_ROOTS + _FEED_ROOTS)
+    return root in _SITEMAP_ROOTS + _FEED_ROOTS
 
 
 def read_listing(body: bytes, base_url: str) -> Listing | SitemapError:
     """The URLs a sitemap or feed lists, resolved against ``base_url``, with their dates."""
-    head = _head(body)
-    if isinstance(head, SitemapError):
-        return head
-    if any(root in head for root in _SITEMAP_ROOTS):
+    root = _root(body)
+    if isinstance(root, SitemapError):
+        return root
+    if root in _SITEMAP_ROOTS:
         sitemap = parse_sitemap(body)
         if isinstance(sitemap, SitemapError):
             return sitemap
         items = tuple(Listed(urljoin(base_url, e.loc), e.lastmod) for e in sitemap.entries)
         return Listing(sitemap.kind, items)
-    if any(root in head for root in _FEED_ROOTS):
+    if root in _FEED_ROOTS:
         feed = parse_feed(body, base_url=base_url)
         if isinstance(feed, SitemapError):
             return feed

@@ -190,3 +190,15 @@ def test_lastmod_moved() -> None:
         Listed("b", 16.0),
         Listed("c", 6.0),
     ]
+
+
+def test_sniffing_looks_at_the_root_element_only() -> None:
+    html = b"<!doctype html><html><body><pre>&lt;rss&gt;</pre><rss>not really</rss></body></html>"
+    assert not looks_like_listing(html)
+    declared = (
+        b'\xef\xbb\xbf<?xml version="1.0"?>\n<!-- generated -->\n'
+        b'<?xml-stylesheet href="s.xsl"?>\n<!DOCTYPE rss [<!ENTITY a "b">]>\n<rss version="2.0">'
+    )
+    assert looks_like_listing(declared)
+    assert looks_like_listing(b"  <urlset><url><loc>http://h/</loc></url></urlset>")
+    assert not looks_like_listing(b"plain text")
