@@ -76,6 +76,7 @@ class GraphSite(_Server):
         self.served: Counter[int] = Counter()
         self.not_modified: Counter[int] = Counter()
         self.listings_served: Counter[str] = Counter()
+        self.gzip_sitemaps = False  # the index lists /sitemap/<c>.xml.gz instead of .xml
         self._members: dict[int, list[int]] = {}
         for page in range(graph.size):
             self._members.setdefault(int(graph.section[page]), []).append(page)
@@ -145,7 +146,7 @@ class GraphSite(_Server):
         if self._fresh(request, latest):
             return web.Response(status=304)
         rows = "".join(
-            f"<sitemap><loc>{self.base}/sitemap/{c}.xml</loc>"
+            f"<sitemap><loc>{self.base}/sitemap/{c}.xml{'.gz' if self.gzip_sitemaps else ''}</loc>"
             f"<lastmod>{self._w3c(t)}</lastmod></sitemap>"
             for c, t in stamps.items()
         )

@@ -85,19 +85,21 @@ async def test_the_trap_site_costs_at_most_its_page_budget(database_url: str) ->
     assert sources[0].polls <= 60
 
 
-@pytest.mark.parametrize("source", ["/sitemap.xml", "/feed.xml"])
+@pytest.mark.parametrize("source", ["/sitemap.xml", "/sitemap.xml.gz", "/feed.xml"])
 async def test_a_sitemap_or_feed_source_through_the_service(database_url: str, source: str) -> None:
     graph = generate(
         pages=300, sections=6, active_sections=2, duration=16 * SLOT, new_per_hour=1, seed=4
     )
     site = GraphSite(graph, now=SLOT)
+    site.gzip_sitemaps = source.endswith(".gz")  # the index lists gzip sitemaps
     await site.start()
     try:
         with Store(database_url) as store:
             store.add_urls(
                 [NewUrl(validate_url(site.url(p))) for p in range(graph.size) if graph.exists(p, 0)]
             )
-            DiscoveryStore(store).add_source(SourceSpec(validate_url(site.base + source)))
+            path = source.removesuffix(".gz")
+            DiscoveryStore(store).add_source(SourceSpec(validate_url(site.base + path)))
         settings = service_settings(
             database_url,
             capacity=20.0,
@@ -122,3 +124,5 @@ async def test_a_sitemap_or_feed_source_through_the_service(database_url: str, s
     assert new and found <= {site.url(int(p)) for p in graph.new_pages()}
     assert len(found & new) >= 0.8 * len(new)
     assert site.listings_served["index" if "sitemap" in source else "feed"] >= 1
+    if "sitemap" in source:
+        assert site.listings_served["section"] >= 6  # every section's sitemap read
