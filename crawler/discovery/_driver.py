@@ -171,6 +171,14 @@ class SourceCrawl:
             if canonical is not None:
                 self.bandit.hint(canonical)
 
+    def start_state(self) -> dict[str, list[float]]:
+        """The start-page bandit's learning, to save (empty without one)."""
+        return self.bandit.state() if self.bandit is not None else {}
+
+    def restore_starts(self, state: dict[str, object]) -> int:
+        """Take back a saved :meth:`start_state`; how many start pages it restored."""
+        return self.bandit.restore(state, self.slot) if self.bandit is not None else 0
+
     def take_hints(self) -> list[Listed]:
         """The URLs whose ``lastmod`` moved since the caller last took them (oldest first)."""
         hints = list(self.hints)

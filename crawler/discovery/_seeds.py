@@ -133,6 +133,27 @@ class SeedBandit:
         if seed in self.yields:
             self.yields[seed] += amount
 
+    def state(self) -> dict[str, list[float]]:
+        """What was learned, to be saved: per start page [yield, slots observed, polls]."""
+        return {s: [self.yields[s], self.exposure[s], float(self.polls[s])] for s in self.seeds}
+
+    def restore(self, state: dict[str, object], slot: int) -> int:
+        """Take back a saved :meth:`state` (start pages not in it are left as they are;
+        malformed entries are skipped); a restored page counts as polled one slot ago.
+        Returns how many pages were restored."""
+        restored = 0
+        for seed, values in state.items():
+            if seed not in self.yields or not isinstance(values, list) or len(values) != 3:
+                continue
+            if not all(isinstance(v, int | float) and v >= 0 for v in values):
+                continue
+            self.yields[seed] = float(values[0])
+            self.exposure[seed] = float(values[1])
+            self.polls[seed] = int(values[2])
+            self.last[seed] = slot - 1
+            restored += 1
+        return restored
+
     def shares(self) -> dict[str, float]:
         """Each start page's share of the polls so far."""
         total = sum(self.polls.values())

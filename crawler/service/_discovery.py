@@ -361,6 +361,7 @@ class DiscoverySide:
         except ValueError as exc:
             log.error("source %s cannot be crawled: %s", spec.url, exc)
             return
+        source.crawl.restore_starts(_saved_starts(source.row.state))  # disc-feeds
         log.info("source %s: %d start pages (%s)", spec.url, len(seeds), source.started_from)
 
     def _report(self, source: _Source, url: str, slot: _Slot) -> None:
@@ -492,7 +493,8 @@ def _state(crawl: SourceCrawl) -> str:
         for url, value in forager.weblog.entries():
             best[url] = max(value, best.get(url, -math.inf))
     ranked = sorted(best.items(), key=lambda kv: -kv[1])[:SAVED_SEEDS]
-    return json.dumps({"seeds": [u for u, _ in ranked]})
+    # disc-feeds: the start-page bandit's yields, so a restart keeps which sections pay
+    return json.dumps({"seeds": [u for u, _ in ranked], "starts": crawl.start_state()})
 
 
 def _saved_seeds(state: str | None) -> list[str]:
@@ -503,6 +505,15 @@ def _saved_seeds(state: str | None) -> list[str]:
     except (ValueError, AttributeError):
         return []
     return [s for s in seeds if isinstance(s, str)]
+
+
+def _saved_starts(state: str | None) -> dict[str, object]:
+    """The start-page bandit's saved learning (disc-feeds); {} when absent or unreadable."""
+    try:
+        starts = json.loads(state or "{}").get("starts", {})
+    except (ValueError, AttributeError):
+        return {}
+    return starts if isinstance(starts, dict) else {}
 
 
 def _merge(old: SlotDiscovery, new: SlotDiscovery) -> SlotDiscovery:

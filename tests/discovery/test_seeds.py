@@ -209,3 +209,29 @@ async def test_graph_site_answers_conditional_requests_and_describes_itself() ->
                 assert response.status == 404
     finally:
         await site.stop()
+
+
+def test_the_bandit_state_survives_a_restart() -> None:
+    seeds = [f"http://e.com/s/{i}" for i in range(4)]
+    crawl = SourceCrawl(seeds[0], seeds=seeds, known=set(seeds), start_choice="bandit", max_step=0)
+    for slot in range(30):
+        crawl.new_slot()
+        for _ in range(2):
+            url = crawl.next_url()
+            assert url is not None
+            page = f'<a href="/new/{slot}">n</a>' if url == seeds[2] else "<p>old</p>"
+            crawl.fetched(url, page, published=None, now=float(slot))
+            if url == seeds[2]:
+                nxt = crawl.next_url()
+                assert nxt == f"http://e.com/new/{slot}"
+                crawl.fetched(nxt, "<p>new</p>", published=None, now=float(slot))
+    saved = crawl.start_state()
+    assert saved[seeds[2]][0] > 0 and saved[seeds[0]][0] == 0
+    again = SourceCrawl(seeds[0], seeds=seeds, known=set(seeds), start_choice="bandit", max_step=0)
+    broken: dict[str, object] = {seeds[1]: ["x", 1, 2], "http://other/": [1, 1, 1]}
+    assert again.restore_starts({**saved, **broken}) == 3  # seeds 0, 2, 3; 1 malformed
+    again.new_slot()
+    assert again.bandit is not None
+    assert again.bandit.rate(seeds[2]) > 5 * again.bandit.rate(seeds[0])
+    assert again.next_url() == seeds[1]  # never tried (its entry was malformed): first
+    assert SourceCrawl(seeds[0]).restore_starts(saved) == 0  # no bandit: nothing to restore
