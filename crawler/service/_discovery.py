@@ -80,6 +80,12 @@ UNLIMITED = 10**9
 #: URLs a source's crawl may hand out in one round without one needing a poll (already
 #: polled this slot by the scheduler or by another source) before it waits for the next round
 MAX_SKIPS = 50
+#: how long a URL refused by robots.txt is not polled again by discovery (the fetcher's
+#: robots.txt cache time); at most this many such URLs are remembered
+ROBOTS_MEMORY_S = 3600.0
+MAX_ROBOTS_MEMORY = 10_000
+#: how often the expiry by age runs (an UPDATE over every live discovered row)
+AGE_EXPIRY_EVERY_S = 3600.0
 #: start pages kept in a source's saved state
 SAVED_SEEDS = 100
 
@@ -153,6 +159,8 @@ class DiscoverySide:
         self._unsaved: SlotDiscovery | None = None
         self._ids = 0
         self._rotation = 0
+        self._aged_at = -math.inf
+        self._robots: dict[str, float] = {}  # URL -> when robots.txt refused it
         # disc-feeds: validators of the pages discovery polled, for conditional polls
         self._validators: dict[str, tuple[str | None, str | None]] = {}
 
@@ -263,7 +271,7 @@ class DiscoverySide:
             url = crawl.next_url()
             if url is None:
                 break
-            if url in slot.picked:  # the scheduler polls it this slot: not again
+            if url in slot.picked or self._disallowed(url):  # not again, or not allowed
                 crawl.fetched(url, None, published=None, now=self.clock())
                 continue
             if url in slot.bodies:  # polled already in this slot: its body again
@@ -271,6 +279,11 @@ class DiscoverySide:
                 continue
             return url
         return None
+
+    def _disallowed(self, url: str) -> bool:
+        """Refused by robots.txt less than ``ROBOTS_MEMORY_S`` ago."""
+        when = self._robots.get(url)
+        return when is not None and time.monotonic() - when < ROBOTS_MEMORY_S
 
     async def _fetch(self, slot: _Slot, urls: list[str]) -> None:
         """Poll ``urls`` through the service's poller (bodies back, not judged)."""
@@ -296,6 +309,10 @@ class DiscoverySide:
             slot.polls += 1
             if a.status in DEAD_STATUSES:
                 slot.dead.add(url)
+            if a.error_kind == "robots":  # not asked again for ROBOTS_MEMORY_S
+                if len(self._robots) >= MAX_ROBOTS_MEMORY:
+                    self._robots.clear()
+                self._robots[url] = time.monotonic()
             if a.outcome == "not_modified":  # disc-feeds: a 304, no download
                 slot.unchanged.add(url)
                 slot.bodies[url] = None
@@ -310,9 +327,8 @@ class DiscoverySide:
                 self._validators[url] = (a.etag, a.last_modified)
             if looks_like_listing(a.body):  # disc-feeds: a sitemap or feed, read natively
                 slot.listings[url] = a.body
-            html = decode(a.body, a.content_type)
+            html, slot.dates[url] = page_of(a.body, a.content_type, a.last_modified)
             slot.bodies[url] = html
-            slot.dates[url] = _published(html, a.last_modified)
             for href, _ in extract_links(html):
                 link = canonical_url(href, a.final_url or url)
                 if link is not None:
@@ -416,9 +432,10 @@ class DiscoverySide:
             result = await asyncio.to_thread(self.store.record_slot, record)
             self._unsaved = None
             watched = len(result.watched)
-            gone = await asyncio.to_thread(
-                self.store.expire, at, self.settings.discovery_expire_days, slot.dead
-            )
+            days = 0.0  # expiry by age scans the table: once an hour (dead pages: each slot)
+            if at.timestamp() - self._aged_at >= AGE_EXPIRY_EVERY_S:
+                days, self._aged_at = self.settings.discovery_expire_days, at.timestamp()
+            gone = await asyncio.to_thread(self.store.expire, at, days, slot.dead)
             expired = len(gone)
             reasons = [r for _, r in gone]
         except StoreError as exc:
@@ -458,6 +475,16 @@ def _scope(row: SourceRow) -> Scope:
         max_depth=spec.max_depth,
         page_budget=spec.budget_per_run or UNLIMITED,
     )
+
+
+def page_of(
+    body: bytes, content_type: str | None, last_modified: str | None
+) -> tuple[str, float | None]:
+    """What a source's crawl reads of a polled page: its HTML (its ``<a href>`` links are
+    followed) and its date (a POSIX time, None if it has none). The one place to teach
+    discovery another kind of page (a sitemap, a feed)."""
+    html = decode(body, content_type)
+    return html, _published(html, last_modified)
 
 
 def _published(html: str, last_modified: str | None) -> float | None:

@@ -93,6 +93,14 @@ async def test_service_finds_new_pages_within_its_share(
             discovery_polls.append(service.loop.discovery.last.polls)
             # the scheduler's share is the rest of the capacity
             assert service.loop.scheduler.capacity == CAPACITY - 10
+        registry = service.metrics.registry
+        polls_metric = [
+            registry.get_sample_value("crawler_discovery_polls_total", {"result": r})
+            for r in ("ok", "error")
+        ]  # the error: the page robots.txt forbids, refused once, then never asked for
+        assert polls_metric == [sum(discovery_polls) - 1, 1]
+        found_metric = registry.get_sample_value("crawler_discovered_total")
+        aged = registry.get_sample_value("crawler_discovered_age_seconds_count")
     assert twice == []  # no page served twice in one slot
     assert max(discovery_polls) <= 10  # floor(share x capacity)
     assert sum(discovery_polls) >= 10 * slots * 0.9
@@ -105,6 +113,7 @@ async def test_service_finds_new_pages_within_its_share(
         with store.engine.connect() as conn:
             rows = conn.execute(select(urls.c.url, urls.c.polls, urls.c.removed_at)).all()
     found_urls = {d.url for d in found}
+    assert found_metric == aged == len(found_urls)  # every page found had a date
     assert found_urls <= appeared  # nothing old reported new
     assert len(found_urls) >= 0.5 * len(appeared), (len(found_urls), len(appeared))
     for d in found:
