@@ -21,12 +21,13 @@ but not reported (a site restoring an older copy is not news).
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urljoin
 
 from crawler.discovery._feeds import parse_feed
-from crawler.discovery._sitemaps import SitemapError, decompress, parse_sitemap
+from crawler.discovery._sitemaps import SitemapError, parse_sitemap
 
 ListingKind = Literal["urlset", "sitemapindex", "feed"]
 
@@ -43,6 +44,7 @@ class Listing:
     items: tuple[Listed, ...]
 
 
+SNIFF_BYTES = 65_536
 _SITEMAP_ROOTS = (b"urlset", b"sitemapindex")
 _FEED_ROOTS = (b"rss", b"feed", b"rdf:rdf")
 # the root element's name, after a BOM, the XML declaration, comments, processing instructions
@@ -55,12 +57,15 @@ _ROOT = re.compile(
 
 
 def _root(body: bytes) -> bytes | SitemapError:
-    """The lower-cased name of the document's root element ('' if none is found in the
-    first 64 KB after decompression)."""
-    raw = decompress(body[:1_048_576] if not body.startswith(b"\x1f\x8b") else body)
-    if isinstance(raw, SitemapError):
-        return raw
-    match = _ROOT.match(raw[:65_536].lower())
+    """The lower-cased name of the document's root element ('' if none is found in its first
+    64 KB; a gzip body is inflated only that far)."""
+    head = body[:SNIFF_BYTES]
+    if body.startswith(b"\x1f\x8b"):
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(body, SNIFF_BYTES)
+        except zlib.error as error:
+            return SitemapError("bad_gzip", str(error))
+    match = _ROOT.match(head.lower())
     return match.group(1) if match else b""
 
 

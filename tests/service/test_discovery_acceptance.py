@@ -17,9 +17,11 @@ real service costs at most the source's page budget, however many slots run.
 from __future__ import annotations
 
 import asyncio
+import gzip
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from benchmarks.discovery_service import SLOT, run_acceptance
 from crawler.fetch import validate_url
@@ -126,3 +128,70 @@ async def test_a_sitemap_or_feed_source_through_the_service(database_url: str, s
     assert site.listings_served["index" if "sitemap" in source else "feed"] >= 1
     if "sitemap" in source:
         assert site.listings_served["section"] >= 6  # every section's sitemap read
+
+
+@pytest.mark.slow  # a 50 MB-bounded inflation per read of the gzip bomb, 6 slots: ~7 s
+async def test_hostile_sitemaps_through_the_service_are_recorded_not_fatal(
+    database_url: str,
+) -> None:
+    bomb = (
+        b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaaaaaaaa">'
+        + b"".join(
+            b'<!ENTITY a%d "' % (i + 1) + (b"&a;" if i == 0 else b"&a%d;" % i) * 10 + b'">'
+            for i in range(9)
+        )
+        + b"]><urlset><url><loc>&a9;</loc></url></urlset>"
+    )
+    pages = {
+        "/sitemap.xml": b"<sitemapindex>"
+        + b"".join(
+            b"<sitemap><loc>/%s</loc></sitemap>" % name
+            for name in (b"bomb.xml", b"zip.xml.gz", b"broken.xml", b"ok.xml")
+        )
+        + b"</sitemapindex>",
+        "/bomb.xml": bomb,
+        "/zip.xml.gz": gzip.compress(b"<urlset>" + b" " * 80_000_000 + b"</urlset>"),
+        "/broken.xml": b"<urlset><url><loc>/new/2</loc></url><url><loc>",
+        "/ok.xml": b"<urlset><url><loc>/new/1</loc></url></urlset>",
+        "/new/1": b"<html><body>a new page</body></html>",
+        "/watched": b"<html><body>watched</body></html>",
+    }
+
+    async def serve(request: web.Request) -> web.Response:
+        body = pages.get(request.path)
+        if body is None:
+            return web.Response(status=404)
+        kind = "application/xml" if request.path.endswith(".xml") else "text/html"
+        return web.Response(body=body, content_type=kind)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", serve)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    tcp = web.TCPSite(runner, "127.0.0.1", 0)
+    await tcp.start()
+    port = runner.addresses[0][1]
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with Store(database_url) as store:
+            store.add_urls([NewUrl(validate_url(f"{base}/watched"))])
+            DiscoveryStore(store).add_source(SourceSpec(validate_url(f"{base}/sitemap.xml")))
+        settings = service_settings(
+            database_url,
+            capacity=20.0,
+            discovery_share=0.5,
+            slot_seconds=0.1,
+            discovery_max_step=0,
+            discovery_seed_links=0,
+        )
+        async with CrawlService(settings) as service:
+            await service.run(asyncio.Event(), 6)
+            crawls = [s.crawl for s in service.loop.discovery.sources.values() if s.crawl]
+        with Store(database_url) as store:
+            found = {row.url for row in DiscoveryStore(store).discovered()}
+    finally:
+        await runner.cleanup()
+    assert found == {f"{base}/new/1"}  # the good sitemap's page, nothing else
+    errors = crawls[0].listing_errors
+    assert errors["forbidden_xml"] >= 1 and errors["malformed"] >= 1, errors
+    assert errors["too_large"] + errors["bad_gzip"] >= 1, errors  # the bomb: cut or refused
