@@ -389,6 +389,7 @@ class DiscoverySide:
         now = self.clock()
         before = len(crawl.found)
         listing = slot.listings.get(url)  # disc-feeds: sitemaps, feeds, 304s
+        unread = crawl.listing_errors.total()
         crawl.fetched(
             url,
             html if listing is None else listing,
@@ -396,6 +397,8 @@ class DiscoverySide:
             now=now,
             not_modified=url in slot.unchanged,
         )
+        if crawl.listing_errors.total() > unread:  # disc-feeds: a hostile or broken listing
+            log.warning("source %s: %s could not be read as a sitemap or feed", source.row.url, url)
         hints = crawl.take_hints()  # disc-feeds: a sitemap's or feed's moved lastmod dates
         if hints and self.known is not None:
             watched = sum(h.url in self.known for h in hints)
