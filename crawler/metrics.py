@@ -242,7 +242,8 @@ class CrawlerMetrics:
         # how old they were when found (from their Last-Modified, when they carry one)
         self.discovery_polls_total = Counter(
             "crawler_discovery_polls",
-            "Discovery polls made (fetches to find new pages), by result (ok, error).",
+            "Discovery polls made (fetches to find new pages), by result (ok, not_modified, "
+            "error).",
             ["result"],
             registry=reg,
         )
@@ -270,7 +271,7 @@ class CrawlerMetrics:
         self._poll_observe = self.poll_duration_seconds.observe
         self._bytes_inc = self.fetched_bytes_total.inc
         self._deferred = {r: self.polls_deferred_total.labels(reason=r) for r in DEFERRED_REASONS}
-        for result in ("ok", "error"):  # discovery's series exist at 0
+        for result in ("ok", "not_modified", "error"):  # discovery's series exist at 0
             self.discovery_polls_total.labels(result=result)
         for reason in ("unlinked", "dead"):
             self.discovered_expired_total.labels(reason=reason)
@@ -410,12 +411,19 @@ class CrawlerMetrics:
         self.knapsack_fill_ratio.set(knapsack_fill)
 
     def observe_discovery(
-        self, ok: int, errors: int, ages_s: Sequence[float | None], expired: Sequence[str] = ()
+        self,
+        ok: int,
+        errors: int,
+        ages_s: Sequence[float | None],
+        expired: Sequence[str] = (),
+        not_modified: int = 0,
     ) -> None:
-        """One slot's discovery: polls made (ok, failed), the ages of the new pages found
-        (None: no date known), the reasons of the pages expired."""
+        """One slot's discovery: polls made (ok, failed, answered 304), the ages of the new
+        pages found (None: no date known), the reasons of the pages expired."""
         if ok:
             self.discovery_polls_total.labels(result="ok").inc(ok)
+        if not_modified:
+            self.discovery_polls_total.labels(result="not_modified").inc(not_modified)
         if errors:
             self.discovery_polls_total.labels(result="error").inc(errors)
         if ages_s:

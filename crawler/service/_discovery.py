@@ -36,6 +36,7 @@ import json
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -84,6 +85,9 @@ MAX_SKIPS = 50
 #: robots.txt cache time); at most this many such URLs are remembered
 ROBOTS_MEMORY_S = 3600.0
 MAX_ROBOTS_MEMORY = 10_000
+#: pages whose validators and HTML are kept, to ask for them conditionally (least recently
+#: read dropped first): a 304 costs a request but no download, and the links are the same
+MAX_READ_PAGES = 2_000
 #: how often the expiry by age runs (an UPDATE over every live discovered row)
 AGE_EXPIRY_EVERY_S = 3600.0
 #: start pages kept in a source's saved state
@@ -97,6 +101,8 @@ class DiscoverySummary:
     polls: int = 0
     errors: int = 0
     deferred: int = 0
+    #: polls answered 304: the page had not changed since discovery last read it
+    not_modified: int = 0
     found: int = 0
     watched: int = 0
     expired: int = 0
@@ -132,6 +138,7 @@ class _Slot:
     polls: int = 0
     errors: int = 0
     deferred: int = 0
+    not_modified: int = 0
     dead: set[str] = field(default_factory=set)
     out_of_time: bool = False
 
@@ -160,15 +167,21 @@ class DiscoverySide:
         self._ids = 0
         self._rotation = 0
         self._aged_at = -math.inf
+        self._was_active = False
         self._robots: dict[str, float] = {}  # URL -> when robots.txt refused it
-        # disc-feeds: validators of the pages discovery polled, for conditional polls
-        self._validators: dict[str, tuple[str | None, str | None]] = {}
+        # URL -> (ETag, Last-Modified, html, date) of pages read: asked again conditionally
+        self._read: OrderedDict[str, tuple[str | None, str | None, str, float | None]] = (
+            OrderedDict()
+        )
 
     # ----- sources and capacity ----------------------------------------------------------
 
     @property
     def active(self) -> bool:
-        return self.settings.discovery_share > 0 and bool(self.sources)
+        """Discovery has a share: some source can still poll (its run budget not spent)."""
+        if self.settings.discovery_share <= 0:
+            return False
+        return any(s.crawl is None or not s.crawl.budget.exhausted for s in self.sources.values())
 
     def reserved(self, capacity: float) -> int:
         """Discovery's polls per slot out of ``capacity``: floor(share x capacity) when
@@ -180,7 +193,6 @@ class DiscoverySide:
     async def refresh(self) -> bool:
         """Read the sources (added, changed or removed since the last look); True when
         whether discovery is active changed (the scheduler's capacity must be set again)."""
-        was = self.active
         rows = await asyncio.to_thread(self.store.sources)
         current = {r.id: r for r in rows}
         for sid in list(self.sources):
@@ -194,7 +206,9 @@ class DiscoverySide:
                 self.sources[sid] = _Source(row, topic=topic)
         if self.sources and self.known is None:
             self.known = await asyncio.to_thread(self.store.known_urls)
-        return was != self.active
+        active = self.active
+        changed, self._was_active = active != self._was_active, active
+        return changed
 
     def note_dead(self, urls: Sequence[str]) -> None:
         """URLs the scheduler's polls found gone (404/410): expired at the next record."""
@@ -290,7 +304,9 @@ class DiscoverySide:
         jobs = []
         for url in urls:
             self._ids += 1
-            etag, modified = self._validators.get(url, (None, None))  # disc-feeds: conditional
+            etag, modified = None, None
+            if (read := self._read.get(url)) is not None:
+                etag, modified = read[0], read[1]
             jobs.append(
                 PollJob(-self._ids, url, site_of(url), etag, modified, None, (), None, None, True)
             )
@@ -313,26 +329,37 @@ class DiscoverySide:
                 if len(self._robots) >= MAX_ROBOTS_MEMORY:
                     self._robots.clear()
                 self._robots[url] = time.monotonic()
-            if a.outcome == "not_modified":  # disc-feeds: a 304, no download
-                slot.unchanged.add(url)
-                slot.bodies[url] = None
-                slot.dates[url] = None
+            cached = self._read.get(url)
+            if a.outcome == "not_modified" and cached is not None:  # read before: the same
+                slot.not_modified += 1
+                slot.unchanged.add(url)  # disc-feeds: the crawl replays its own links (listings)
+                self._read.move_to_end(url)
+                slot.bodies[url], slot.dates[url] = cached[2], cached[3]
+                self._links(slot, cached[2], url)
                 continue
             if a.outcome != "ok" or a.body is None:
                 slot.errors += a.outcome == "error"
                 slot.bodies[url] = None
                 slot.dates[url] = None
                 continue
-            if a.etag or a.last_modified:  # disc-feeds: for the next poll's validators
-                self._validators[url] = (a.etag, a.last_modified)
             if looks_like_listing(a.body):  # disc-feeds: a sitemap or feed, read natively
                 slot.listings[url] = a.body
             html, slot.dates[url] = page_of(a.body, a.content_type, a.last_modified)
             slot.bodies[url] = html
-            for href, _ in extract_links(html):
-                link = canonical_url(href, a.final_url or url)
-                if link is not None:
-                    slot.record.linked.add(link)
+            self._links(slot, html, a.final_url or url)
+            if a.etag or a.last_modified:
+                self._read[url] = (a.etag, a.last_modified, html, slot.dates[url])
+                self._read.move_to_end(url)
+                while len(self._read) > MAX_READ_PAGES:
+                    self._read.popitem(last=False)
+
+    @staticmethod
+    def _links(slot: _Slot, html: str, base: str) -> None:
+        """The pages ``html`` links (they stay alive: see the expiry rule)."""
+        for href, _ in extract_links(html):
+            link = canonical_url(href, base)
+            if link is not None:
+                slot.record.linked.add(link)
 
     def _fetched(self, source: _Source, url: str, slot: _Slot) -> None:
         if source.crawl is None:
@@ -446,16 +473,25 @@ class DiscoverySide:
             self._unsaved = record
             self._dead.update(slot.dead)
         found = len(slot.record.found)
-        self.metrics.observe_discovery(slot.polls - slot.errors, slot.errors, slot.ages, reasons)
+        self.metrics.observe_discovery(
+            slot.polls - slot.errors - slot.not_modified,
+            slot.errors,
+            slot.ages,
+            reasons,
+            not_modified=slot.not_modified,
+        )
         if slot.polls or found:
             log.info(
-                "discovery: polls=%d errors=%d deferred=%d found=%d watched=%d expired=%d",
-                slot.polls, slot.errors, slot.deferred, found, watched, expired,
+                "discovery: polls=%d not_modified=%d errors=%d deferred=%d found=%d "
+                "watched=%d expired=%d",
+                slot.polls, slot.not_modified, slot.errors, slot.deferred, found, watched,
+                expired,
             )  # fmt: skip
         return DiscoverySummary(
             slot.polls,
             slot.errors,
             slot.deferred,
+            slot.not_modified,
             found,
             watched,
             expired,

@@ -4,6 +4,7 @@ over time, slot after slot, with the service's own loop, poller and store."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -27,12 +28,15 @@ FORBIDDEN = 2
 
 
 class RobotsGraphSite(GraphSite):
-    """The generated site with a robots.txt that forbids one section's index page."""
+    """The generated site with a robots.txt that forbids one section's index page, pages
+    that can be made to die, and an ETag of each page's content (answered 304 when the
+    request's ``If-None-Match`` is still the page's)."""
 
     def __init__(self, graph: LinkGraph) -> None:
         super().__init__(graph, now=0.0)
         self.robots_reads = 0
         self.dead: set[int] = set()  # pages that answer 410 from now on
+        self.not_modified = 0
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -45,7 +49,15 @@ class RobotsGraphSite(GraphSite):
         if page in self.dead:
             self.served[page] += 1
             return web.Response(status=410, text="gone")
-        return await self._page(request)
+        response = await self._page(request)
+        if response.status == 200 and response.body is not None:
+            assert isinstance(response.body, bytes)
+            etag = f'"{hashlib.sha1(response.body).hexdigest()[:16]}"'
+            if request.headers.get("If-None-Match") == etag:
+                self.not_modified += 1
+                return web.Response(status=304, headers={"ETag": etag})
+            response.headers["ETag"] = etag
+        return response
 
     async def _robots(self, request: web.Request) -> web.Response:
         self.robots_reads += 1
@@ -96,9 +108,12 @@ async def test_service_finds_new_pages_within_its_share(
         registry = service.metrics.registry
         polls_metric = [
             registry.get_sample_value("crawler_discovery_polls_total", {"result": r})
-            for r in ("ok", "error")
+            for r in ("ok", "not_modified", "error")
         ]  # the error: the page robots.txt forbids, refused once, then never asked for
-        assert polls_metric == [sum(discovery_polls) - 1, 1]
+        assert sum(n or 0 for n in polls_metric) == sum(discovery_polls)
+        assert polls_metric[2] == 1
+        not_modified = polls_metric[1] or 0  # pages read again unchanged: no download
+        assert 0 < not_modified <= site.not_modified  # (the rest are the scheduler's)
         found_metric = registry.get_sample_value("crawler_discovered_total")
         aged = registry.get_sample_value("crawler_discovered_age_seconds_count")
     assert twice == []  # no page served twice in one slot
@@ -131,7 +146,8 @@ async def test_service_finds_new_pages_within_its_share(
     within5 = sum(1 for x in delays if x <= 5 * SLOT_S)
     print(
         f"appeared {len(appeared)}, found {len(found_urls)} ({within5} within 5 slots), "
-        f"polled after watch {len(polled)}, discovery polls {sum(discovery_polls)}, "
+        f"polled after watch {len(polled)}, discovery polls {sum(discovery_polls)} "
+        f"({not_modified:.0f} answered 304), "
         f"median delay {sorted(delays)[len(delays) // 2] / SLOT_S:.1f} slots"
     )
 
@@ -206,3 +222,26 @@ async def test_without_sources_or_share_the_scheduler_keeps_the_whole_capacity(
         assert service.loop.scheduler is not None
         assert service.loop.scheduler.capacity == CAPACITY  # share 0: discovery is off
         assert service.loop.discovery.reserved(CAPACITY) == 0
+
+
+async def test_a_source_costs_at_most_its_run_budget_then_frees_its_share(
+    database_url: str, graph_site: RobotsGraphSite
+) -> None:
+    site = graph_site
+    with Store(database_url) as store:
+        store.add_urls([NewUrl("http://127.0.0.1:9/elsewhere")])  # the scheduler's only URL
+        DiscoveryStore(store).add_source(SourceSpec(site.url(0), budget_per_run=15))
+    settings = service_settings(database_url, capacity=CAPACITY, discovery_share=SHARE)
+    capacities = []
+    async with CrawlService(settings) as service:
+        service.loop.discovery.clock = lambda: EPOCH.timestamp() + site.now
+        for k in range(1, 6):
+            site.now = k * SLOT_S
+            await service.run(asyncio.Event(), k)
+            assert service.loop.scheduler is not None
+            capacities.append(service.loop.scheduler.capacity)
+    assert sum(site.served.values()) <= 15  # every request the site saw was discovery's
+    with Store(database_url) as store:
+        (source,) = DiscoveryStore(store).sources()
+    assert source.polls == sum(site.served.values())  # (a 304 is counted as served too)
+    assert capacities[0] == CAPACITY - 10 and capacities[-1] == CAPACITY  # share given back
