@@ -60,6 +60,7 @@ async def run(
         seed=seed,
     )
     site = GraphSite(graph, now=0.0)
+    site.conditional = conditional
     await site.start()
     active = {int(graph.section[p]) for p in graph.new_pages()}
     downloads = not_new = barren = 0

@@ -113,6 +113,7 @@ async def run_acceptance(
         seed=seed,
     )
     site = GraphSite(graph, now=SLOT)
+    site.conditional = True
     await site.start()
     sections = set(range(SECTIONS))
     new_pages = {int(p) for p in graph.new_pages()}
@@ -187,12 +188,13 @@ async def run_acceptance(
     outcome.discovery_polls = sum(per_slot)
     outcome.max_slot_polls = max(per_slot, default=0)
     outcome.active_share = sum(shares.get(c, 0.0) for c in active)
-    outcome.not_modified = sum(site.not_modified[p] for p in sections)
-    for page, count in site.served.items():
+    outcome.not_modified = sum(site.unchanged[p] for p in sections)
+    for page, served in site.served.items():
+        count = served - site.unchanged[page]  # downloads: 304s are not
         if page in new_pages:
             outcome.new_downloads += min(count, 1)
             outcome.other_downloads += count - 1  # a new page downloaded again
-        elif page in sections:
+        elif page in sections and count:
             outcome.first_reads += 1
             outcome.changed_reads += count - 1
     outcome.downloads = (

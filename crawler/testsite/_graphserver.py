@@ -8,8 +8,9 @@ crawler can make its own state vectors from the text. ``/_truth`` returns which 
 were created after a given time, for tests to check what a crawl found.
 
 A page's ``Last-Modified`` is its last change: its creation, an edit, or (for an index page)
-a new page listed on it; a request with ``If-Modified-Since`` at or after it is answered 304
-with no body, as a real server would. The site also describes itself the two ways crawlers
+a new page listed on it; with ``conditional`` set, a request with ``If-Modified-Since`` at or
+after it is answered 304 with no body, as a real server would (``served`` counts every request
+for a page, ``unchanged`` those answered 304). The site also describes itself the two ways crawlers
 read natively: ``/sitemap.xml`` is a sitemap index with one sitemap per section
 (``/sitemap/<c>.xml``, its ``lastmod`` the section's last change; ``.xml.gz`` serves it
 gzip-compressed), each a ``urlset`` of the section's existing pages with their ``lastmod``;
@@ -74,7 +75,8 @@ class GraphSite(_Server):
         self.graph = graph
         self.now = now
         self.served: Counter[int] = Counter()
-        self.not_modified: Counter[int] = Counter()
+        self.unchanged: Counter[int] = Counter()  # of ``served``: answered 304
+        self.conditional = False  # answer If-Modified-Since with 304 (off: always the page)
         self.listings_served: Counter[str] = Counter()
         self.gzip_sitemaps = False  # the index lists /sitemap/<c>.xml.gz instead of .xml
         self._members: dict[int, list[int]] = {}
@@ -118,12 +120,11 @@ class GraphSite(_Server):
     def _w3c(t: float) -> str:
         return (EPOCH + dt.timedelta(seconds=t)).isoformat()
 
-    @staticmethod
-    def _fresh(request: web.Request, changed: float) -> bool:
-        """Whether the request's If-Modified-Since covers the last change (HTTP dates are in
-        whole seconds, so the change is compared truncated)."""
+    def _fresh(self, request: web.Request, changed: float) -> bool:
+        """Whether the site answers conditionally and the request's If-Modified-Since covers
+        the last change (HTTP dates are in whole seconds, so the change is compared floored)."""
         since = request.headers.get("If-Modified-Since")
-        if since is None:
+        if since is None or not self.conditional:
             return False
         try:
             stamp = (parsedate_to_datetime(since) - EPOCH).total_seconds()
@@ -221,10 +222,10 @@ class GraphSite(_Server):
         if not self.graph.exists(page, self.now):
             return web.Response(status=404, text="no such page")
         changed = self.changed(page)
-        if self._fresh(request, changed):
-            self.not_modified[page] += 1
-            return web.Response(status=304)
         self.served[page] += 1
+        if self._fresh(request, changed):
+            self.unchanged[page] += 1
+            return web.Response(status=304)
         return web.Response(
             text=self.html(page),
             content_type="text/html",

@@ -161,6 +161,7 @@ async def test_sitemap_and_feed_sources_over_http(source: str) -> None:
         pages=400, sections=8, active_sections=2, duration=20 * 3_600.0, new_per_hour=1, seed=3
     )
     site = GraphSite(graph, now=0.0)
+    site.conditional = True
     await site.start()
     try:
         known = {site.url(p) for p in range(graph.size) if graph.exists(p, 0.0)}
@@ -187,6 +188,7 @@ async def test_sitemap_and_feed_sources_over_http(source: str) -> None:
 async def test_graph_site_answers_conditional_requests_and_describes_itself() -> None:
     graph = generate(pages=200, sections=4, duration=10 * 3_600.0, new_per_hour=2, seed=2)
     site = GraphSite(graph, now=0.0)
+    site.conditional = True
     await site.start()
     try:
         async with aiohttp.ClientSession() as http:
