@@ -160,7 +160,11 @@ class Settings(BaseSettings):
         "weblog", description="how a source's foragers choose links (docs/discovery.md)"
     )
     discovery_max_step: int = Field(
-        1, ge=1, le=100, description="steps per forager path (1: a start page and its links)"
+        1,
+        ge=0,
+        le=100,
+        description="steps per forager path after its start page (0: a start page and the "
+        "unknown pages it links to)",
     )
     discovery_seed_links: int = Field(
         50,
@@ -168,6 +172,12 @@ class Settings(BaseSettings):
         le=1000,
         description="in-scope links of a source page that become its foragers' start pages "
         "(read at its first fetch; 0 = the source page only)",
+    )
+    # discovery-feeds (crawler/discovery/_seeds.py): where the foragers' paths start
+    discovery_start_choice: Literal["weblog", "bandit", "round_robin"] = Field(
+        "bandit",
+        description="how a source's start pages are chosen: bandit = by the new links expected "
+        "to wait on each (learned), weblog = the paper's start list, round_robin = in turn",
     )
 
     @classmethod

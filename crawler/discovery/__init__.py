@@ -7,10 +7,17 @@ canonicalization, scope rules and per-source budgets. ``crawler.discovery._simul
 paper's comparison on a generated site (``crawler.testsite._graph``). See docs/discovery.md.
 """
 
-from crawler.discovery._driver import Discovery, SourceCrawl
+from crawler.discovery._driver import START_CHOICES, Discovery, SourceCrawl
 from crawler.discovery._features import text_state
 from crawler.discovery._fleets import STRATEGIES, make_fleet
 from crawler.discovery._forager import Fleet, Forager, ReinforcingAgent
+from crawler.discovery._lastmod import (
+    LastmodTracker,
+    Listed,
+    Listing,
+    looks_like_listing,
+    read_listing,
+)
 from crawler.discovery._links import extract_links, page_text
 from crawler.discovery._ordering import (
     BestFirstOrdering,
@@ -18,10 +25,12 @@ from crawler.discovery._ordering import (
     Frontier,
     ValueOrdering,
 )
+from crawler.discovery._seeds import SeedBandit
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url, url_template
 from crawler.discovery._weblog import Weblog
 
 __all__ = [
+    "START_CHOICES",
     "STRATEGIES",
     "BestFirstOrdering",
     "BreadthFirstOrdering",
@@ -29,17 +38,23 @@ __all__ = [
     "Fleet",
     "Forager",
     "Frontier",
+    "LastmodTracker",
+    "Listed",
+    "Listing",
     "Refusal",
     "ReinforcingAgent",
     "Scope",
+    "SeedBandit",
     "SourceBudget",
     "SourceCrawl",
     "ValueOrdering",
     "Weblog",
     "canonical_url",
     "extract_links",
+    "looks_like_listing",
     "make_fleet",
     "page_text",
+    "read_listing",
     "text_state",
     "url_template",
 ]

@@ -23,11 +23,25 @@ page carries a date (``published``: a ``Last-Modified`` header, a sitemap ``last
 ``article:published_time``), no older than ``max_age``. A URL fetched once in a slot is never
 fetched again in that slot: a forager that steps onto it again replays the links seen at the
 first fetch.
+
+Where paths start (``start_choice``): ``"weblog"`` is the paper's rule (each forager draws from the
+10 best URLs of its weblog); ``"bandit"`` lets :class:`~crawler.discovery._seeds.SeedBandit`
+choose among all the start pages by the new links expected to wait on each (Thompson sampling
+over per-page yield rates; see that module for why and for the figures); ``"round_robin"``
+takes them in turn, longest ago first (the breadth-first re-crawl baseline). ``min_yield`` > 0
+makes ``next_url`` return None when no start page is expected to hold that many new links.
+
+A fetched body may be a sitemap or a feed (``fetched`` takes bytes; sniffed by its root
+element): its listed URLs are the page's links, most recent ``lastmod`` first; a sitemap
+index's sitemaps become start pages; a listed URL whose ``lastmod`` moved since the last read
+is a hint (``hints``; a start page hinted is polled first, see ``_lastmod``). A sitemap or
+feed is never itself reported new.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,9 +50,15 @@ from yarl import URL
 from crawler.discovery._features import DIMENSIONS, text_state, words
 from crawler.discovery._fleets import make_fleet
 from crawler.discovery._forager import MAX_AGE, MAX_STEP, Fleet, Forager
+from crawler.discovery._lastmod import LastmodTracker, Listed, looks_like_listing, read_listing
 from crawler.discovery._links import extract_links, page_text
 from crawler.discovery._ordering import Vector
+from crawler.discovery._seeds import SeedBandit
+from crawler.discovery._sitemaps import SitemapError
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url
+
+START_CHOICES = ("weblog", "bandit", "round_robin")
+MAX_HINTS = 10_000  # "lastmod moved" hints kept for the caller until it takes them
 
 
 @dataclass
@@ -60,6 +80,8 @@ class Discovery:
     found_at: float
     depth: int
     path_length: int
+    via: str = ""  # the page whose link led here (the step's page)
+    start: str = ""  # the start page of the path (with start_choice="bandit")
 
 
 class SourceCrawl:
@@ -79,12 +101,16 @@ class SourceCrawl:
         max_age: float = MAX_AGE,
         dimensions: int = DIMENSIONS,
         seed: int = 0,
+        start_choice: str = "weblog",
+        min_yield: float = 0.0,
     ) -> None:
         source = canonical_url(source_url)
         if source is None:
             raise ValueError(f"not an http(s) URL: {source_url!r}")
         if slice_steps < 1 or lookahead < 0:
             raise ValueError("slice_steps must be >= 1 and lookahead >= 0")
+        if start_choice not in START_CHOICES:
+            raise ValueError(f"start_choice must be one of {START_CHOICES}, not {start_choice!r}")
         self.source = source
         self.scope = scope if scope is not None else Scope.same_host(source)
         self.budget = SourceBudget(self.scope)
@@ -115,10 +141,53 @@ class SourceCrawl:
         self.lookahead = lookahead
         self._step: _Step | None = None
         self._pending: str | None = None
+        self.slot = 0
+        self.min_yield = min_yield
+        self.bandit = (
+            None
+            if start_choice == "weblog"
+            else SeedBandit(
+                starts,
+                rng=self.rng,
+                policy="thompson" if start_choice == "bandit" else "round_robin",
+            )
+        )
+        self._path_seed: dict[int, str] = {}
+        self.lastmod = LastmodTracker()
+        self.hints: deque[Listed] = deque(maxlen=MAX_HINTS)  # the newest kept
+        self.listing_errors: Counter[str] = Counter()
+        self.not_modified = 0  # fetches answered 304 (no download)
 
     def new_slot(self) -> None:
         """A new slot begins: URLs fetched in the last one may be fetched again."""
         self._slot.clear()
+        self.slot += 1
+
+    def hint(self, url: str) -> None:
+        """The caller learned that this start page changed (say, a sitemap read elsewhere):
+        poll it first (only with ``start_choice="bandit"``)."""
+        if self.bandit is not None:
+            canonical = canonical_url(url)
+            if canonical is not None:
+                self.bandit.hint(canonical)
+
+    def start_state(self) -> dict[str, list[float]]:
+        """The start-page bandit's learning, to save (empty without one)."""
+        return self.bandit.state() if self.bandit is not None else {}
+
+    def restore_starts(self, state: dict[str, object]) -> int:
+        """Take back a saved :meth:`start_state`; how many start pages it restored."""
+        return self.bandit.restore(state, self.slot) if self.bandit is not None else 0
+
+    def take_hints(self) -> list[Listed]:
+        """The URLs whose ``lastmod`` moved since the caller last took them (oldest first)."""
+        hints = list(self.hints)
+        self.hints.clear()
+        return hints
+
+    def start_shares(self) -> dict[str, float]:
+        """Each start page's share of the paths started so far (``start_choice="bandit"``)."""
+        return self.bandit.shares() if self.bandit is not None else {}
 
     def next_url(self, max_replays: int = 1_000) -> str | None:
         """The next URL to fetch, or None when the budget is spent (or only URLs already
@@ -140,7 +209,16 @@ class SourceCrawl:
             if self.budget.exhausted:
                 return None
             forager = self.fleet.active
-            url = forager.next_url(self.rng)
+            start: str | None = None
+            if self.bandit is not None and forager.path_due:
+                start = self.bandit.choose(self.slot, self._slot)
+                thompson = self.bandit.policy == "thompson"
+                if start is None or (thompson and self.bandit.best_priority < self.min_yield):
+                    return None
+            url = forager.next_url(self.rng, start)
+            if start is not None and self.bandit is not None:
+                self._path_seed[forager.ident] = start
+                self.bandit.polled(start, self.slot)
             self._step = _Step(forager, url)
             cached = self._cache.get(url)
             if url in self._slot and cached is not None:
@@ -152,9 +230,19 @@ class SourceCrawl:
             return self._hand_out(url)
         return None
 
-    def fetched(self, url: str, html: str | None, *, published: float | None, now: float) -> bool:
-        """Report the fetch of the URL ``next_url`` returned (``html`` None: it failed).
-        True when the page was new (and rewarded)."""
+    def fetched(
+        self,
+        url: str,
+        html: str | bytes | None,
+        *,
+        published: float | None,
+        now: float,
+        not_modified: bool = False,
+    ) -> bool:
+        """Report the fetch of the URL ``next_url`` returned (``html`` None: it failed; bytes:
+        the raw body, which may be a sitemap or a feed, plain or gzip; ``not_modified``: a
+        conditional request answered 304, so the links read last time stand). True when the
+        page was new (and rewarded)."""
         if self._pending is None or self._pending != url or self._step is None:
             raise ValueError(f"{url!r} is not the URL handed out by next_url")
         self._pending = None
@@ -163,6 +251,20 @@ class SourceCrawl:
         depth = self.budget.depth.get(url, 0)
         links: list[tuple[str, Vector]] = []
         state = np.zeros(self.dimensions)
+        listing = False
+        cached = self._cache.get(url) if not_modified else None
+        if not_modified:
+            self.not_modified += 1
+            html = None
+            if cached is not None:
+                state, links = cached
+        elif isinstance(html, bytes):
+            if looks_like_listing(html):
+                listing = True
+                links = self._read_listing(url, html, depth, step)
+                html = None
+            else:
+                html = html.decode("utf-8", "replace")
         if html is not None:
             state = text_state(page_text(html), self.dimensions)
             for href, anchor in extract_links(html):
@@ -179,20 +281,56 @@ class SourceCrawl:
         else:  # a linked page downloaded at this step
             step.forager.frontier.update_state(url, state)
         relevant = False
-        if html is not None and url not in self.known:
+        if html is not None and not listing and url not in self.known:
             date = now if published is None else published
             for sent in step.forager.select_to_send([(url, date)], now):
                 verdict = self.fleet.agent.receive(step.forager, sent, date, now)
                 step.reward += verdict
                 relevant = relevant or verdict > 0
+        start = self._path_seed.get(step.forager.ident, "")
         if relevant:
+            self._credit(step.forager, 1.0)
             step.relevant_states.append(state)
-            self.found.append(Discovery(url, now, depth, len(step.forager.path)))
+            self.found.append(
+                Discovery(url, now, depth, len(step.forager.path), via=step.url, start=start)
+            )
         self.known.add(url)
         step.lookahead = [u for u in step.lookahead if u not in self._slot and u not in self.known]
         if not step.lookahead:
             self._finish_step()
         return relevant
+
+    def _credit(self, forager: Forager, amount: float) -> None:
+        seed = self._path_seed.get(forager.ident)
+        if self.bandit is not None and seed is not None:
+            self.bandit.credit(seed, amount)
+
+    def _read_listing(
+        self, url: str, body: bytes, depth: int, step: _Step
+    ) -> list[tuple[str, Vector]]:
+        """A sitemap's or feed's URLs as links (most recent first); hints from moved dates."""
+        listing = read_listing(body, url)
+        if isinstance(listing, SitemapError):
+            self.listing_errors[listing.reason] += 1
+            return []
+        admitted: list[tuple[float, str]] = []
+        dates: dict[str, float | None] = {}
+        for item in listing.items:
+            target = self.budget.admit(item.url, url, depth + 1)
+            if isinstance(target, Refusal):
+                continue
+            dates[target] = item.lastmod
+            admitted.append((-(item.lastmod or float("-inf")), target))
+            if listing.kind == "sitemapindex" and self.bandit is not None:
+                self.bandit.add(target, self.slot)
+        moved = self.lastmod.moved([Listed(u, d) for u, d in dates.items()])
+        for item in moved:
+            self.hints.append(item)
+            if self.bandit is not None:
+                self.bandit.hint(item.url)
+        self._credit(step.forager, float(len(moved)))
+        admitted.sort(key=lambda pair: pair[0])
+        return [(u, text_state(" ".join(words(URL(u).path)), self.dimensions)) for _, u in admitted]
 
     def _hand_out(self, url: str) -> str:
         self._pending = url

@@ -82,8 +82,8 @@ class Forager:
         max_step: int = MAX_STEP,
         max_age: float = MAX_AGE,
     ) -> None:
-        if max_step < 1:
-            raise ValueError("max_step must be >= 1")
+        if max_step < 0:
+            raise ValueError("max_step must be >= 0 (0: a path is its start page alone)")
         self.ident = next(_ids)
         self.weblog = weblog
         self.ordering = ordering
@@ -103,9 +103,15 @@ class Forager:
         self._current_state: Vector | None = None
         self._previous_state: Vector | None = None
 
-    def next_url(self, rng: random.Random) -> str:
-        """Algorithm 11: the frontier's best URL, or a new path from the start list."""
-        if self.step_number <= self.max_step and len(self.frontier):
+    @property
+    def path_due(self) -> bool:
+        """Whether the next step starts a new path (the last one is done or at a dead end)."""
+        return self.step_number > self.max_step or not len(self.frontier)
+
+    def next_url(self, rng: random.Random, start: str | None = None) -> str:
+        """Algorithm 11: the frontier's best URL, or a new path from the start list (or from
+        ``start``, when the caller chooses where paths begin)."""
+        if not self.path_due:
             i = best_index(self.ordering.values(self.frontier), self.frontier.sequence)
             url, state = self.frontier.pop(i)
             self.step_number += 1
@@ -113,7 +119,7 @@ class Forager:
             self._current_state = state
         else:
             self.end_path()
-            url = self.weblog.choose_start(rng)
+            url = self.weblog.choose_start(rng) if start is None else start
             self.step_number = 1
             self._previous_state = None
             self._current_state = None

@@ -53,6 +53,7 @@ from crawler.discovery import (
     SourceCrawl,
     canonical_url,
     extract_links,
+    looks_like_listing,
     page_text,
 )
 from crawler.discovery._features import words
@@ -127,6 +128,10 @@ class _Slot:
     picked: set[str]
     deadline: float
     bodies: dict[str, str | None] = field(default_factory=dict)  # polled here: html or None
+    # disc-feeds: the raw body of a sitemap or feed (read as bytes: it may be gzip), and the
+    # URLs answered 304 to a conditional poll (their links read last time stand)
+    listings: dict[str, bytes] = field(default_factory=dict)
+    unchanged: set[str] = field(default_factory=set)
     dates: dict[str, float | None] = field(default_factory=dict)
     record: SlotDiscovery = field(default_factory=SlotDiscovery)
     ages: list[float | None] = field(default_factory=list)
@@ -330,6 +335,7 @@ class DiscoverySide:
             cached = self._read.get(url)
             if a.outcome == "not_modified" and cached is not None:  # read before: the same
                 slot.not_modified += 1
+                slot.unchanged.add(url)  # disc-feeds: the crawl replays its own links (listings)
                 self._read.move_to_end(url)
                 slot.bodies[url], slot.dates[url] = cached[2], cached[3]
                 self._links(slot, cached[2], url)
@@ -339,6 +345,8 @@ class DiscoverySide:
                 slot.bodies[url] = None
                 slot.dates[url] = None
                 continue
+            if looks_like_listing(a.body):  # disc-feeds: a sitemap or feed, read natively
+                slot.listings[url] = a.body
             html, slot.dates[url] = page_of(a.body, a.content_type, a.last_modified)
             slot.bodies[url] = html
             self._links(slot, html, a.final_url or url)
@@ -394,10 +402,12 @@ class DiscoverySide:
                 known=self.known,
                 max_step=self.settings.discovery_max_step,
                 seed=source.row.id if self.settings.seed is None else self.settings.seed,
+                start_choice=self.settings.discovery_start_choice,  # disc-feeds
             )
         except ValueError as exc:
             log.error("source %s cannot be crawled: %s", spec.url, exc)
             return
+        source.crawl.restore_starts(_saved_starts(source.row.state))  # disc-feeds
         log.info("source %s: %d start pages (%s)", spec.url, len(seeds), source.started_from)
 
     def _report(self, source: _Source, url: str, slot: _Slot) -> None:
@@ -408,7 +418,21 @@ class DiscoverySide:
         published = slot.dates.get(url)
         now = self.clock()
         before = len(crawl.found)
-        crawl.fetched(url, html, published=published, now=now)
+        listing = slot.listings.get(url)  # disc-feeds: sitemaps, feeds, 304s
+        unread = crawl.listing_errors.total()
+        crawl.fetched(
+            url,
+            html if listing is None else listing,
+            published=published,
+            now=now,
+            not_modified=url in slot.unchanged,
+        )
+        if crawl.listing_errors.total() > unread:  # disc-feeds: a hostile or broken listing
+            log.warning("source %s: %s could not be read as a sitemap or feed", source.row.url, url)
+        hints = crawl.take_hints()  # disc-feeds: a sitemap's or feed's moved lastmod dates
+        if hints and self.known is not None:
+            watched = sum(h.url in self.known for h in hints)
+            log.info("source %s: %d lastmod hints (%d known)", source.row.url, len(hints), watched)
         for d in crawl.found[before:]:
             score = _topic_score(source.topic, html) if source.topic else None
             if score is not None and score < TOPIC_MIN:
@@ -538,7 +562,8 @@ def _state(crawl: SourceCrawl) -> str:
         for url, value in forager.weblog.entries():
             best[url] = max(value, best.get(url, -math.inf))
     ranked = sorted(best.items(), key=lambda kv: -kv[1])[:SAVED_SEEDS]
-    return json.dumps({"seeds": [u for u, _ in ranked]})
+    # disc-feeds: the start-page bandit's yields, so a restart keeps which sections pay
+    return json.dumps({"seeds": [u for u, _ in ranked], "starts": crawl.start_state()})
 
 
 def _saved_seeds(state: str | None) -> list[str]:
@@ -549,6 +574,15 @@ def _saved_seeds(state: str | None) -> list[str]:
     except (ValueError, AttributeError):
         return []
     return [s for s in seeds if isinstance(s, str)]
+
+
+def _saved_starts(state: str | None) -> dict[str, object]:
+    """The start-page bandit's saved learning (disc-feeds); {} when absent or unreadable."""
+    try:
+        starts = json.loads(state or "{}").get("starts", {})
+    except (ValueError, AttributeError):
+        return {}
+    return starts if isinstance(starts, dict) else {}
 
 
 def _merge(old: SlotDiscovery, new: SlotDiscovery) -> SlotDiscovery:

@@ -67,6 +67,28 @@ async def test_trap_site_costs_at_most_the_page_budget(strategy: str) -> None:
     assert crawl.next_url() is None
 
 
+@pytest.mark.parametrize("start_choice", ["bandit", "round_robin"])
+async def test_trap_site_costs_at_most_the_page_budget_over_slots(start_choice: str) -> None:
+    site = TrapSite()
+    await site.start()
+    try:
+        crawl = SourceCrawl(
+            site.start_url,
+            start_choice=start_choice,
+            max_step=3,
+            scope=Scope.same_host(site.start_url, page_budget=60),
+        )
+        fetched = 0
+        async with aiohttp.ClientSession() as http:
+            for _ in range(40):  # slots of 10 polls: 400 offered, 60 allowed
+                crawl.new_slot()
+                fetched += await _crawl(crawl, http, now=0.0, limit=10)
+    finally:
+        await site.stop()
+    assert fetched == crawl.budget.pages == 60
+    assert sum(site.served.values()) == fetched
+
+
 async def test_trap_site_ends_by_the_scope_limits_alone() -> None:
     site = TrapSite()
     await site.start()
