@@ -14,7 +14,7 @@ import pytest
 from crawler import schedulers
 from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
-from crawler.service._caps import HEADROOM, MIN_CAP, HostCaps, derive_cap
+from crawler.service._caps import DRIFT_EVERY, HEADROOM, MIN_CAP, HostCaps, derive_cap
 from crawler.store import NewUrl, Store, UrlRecord, host_caps
 from crawler.testsite import ChangingSite, zipf_rates
 from crawler.testsite.hostile import HostileServer
@@ -147,6 +147,11 @@ def test_measured_response_time_sets_the_cap_when_there_is_no_delay() -> None:
     (cap,) = caps.apply(sched).values()
     mean = 2.1 + (4.0 - 2.1) * (1 - 0.8**3)
     assert cap == pytest.approx(HEADROOM * 10.0 / mean, rel=1e-6)
+    # another drift so soon waits DRIFT_EVERY slots (each change costs the scheduler a solve)
+    caps.observe([_answer(1, duration_s=8.0)] * 3, records)
+    assert [caps.apply(sched) for _ in range(DRIFT_EVERY - 1)] == [{}] * (DRIFT_EVERY - 1)
+    (later,) = caps.apply(sched).values()
+    assert later < 0.8 * cap
 
 
 def test_the_setting_off_tells_the_scheduler_nothing() -> None:
