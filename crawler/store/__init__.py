@@ -7,6 +7,13 @@ Sync SQLAlchemy 2 (SQLite with WAL, or PostgreSQL via psycopg 3); the service ca
 a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migrations/README.md``).
 """
 
+from crawler.store._cluster import (
+    ClusterStateRow,
+    Fence,
+    LeaseRow,
+    NotCoordinator,
+    WorkerRow,
+)
 from crawler.store._engine import sync_url
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
 from crawler.store._migrate import alembic_config, head_revision
@@ -33,8 +40,12 @@ __all__ = [
     "OUTCOMES",
     "AddReport",
     "ChangeRow",
+    "ClusterStateRow",
     "DeferredHost",
+    "Fence",
+    "LeaseRow",
     "NewUrl",
+    "NotCoordinator",
     "Outcome",
     "PollRecord",
     "PollRow",
@@ -48,6 +59,7 @@ __all__ = [
     "UrlDetail",
     "UrlRecord",
     "UrlRow",
+    "WorkerRow",
     "alembic_config",
     "compress_snapshot",
     "decompress_snapshot",

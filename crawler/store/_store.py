@@ -28,6 +28,7 @@ from crawler.schedulers import SchedulerState
 from crawler.sites import site_of
 from crawler.store import _admin, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
+from crawler.store._cluster import ClusterStore, Fence, fence_rows
 from crawler.store._engine import make_engine, sync_url, translate_errors
 from crawler.store._scan import scan
 from crawler.store._sql import among, is_postgres
@@ -104,7 +105,7 @@ def decompress_snapshot(blob: bytes | None) -> str | None:
     return collapse_whitespace(data).decode("utf-8", "replace")
 
 
-class Store:
+class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (issue 20)
     """The crawler's database. ``database_url``: ``sqlite:///PATH``, ``postgresql://``,
     ``postgresql+psycopg://`` or ``postgresql+asyncpg://`` (mapped to psycopg: the store
     is synchronous). ``snapshot_max_bytes`` truncates change snapshots before compression
@@ -358,17 +359,25 @@ class Store:
         slot: SlotRecord,
         polls: Sequence[PollRecord],
         scheduler_delta: SchedulerState | None = None,
-    ) -> None:
+        fence: Fence | None = None,
+    ) -> int:
         """Write one slot in ONE transaction: the slot row, its deferred polls per host and
         reason, its poll log and changes, the URLs' counters and cached headers/hashes, and
         the scheduler delta
         (``Scheduler.take_delta()``: per-URL rows upserted, scalars replaced).
 
+        ``fence`` (a cluster worker's leases, issue 20): the polls and scheduler rows of
+        sites whose lease is no longer (worker, epoch) are dropped, checked in this same
+        transaction (``_cluster.fence_rows``). Returns the number of poll rows so dropped.
+
         Raises StoreUnavailable (retry later) or StoreError; then nothing was written."""
         for p in polls:
             if p.outcome not in OUTCOMES:
                 raise ValueError(f"unknown poll outcome {p.outcome!r}")
+        fenced = 0
         with translate_errors("committing the slot"), self.engine.begin() as conn:
+            if fence is not None:  # issue 20: fencing by lease epochs
+                polls, scheduler_delta, fenced, _ = fence_rows(conn, fence, polls, scheduler_delta)
             conn.execute(insert(slots), [_slot_values(slot)])
             if polls:
                 self._write_polls(conn, slot.slot, polls)
@@ -388,6 +397,7 @@ class Store:
                 )
             if scheduler_delta is not None:
                 self._write_state(conn, scheduler_delta)
+        return fenced
 
     def _write_polls(self, conn: Connection, slot_no: int, polls: Sequence[PollRecord]) -> None:
         """The poll log, the changes and the URL rows: tuples built once per poll, sent as

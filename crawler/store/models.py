@@ -212,3 +212,64 @@ poll_log: Table = _tables["poll_log"]
 changes: Table = _tables["changes"]
 deferrals: Table = _tables["deferrals"]
 meta: Table = _tables["meta"]
+
+
+# ----- issue 20: several workers on one PostgreSQL (crawler/store/_cluster.py) -------------
+
+
+class ClusterWorker(Base):
+    """A ``crawler run --cluster`` worker: registered at start, heartbeated (with the
+    DATABASE clock, so the workers' clocks do not matter), deleted when it stops. A worker
+    whose heartbeat is older than ``worker_timeout_s`` is dead."""
+
+    __tablename__ = "cluster_workers"
+    worker_id: Mapped[str] = mapped_column(String(32), primary_key=True)  # uuid4 hex
+    name: Mapped[str] = mapped_column(Text)  # worker_name, or host:pid
+    capacity: Mapped[float] = mapped_column(Float)  # polls per slot: its bin
+    metrics_url: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    state: Mapped[str] = mapped_column(String(16))  # live | stopping
+    sites: Mapped[int] = mapped_column(Integer, default=0)
+    weight: Mapped[float] = mapped_column(Float, default=0.0)  # its sites' weight
+    multiplier: Mapped[float | None] = mapped_column(Float)  # its scheduler's level
+    slot: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class ClusterLease(Base):
+    """Which worker polls a site (``sites.host``), under which fencing token: ``epoch``
+    only grows, bumped on every change of owner; a commit made under an older epoch lands
+    nothing for the site."""
+
+    __tablename__ = "cluster_leases"
+    site: Mapped[str] = mapped_column(String(255), primary_key=True)
+    worker_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    weight: Mapped[float] = mapped_column(Float, default=0.0)  # wanted polls per slot
+    assigned_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class ClusterState(Base):
+    """The cluster's one row (id 1): the coordinator, the assignment's version (bumped
+    when any lease changes) and the last packing's figures."""
+
+    __tablename__ = "cluster_state"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    coordinator: Mapped[str | None] = mapped_column(String(32))
+    coordinator_since: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+    live_workers: Mapped[int] = mapped_column(Integer, default=0)
+    total_weight: Mapped[float] = mapped_column(Float, default=0.0)
+    total_capacity: Mapped[float] = mapped_column(Float, default=0.0)
+    shortfall_workers: Mapped[int] = mapped_column(Integer, default=0)
+    shortfall_capacity: Mapped[float] = mapped_column(Float, default=0.0)
+    overloads_total: Mapped[int] = mapped_column(BigInteger, default=0)
+    moves_total: Mapped[int] = mapped_column(BigInteger, default=0)
+    threshold: Mapped[int | None] = mapped_column(Integer)
+    states: Mapped[int | None] = mapped_column(Integer)
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+cluster_workers: Table = _tables["cluster_workers"]
+cluster_leases: Table = _tables["cluster_leases"]
+cluster_state: Table = _tables["cluster_state"]

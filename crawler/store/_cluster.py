@@ -1,0 +1,648 @@
+"""The cluster's tables (issue 20): membership, site leases with fencing tokens, the
+coordinator's state. A mixin of ``Store``; the service's worker and coordinator
+(``crawler/service/_cluster.py``, ``_coordinator.py``) are the only writers.
+
+Decisions:
+
+* **The database's clock.** Heartbeats are written with ``now()`` and their ages computed
+  by the server (``now() - heartbeat_at``), so the workers' clocks never matter: a worker
+  is dead when the server has not heard from it for ``timeout_s``. (SQLite, which has no
+  cluster mode, uses this process's clock: one machine, one clock.)
+* **Leases are rows, fencing tokens are epochs.** ``cluster_leases.epoch`` only grows and
+  is bumped in the same transaction as every change of owner (``assign_leases``,
+  ``deregister_worker``). A slot's commit carries the (site, epoch) pairs its polls were
+  made under (``Fence``); ``fence_rows`` reads those lease rows ``FOR SHARE`` in the commit's
+  own transaction and drops the poll rows and scheduler rows of every site whose lease is
+  no longer (this worker, that epoch). ``FOR SHARE`` makes a concurrent re-assignment wait
+  for the commit (or the commit see the new owner): there is no window in between.
+* **One coordinator's writes.** ``claim_coordinator`` names the holder of the
+  coordinator lock in ``cluster_state``; ``assign_leases`` locks that row and refuses
+  (``NotCoordinator``) a writer that is no longer named there, so a coordinator that was
+  paused past its lock cannot overwrite its successor's assignment.
+* **Change notices.** ``assign_leases`` bumps ``cluster_state.version`` and sends
+  ``NOTIFY crawler_cluster`` (payload ``<schema>:<version>``) on PostgreSQL. The workers
+  read the version once per slot (one primary-key read): simpler than holding a
+  listening connection, and a slot is the unit at which a worker can act anyway.
+* **Weights.** The owner of a site reports its weight (the sum of its URLs' wanted polls
+  per slot, from its scheduler) into ``cluster_leases.weight`` (``report_site_weights``,
+  only for the leases it holds); the coordinator packs by those weights.
+  ``site_weights_from_state`` computes the same from the saved scheduler state (a cold
+  start, or a look from the CLI).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import Connection, Engine, delete, func, insert, select, text, update
+
+from crawler.schedulers import SchedulerState
+from crawler.store import _state
+from crawler.store._engine import translate_errors
+from crawler.store._sql import among, is_postgres
+from crawler.store._types import StoreError
+from crawler.store.models import (
+    cluster_leases,
+    cluster_state,
+    cluster_workers,
+    scheduler_state,
+    sites,
+    url_state,
+    urls,
+)
+
+if TYPE_CHECKING:
+    from crawler.store._types import PollRecord
+
+log = logging.getLogger(__name__)
+
+#: the one row of cluster_state
+STATE_ROW = 1
+#: the LISTEN/NOTIFY channel of assignment changes
+CHANNEL = "crawler_cluster"
+LIVE, STOPPING = "live", "stopping"
+
+
+class NotCoordinator(StoreError):  # noqa: N818 - reads as the condition it reports
+    """``assign_leases`` by a worker that is no longer the named coordinator."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """One ``cluster_workers`` row; ``heartbeat_age_s`` computed by the database."""
+
+    worker_id: str
+    name: str
+    capacity: float
+    metrics_url: str | None
+    started_at: datetime
+    heartbeat_at: datetime
+    heartbeat_age_s: float
+    state: str
+    sites: int
+    weight: float
+    multiplier: float | None
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRow:
+    """One ``cluster_leases`` row."""
+
+    site: str
+    worker_id: str | None
+    epoch: int
+    weight: float
+    assigned_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStateRow:
+    """The ``cluster_state`` row."""
+
+    coordinator: str | None
+    coordinator_since: datetime | None
+    version: int
+    live_workers: int
+    total_weight: float
+    total_capacity: float
+    shortfall_workers: int
+    shortfall_capacity: float
+    overloads_total: int
+    moves_total: int
+    threshold: int | None
+    states: int | None
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The leases a slot's polls were made under: a commit lands only the rows of sites
+    whose lease is still (``worker_id``, ``leases[site]``)."""
+
+    worker_id: str
+    leases: Mapping[str, int]
+
+
+#: the figures of one packing round that ``assign_leases`` records in cluster_state
+FIGURES = (
+    "live_workers",
+    "total_weight",
+    "total_capacity",
+    "shortfall_workers",
+    "shortfall_capacity",
+    "threshold",
+    "states",
+)
+#: counters added to (not replaced)
+COUNTERS = ("overloads_total", "moves_total")
+
+
+def _now(conn: Connection) -> datetime:
+    """The database's clock (PostgreSQL ``now()``, the transaction's time); this
+    process's on SQLite."""
+    if is_postgres(conn):
+        value = conn.execute(select(func.now())).scalar()
+        if isinstance(value, datetime):
+            return value
+    return datetime.now(UTC)
+
+
+def _age(conn: Connection) -> Any:
+    if is_postgres(conn):
+        return func.extract("epoch", func.now() - cluster_workers.c.heartbeat_at)
+    return None
+
+
+def _ensure_state_row(conn: Connection) -> None:
+    found = conn.execute(select(cluster_state.c.id).where(cluster_state.c.id == STATE_ROW)).first()
+    if found is None:
+        values: dict[str, Any] = {
+            "id": STATE_ROW,
+            "version": 0,
+            "live_workers": 0,
+            "total_weight": 0.0,
+            "total_capacity": 0.0,
+            "shortfall_workers": 0,
+            "shortfall_capacity": 0.0,
+            "overloads_total": 0,
+            "moves_total": 0,
+        }
+        if is_postgres(conn):
+            conn.execute(
+                text(
+                    "INSERT INTO cluster_state (id, version, live_workers, total_weight, "
+                    "total_capacity, shortfall_workers, shortfall_capacity, overloads_total, "
+                    "moves_total) VALUES (:id, :version, :live_workers, :total_weight, "
+                    ":total_capacity, :shortfall_workers, :shortfall_capacity, "
+                    ":overloads_total, :moves_total) ON CONFLICT (id) DO NOTHING"
+                ),
+                values,
+            )
+        else:
+            conn.execute(insert(cluster_state).prefix_with("OR IGNORE"), [values])
+
+
+def _bump_version(conn: Connection) -> int:
+    _ensure_state_row(conn)
+    version = conn.execute(
+        update(cluster_state)
+        .where(cluster_state.c.id == STATE_ROW)
+        .values(version=cluster_state.c.version + 1)
+        .returning(cluster_state.c.version)
+    ).scalar_one()
+    if is_postgres(conn):
+        schema = conn.execute(text("SELECT coalesce(current_schema(), '')")).scalar() or ""
+        conn.execute(
+            text("SELECT pg_notify(:channel, :payload)"),
+            {"channel": CHANNEL, "payload": f"{schema}:{version}"},
+        )
+    return int(version)
+
+
+def fence_rows(
+    conn: Connection,
+    fence: Fence,
+    polls: Sequence[PollRecord],
+    delta: SchedulerState | None,
+) -> tuple[list[PollRecord], SchedulerState | None, int, list[str]]:
+    """Inside a slot's transaction: drop the polls and scheduler rows of the sites whose
+    lease is no longer (``fence.worker_id``, its epoch). Returns the polls and delta to
+    write, the number of poll rows dropped and the fenced sites."""
+    delta_ids = np.asarray(delta.ids, dtype=np.int64) if delta is not None else None
+    ids = {p.url_id for p in polls}
+    if delta_ids is not None:
+        ids.update(delta_ids.tolist())
+    if not ids:
+        return list(polls), delta, 0, []
+    wanted = sorted(fence.leases)
+    valid: set[str] = set()
+    if wanted:
+        query = select(
+            cluster_leases.c.site, cluster_leases.c.worker_id, cluster_leases.c.epoch
+        ).where(among(conn, cluster_leases.c.site, wanted))
+        if is_postgres(conn):
+            query = query.with_for_update(read=True)  # FOR SHARE: a re-assignment waits
+        for site, worker, epoch in conn.execute(query):
+            if worker == fence.worker_id and int(epoch) == int(fence.leases[site]):
+                valid.add(site)
+    site_of: dict[int, str] = {}
+    found = conn.execute(
+        select(urls.c.id, sites.c.host)
+        .join(sites, sites.c.id == urls.c.site_id)
+        .where(among(conn, urls.c.id, sorted(ids)))
+    )
+    for uid, host in found:
+        site_of[int(uid)] = host
+    bad = {i for i in ids if site_of.get(i) not in valid}
+    if not bad:
+        return list(polls), delta, 0, []
+    kept = [p for p in polls if p.url_id not in bad]
+    fenced_sites = sorted({site_of.get(i, "?") for i in bad})
+    if delta is not None and delta_ids is not None:
+        keep = ~np.isin(delta_ids, np.fromiter(bad, np.int64, len(bad)))
+        delta = dataclasses.replace(
+            delta,
+            ids=delta_ids[keep],
+            rows={k: np.asarray(v)[keep] for k, v in delta.rows.items()},
+        )
+    dropped = len(polls) - len(kept)
+    log.warning(
+        "fenced: %d poll(s) and the scheduler rows of %d site(s) not committed: their "
+        "lease moved away from worker %s (e.g. %s)",
+        dropped,
+        len(fenced_sites),
+        fence.worker_id,
+        ", ".join(fenced_sites[:5]),
+    )
+    return kept, delta, dropped, fenced_sites
+
+
+class ClusterStore:
+    """The cluster's part of ``Store`` (needs ``self.engine``)."""
+
+    engine: Engine
+
+    # ----- membership --------------------------------------------------------------------
+
+    def register_worker(
+        self,
+        capacity: float,
+        *,
+        name: str,
+        metrics_url: str | None = None,
+        worker_id: str | None = None,
+        slot: int = 0,
+    ) -> str:
+        """Register a live worker (a new uuid4 hex id unless ``worker_id`` is given: then
+        its row is replaced); returns its id."""
+        wid = worker_id or uuid.uuid4().hex
+        with translate_errors("registering the worker"), self.engine.begin() as conn:
+            now = _now(conn)
+            conn.execute(delete(cluster_workers).where(cluster_workers.c.worker_id == wid))
+            conn.execute(
+                insert(cluster_workers).values(
+                    worker_id=wid,
+                    name=name,
+                    capacity=float(capacity),
+                    metrics_url=metrics_url,
+                    started_at=now,
+                    heartbeat_at=now,
+                    state=LIVE,
+                    sites=0,
+                    weight=0.0,
+                    multiplier=None,
+                    slot=int(slot),
+                )
+            )
+            _ensure_state_row(conn)
+        return wid
+
+    def heartbeat(
+        self,
+        worker_id: str,
+        sites: int,
+        weight: float,
+        multiplier: float | None,
+        slot: int,
+    ) -> bool:
+        """Say the worker is alive (database clock), with what it holds; False if its row
+        is gone (it was deregistered: re-register)."""
+        with translate_errors("heartbeat"), self.engine.begin() as conn:
+            result = conn.execute(
+                update(cluster_workers)
+                .where(cluster_workers.c.worker_id == worker_id)
+                .values(
+                    heartbeat_at=_now(conn),
+                    sites=int(sites),
+                    weight=float(weight),
+                    multiplier=None if multiplier is None else float(multiplier),
+                    slot=int(slot),
+                )
+            )
+            return bool(result.rowcount)
+
+    def deregister_worker(self, worker_id: str) -> int:
+        """A worker leaves: its leases are freed (owner NULL, epoch bumped), the version
+        bumped, its row deleted, in one transaction. Returns the leases freed."""
+        with translate_errors("deregistering the worker"), self.engine.begin() as conn:
+            freed = conn.execute(
+                update(cluster_leases)
+                .where(cluster_leases.c.worker_id == worker_id)
+                .values(worker_id=None, epoch=cluster_leases.c.epoch + 1, assigned_at=_now(conn))
+            ).rowcount
+            conn.execute(delete(cluster_workers).where(cluster_workers.c.worker_id == worker_id))
+            if freed:
+                _bump_version(conn)
+            return int(freed)
+
+    def cluster_workers(self) -> list[WorkerRow]:
+        """Every registered worker (live or not), with its heartbeat age by the database's
+        clock, oldest first."""
+        with translate_errors("reading the workers"), self.engine.connect() as conn:
+            age = _age(conn)
+            cols = [*cluster_workers.c]
+            query = select(*cols, age) if age is not None else select(*cols)
+            rows = conn.execute(query.order_by(cluster_workers.c.started_at)).all()
+            now = datetime.now(UTC)
+            out = []
+            for row in rows:
+                m = row._mapping
+                if age is not None:
+                    seconds = float(row[-1])
+                else:
+                    seconds = (now - m["heartbeat_at"]).total_seconds()
+                out.append(
+                    WorkerRow(
+                        worker_id=m["worker_id"],
+                        name=m["name"],
+                        capacity=float(m["capacity"]),
+                        metrics_url=m["metrics_url"],
+                        started_at=m["started_at"],
+                        heartbeat_at=m["heartbeat_at"],
+                        heartbeat_age_s=max(0.0, seconds),
+                        state=m["state"],
+                        sites=int(m["sites"]),
+                        weight=float(m["weight"]),
+                        multiplier=None if m["multiplier"] is None else float(m["multiplier"]),
+                        slot=int(m["slot"]),
+                    )
+                )
+            return out
+
+    def live_workers(self, timeout_s: float) -> list[WorkerRow]:
+        """The workers heard from within ``timeout_s`` seconds (database clock) and not
+        stopping."""
+        return [
+            w for w in self.cluster_workers() if w.heartbeat_age_s <= timeout_s and w.state == LIVE
+        ]
+
+    def forget_workers(self, older_than_s: float) -> int:
+        """Delete the rows of workers silent for more than ``older_than_s`` seconds (the
+        coordinator's housekeeping; their leases were taken long before)."""
+        dead = [w.worker_id for w in self.cluster_workers() if w.heartbeat_age_s > older_than_s]
+        if not dead:
+            return 0
+        with translate_errors("forgetting dead workers"), self.engine.begin() as conn:
+            conn.execute(
+                delete(cluster_workers).where(among(conn, cluster_workers.c.worker_id, dead))
+            )
+        return len(dead)
+
+    # ----- leases ------------------------------------------------------------------------
+
+    def leases(self) -> list[LeaseRow]:
+        """Every lease, by site."""
+        with translate_errors("reading the leases"), self.engine.connect() as conn:
+            rows = conn.execute(select(cluster_leases).order_by(cluster_leases.c.site)).all()
+        return [
+            LeaseRow(r.site, r.worker_id, int(r.epoch), float(r.weight), r.assigned_at)
+            for r in rows
+        ]
+
+    def leases_of(self, worker_id: str) -> dict[str, int]:
+        """The sites ``worker_id`` holds, with their epochs (fencing tokens)."""
+        with translate_errors("reading the worker's leases"), self.engine.connect() as conn:
+            rows = conn.execute(
+                select(cluster_leases.c.site, cluster_leases.c.epoch).where(
+                    cluster_leases.c.worker_id == worker_id
+                )
+            ).all()
+        return {site: int(epoch) for site, epoch in rows}
+
+    def claim_coordinator(self, worker_id: str) -> None:
+        """Name ``worker_id`` (the new holder of the coordinator lock) in cluster_state."""
+        with translate_errors("claiming the coordinator role"), self.engine.begin() as conn:
+            _ensure_state_row(conn)
+            conn.execute(
+                update(cluster_state)
+                .where(cluster_state.c.id == STATE_ROW)
+                .values(coordinator=worker_id, coordinator_since=_now(conn))
+            )
+
+    def assign_leases(
+        self,
+        assignments: Mapping[str, str | None],
+        coordinator_id: str,
+        *,
+        weights: Mapping[str, float] | None = None,
+        figures: Mapping[str, float | int | None] | None = None,
+    ) -> int:
+        """Write a new assignment (site -> worker id, or None: unassigned) in ONE
+        transaction: every site whose owner changes gets its epoch bumped; new sites get a
+        lease at epoch 1 (0 if unassigned); ``weights`` (site -> polls per slot) are
+        recorded for sites that have none reported yet or change owner; the version is
+        bumped (and NOTIFY sent) if anything moved. ``figures`` (``FIGURES`` replaced,
+        ``COUNTERS`` added) go to cluster_state. Raises NotCoordinator if
+        ``coordinator_id`` is not the coordinator named in cluster_state. Returns the
+        number of sites whose owner changed."""
+        weights = weights or {}
+        with translate_errors("assigning leases"), self.engine.begin() as conn:
+            _ensure_state_row(conn)
+            query = select(cluster_state.c.coordinator).where(cluster_state.c.id == STATE_ROW)
+            if is_postgres(conn):
+                query = query.with_for_update()
+            named = conn.execute(query).scalar()
+            if named != coordinator_id:
+                raise NotCoordinator(
+                    f"worker {coordinator_id} is no longer the coordinator ({named} is)"
+                )
+            current = {
+                r.site: (r.worker_id, int(r.epoch))
+                for r in conn.execute(
+                    select(
+                        cluster_leases.c.site, cluster_leases.c.worker_id, cluster_leases.c.epoch
+                    )
+                )
+            }
+            now = _now(conn)
+            changed = 0
+            fresh: list[dict[str, Any]] = []
+            for site, owner in assignments.items():
+                if site not in current:
+                    fresh.append(
+                        {
+                            "site": site,
+                            "worker_id": owner,
+                            "epoch": 1 if owner is not None else 0,
+                            "weight": float(weights.get(site, 0.0)),
+                            "assigned_at": now,
+                        }
+                    )
+                    changed += owner is not None
+                    continue
+                if current[site][0] == owner:
+                    continue
+                changed += 1
+                values: dict[str, Any] = {
+                    "worker_id": owner,
+                    "epoch": cluster_leases.c.epoch + 1,
+                    "assigned_at": now,
+                }
+                if site in weights:
+                    values["weight"] = float(weights[site])
+                conn.execute(
+                    update(cluster_leases).where(cluster_leases.c.site == site).values(**values)
+                )
+            if fresh:
+                conn.execute(insert(cluster_leases), fresh)
+            stats: dict[str, Any] = {"updated_at": now}
+            for key, value in (figures or {}).items():
+                if key in FIGURES:
+                    stats[key] = value
+                elif key in COUNTERS:
+                    stats[key] = getattr(cluster_state.c, key) + int(value or 0)
+                else:
+                    raise ValueError(f"unknown cluster figure {key!r}")
+            conn.execute(
+                update(cluster_state).where(cluster_state.c.id == STATE_ROW).values(**stats)
+            )
+            if changed:
+                _bump_version(conn)
+            return changed
+
+    def report_site_weights(self, worker_id: str, weights: Mapping[str, float]) -> int:
+        """The owner's learned weights of its sites (polls per slot); sites it does not
+        hold are ignored. Returns the rows written."""
+        if not weights:
+            return 0
+        with translate_errors("reporting site weights"), self.engine.begin() as conn:
+            if is_postgres(conn):
+                result = conn.execute(
+                    text(
+                        "UPDATE cluster_leases l SET weight = t.w FROM unnest("
+                        "CAST(:s AS text[]), CAST(:w AS float8[])) AS t(s, w) "
+                        "WHERE l.site = t.s AND l.worker_id = :wid"
+                    ),
+                    {
+                        "s": list(weights),
+                        "w": [float(v) for v in weights.values()],
+                        "wid": worker_id,
+                    },
+                )
+                return int(result.rowcount)
+            done = 0
+            for site, value in weights.items():
+                done += conn.execute(
+                    update(cluster_leases)
+                    .where(cluster_leases.c.site == site, cluster_leases.c.worker_id == worker_id)
+                    .values(weight=float(value))
+                ).rowcount
+            return done
+
+    # ----- the cluster's state -----------------------------------------------------------
+
+    def cluster_state(self) -> ClusterStateRow | None:
+        """The cluster_state row (None before any worker registered)."""
+        with translate_errors("reading the cluster state"), self.engine.connect() as conn:
+            row = conn.execute(select(cluster_state).where(cluster_state.c.id == STATE_ROW)).first()
+        if row is None:
+            return None
+        m = row._mapping
+        return ClusterStateRow(**{f.name: m[f.name] for f in dataclasses.fields(ClusterStateRow)})
+
+    def cluster_version(self) -> int:
+        """The assignment's version (bumped whenever a lease changes owner)."""
+        with translate_errors("reading the cluster version"), self.engine.connect() as conn:
+            value = conn.execute(
+                select(cluster_state.c.version).where(cluster_state.c.id == STATE_ROW)
+            ).scalar()
+        return int(value or 0)
+
+    # ----- what the coordinator and the workers read -------------------------------------
+
+    def site_url_counts(self) -> dict[str, int]:
+        """Watched URLs per site (sites with none are left out)."""
+        with translate_errors("counting URLs per site"), self.engine.connect() as conn:
+            rows = conn.execute(
+                select(sites.c.host, func.count())
+                .select_from(urls.join(sites, sites.c.id == urls.c.site_id))
+                .where(urls.c.removed_at.is_(None))
+                .group_by(sites.c.host)
+            ).all()
+        return {host: int(n) for host, n in rows}
+
+    def active_urls_of(
+        self, site_list: Sequence[str]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64], list[str]]:
+        """Ids (sorted), importances and sites of the watched URLs of ``site_list``."""
+        if not site_list:
+            return np.empty(0, np.int64), np.empty(0, np.float64), []
+        with translate_errors("loading the sites' URLs"), self.engine.connect() as conn:
+            rows = conn.execute(
+                select(urls.c.id, urls.c.importance, sites.c.host)
+                .join(sites, sites.c.id == urls.c.site_id)
+                .where(urls.c.removed_at.is_(None), among(conn, sites.c.host, list(site_list)))
+                .order_by(urls.c.id)
+            ).all()
+        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        imp = np.fromiter((r[1] for r in rows), np.float64, len(rows))
+        return ids, imp, [r[2] for r in rows]
+
+    def load_url_states(self, name: str, ids: Sequence[int]) -> SchedulerState | None:
+        """The saved state of scheduler ``name`` restricted to ``ids`` (those with a saved
+        row; corrupt rows left out): the scalars as saved and the per-URL rows, sorted by
+        id. None if the scheduler was never saved."""
+        with translate_errors("loading saved URL states"), self.engine.connect() as conn:
+            found = conn.execute(
+                select(scheduler_state.c.scalars, scheduler_state.c.url_dtype).where(
+                    scheduler_state.c.name == name
+                )
+            ).first()
+            if found is None:
+                return None
+            try:
+                scalars = _state.scalars_from_json(found[0])
+                dtype = _state.dtype_from_json(found[1])
+            except (ValueError, TypeError) as exc:
+                log.warning("scheduler %s: saved state unreadable (%s)", name, exc)
+                return None
+            rows: list[tuple[int, bytes]] = []
+            wanted = sorted({int(i) for i in ids})
+            for start in range(0, len(wanted), 10_000):
+                chunk = wanted[start : start + 10_000]
+                rows.extend(
+                    (int(i), bytes(d))
+                    for i, d in conn.execute(
+                        select(url_state.c.url_id, url_state.c.data).where(
+                            url_state.c.scheduler == name, among(conn, url_state.c.url_id, chunk)
+                        )
+                    )
+                    if d is not None and len(d) == dtype.itemsize
+                )
+        rows.sort()
+        got = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        return SchedulerState.from_mapping(
+            {**scalars, "ids": got, **_state.unpack_rows(b"".join(r[1] for r in rows), dtype)}
+        )
+
+    def site_weights_from_state(self, name: str) -> dict[str, float]:
+        """Each site's weight (the sum of its watched URLs' wanted polls per slot) from
+        scheduler ``name``'s saved state; empty if none is saved."""
+        from crawler import schedulers
+
+        state = self.load_scheduler_state(name)  # type: ignore[attr-defined]
+        if state is None:
+            return {}
+        ids, x = schedulers.restore(state).frequencies()
+        with translate_errors("reading the URLs' sites"), self.engine.connect() as conn:
+            site_of = {
+                int(i): h
+                for i, h in conn.execute(
+                    select(urls.c.id, sites.c.host).join(sites, sites.c.id == urls.c.site_id)
+                )
+            }
+        out: dict[str, float] = {}
+        for i, v in zip(ids.tolist(), x.tolist(), strict=True):
+            host = site_of.get(i)
+            if host is not None:
+                out[host] = out.get(host, 0.0) + float(v)
+        return out
