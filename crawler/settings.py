@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -98,6 +98,32 @@ class Settings(BaseSettings):
         "(not polled, not an error); None = the larger of slot_seconds and fetch_timeout_s",
     )
 
+    # cluster (issue 20: several workers on one PostgreSQL; docs/cluster.md)
+    cluster: bool = Field(
+        False,
+        description="run as one worker of a cluster on a PostgreSQL database: sites are "
+        "leased to the live workers by a coordinator (needs capacity set)",
+    )
+    worker_name: str | None = Field(
+        None, description="this worker's name in the cluster; None = host:pid"
+    )
+    heartbeat_s: float = Field(
+        2.0, gt=0, le=3600, description="seconds between a cluster worker's heartbeats"
+    )
+    worker_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        le=86400,
+        description="a cluster worker not heard from for this long is dead and its sites "
+        "move; None = 3 heartbeats + 2 s",
+    )
+    cluster_threshold: int = Field(
+        1, ge=1, le=1024, description="the overload automaton's lowest state Th"
+    )
+    cluster_states: int = Field(
+        32, ge=2, le=1024, description="the overload automaton's number of states N"
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -142,6 +168,30 @@ class Settings(BaseSettings):
         if not value.strip() or any(c in value for c in "\r\n"):
             raise ValueError("user_agent must be one non-empty line")
         return value
+
+    @model_validator(mode="after")
+    def _check_cluster(self) -> Settings:
+        if not self.cluster:
+            return self
+        if not self.database_url.lower().startswith("postgresql"):
+            raise ValueError(
+                "cluster mode needs PostgreSQL (several workers share one database; SQLite "
+                "runs one worker): set database_url to postgresql://..."
+            )
+        if self.capacity is None:
+            raise ValueError(
+                "cluster mode needs capacity set: the polls per slot this worker can make "
+                "(its share of the sites is packed against it)"
+            )
+        if self.cluster_threshold > self.cluster_states:
+            raise ValueError("cluster_threshold must be at most cluster_states")
+        return self
+
+    def effective_worker_timeout(self) -> float:
+        """Seconds after which a silent cluster worker is dead."""
+        if self.worker_timeout_s is not None:
+            return self.worker_timeout_s
+        return 3 * self.heartbeat_s + 2.0
 
     def effective_fetch_workers(self) -> int:
         """Crawl worker processes to start (0 = fetch in the service's own process)."""

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from crawler.store import (
     UrlRecord,
 )
 from crawler.workers import PollAnswer, Poller, PollJob
+
+if TYPE_CHECKING:
+    from crawler.service._cluster import ClusterMember
 
 log = logging.getLogger("crawler.service")
 
@@ -96,6 +100,9 @@ class CrawlLoop:
         self._recent = RecentRecords()
         self._flush_lock = asyncio.Lock()
         self._stop: asyncio.Event | None = None
+        #: issue 20: a cluster worker's membership (crawler/service/_cluster.py), set by
+        #: the service in cluster mode: the watch list is then the leased sites' URLs
+        self.cluster: ClusterMember | None = None
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -104,6 +111,8 @@ class CrawlLoop:
         name = self.settings.scheduler
         # one scan after the other: run at once, they contend for the GIL and are slower
         state = await asyncio.to_thread(self.store.load_scheduler_state, name)
+        if self.cluster is not None and state is not None:  # issue 20: one slot count
+            state = await asyncio.to_thread(self.cluster.aligned, state)
         watched = await asyncio.to_thread(self._watch_list)
         if state is not None:
             self.scheduler = schedulers.restore(state)
@@ -120,14 +129,18 @@ class CrawlLoop:
             log.info("started a new %s scheduler", name)
         self._apply_watch_list(*watched)
 
-    def _watch_list(self) -> tuple[int, IdArray, FloatArray]:
+    def _watch_list(self) -> tuple[object, IdArray, FloatArray]:
         """(version, ids, importances) of the watch list; the version read first, so an edit
         made during the read is seen again at the next look."""
+        if self.cluster is not None:  # issue 20: only the leased sites' URLs
+            return self.cluster.watch_list()
         version = self.store.watch_list_version()
         return (version, *self.store.active_urls())
 
     async def sync_watch_list(self, *, force: bool = False) -> bool:
         """Add and remove URLs the operator changed since the last look; True if any."""
+        if self.cluster is not None:  # issue 20: leases too; gained sites' saved rows
+            return await self.cluster.sync(self, force=force)
         version = await asyncio.to_thread(self.store.watch_list_version)
         if not force and version == self._watch_version:
             return False
@@ -135,7 +148,7 @@ class CrawlLoop:
         self._apply_watch_list(version, ids, importance)
         return True
 
-    def _apply_watch_list(self, version: int, ids: IdArray, importance: FloatArray) -> None:
+    def _apply_watch_list(self, version: object, ids: IdArray, importance: FloatArray) -> None:
         assert self.scheduler is not None
         self._recent.clear()  # an edit may have changed a URL's rules, or removed it
         known, _ = self.scheduler.frequencies()
@@ -290,7 +303,10 @@ class CrawlLoop:
             slot, polls, delta = self._pending[0]
             began = time.monotonic()
             try:
-                await asyncio.to_thread(self.store.commit_slot, slot, polls, delta)
+                fence = self.cluster.fence() if self.cluster is not None else None  # issue 20
+                fenced = await asyncio.to_thread(self.store.commit_slot, slot, polls, delta, fence)
+                if fenced and self.cluster is not None:
+                    self.cluster.fenced_polls_total += fenced
             except StoreError as exc:
                 unavailable = isinstance(exc, StoreUnavailable)
                 (log.warning if unavailable else log.error)(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -17,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
+from crawler.service._cluster import ClusterMember
 from crawler.service._loop import CrawlLoop, SlotSummary
 from crawler.service._pollers import build_poller
 from crawler.settings import Settings
@@ -63,10 +65,18 @@ class CrawlService:
         self._lock: ServiceLock | None = None
         self._running = False
         self._started = time.monotonic()
+        #: issue 20: this worker's membership in cluster mode (crawler/service/_cluster.py)
+        self.cluster: ClusterMember | None = None
+        if settings.cluster:
+            metrics = f"http://{settings.metrics_host}:{settings.metrics_port}/metrics"
+            self.cluster = ClusterMember(settings, self.store, metrics)
 
     async def __aenter__(self) -> CrawlService:
         # one service per database: refuse (ServiceLockHeld) before touching anything
-        self._lock = await asyncio.to_thread(self.store.acquire_service_lock)
+        # (cluster workers share it: a cluster and a single service never mix; issue 20)
+        self._lock = await asyncio.to_thread(
+            functools.partial(self.store.acquire_service_lock, shared=self.cluster is not None)
+        )
         self._lock.watch(LOCK_CHECK_SECONDS, _stop_this_process)
         try:
             return await self._start()
@@ -76,6 +86,9 @@ class CrawlService:
 
     async def _start(self) -> CrawlService:
         await asyncio.to_thread(self.store.upgrade)
+        if self.cluster is not None:  # issue 20: register, heartbeat, try to coordinate
+            await asyncio.to_thread(self.cluster.start)
+            self.loop.cluster = self.cluster
         # the poller starts (crawl workers import, open their fetchers) while the scheduler loads
         starting = asyncio.ensure_future(self.poller.start())
         try:
@@ -111,6 +124,8 @@ class CrawlService:
         try:
             await self.loop.flush()
         finally:
+            if self.cluster is not None and self.cluster.worker_id:  # issue 20: leave
+                await asyncio.to_thread(self.cluster.stop)
             if self._http is not None:
                 await self._http.close()
             await self.poller.aclose()

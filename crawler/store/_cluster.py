@@ -69,6 +69,9 @@ STATE_ROW = 1
 #: the LISTEN/NOTIFY channel of assignment changes
 CHANNEL = "crawler_cluster"
 LIVE, STOPPING = "live", "stopping"
+#: how long ``assign_leases`` waits for a lease row a commit holds (then StoreError; the
+#: coordinator tries again next round)
+LOCK_TIMEOUT_S = 5.0
 
 
 class NotCoordinator(StoreError):  # noqa: N818 - reads as the condition it reports
@@ -446,6 +449,8 @@ class ClusterStore:
         number of sites whose owner changed."""
         weights = weights or {}
         with translate_errors("assigning leases"), self.engine.begin() as conn:
+            if is_postgres(conn):  # a commit paused holding a lease FOR SHARE: retry later
+                conn.execute(text(f"SET LOCAL lock_timeout = '{int(LOCK_TIMEOUT_S * 1000)}ms'"))
             _ensure_state_row(conn)
             query = select(cluster_state.c.coordinator).where(cluster_state.c.id == STATE_ROW)
             if is_postgres(conn):

@@ -109,6 +109,7 @@ class ServiceLock:
     _conn: Connection | None = None
     _fd: int | None = None
     _key: int = 0
+    _idle_ms: int = 0  # issue 20: end_session_when_idle
     released: bool = field(default=False)
     _mutex: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -144,6 +145,24 @@ class ServiceLock:
                     os.ftruncate(self._fd, 0)
             os.close(self._fd)  # closing the descriptor releases the flock
             self._fd = None
+
+    def end_session_when_idle(self, seconds: float) -> None:
+        """PostgreSQL (issue 20, the cluster's coordinator): have the server end this
+        lock's session, and so release the lock, once it has been idle for ``seconds``
+        (``idle_session_timeout``, PostgreSQL 14+): a holder that is paused (SIGSTOP) or
+        hung loses the lock to the next one instead of holding it while doing nothing.
+        The holder must then touch the lock (``ensure``) more often than that."""
+        self._idle_ms = max(1, int(seconds * 1000))
+        if self._conn is not None:
+            self._set_idle(self._conn)
+
+    def _set_idle(self, conn: Connection) -> None:
+        if self._idle_ms:
+            with contextlib.suppress(SQLAlchemyError):  # an older server: no such setting
+                conn.execute(
+                    text("SELECT set_config('idle_session_timeout', :v, false)"),
+                    {"v": f"{self._idle_ms}ms"},
+                )
 
     def ensure(self) -> bool:
         """True if this process still holds the lock (a PostgreSQL lock whose session died
@@ -198,6 +217,7 @@ class ServiceLock:
             raise StoreUnavailable(f"re-taking the {self.role} lock: {_short(exc)}") from exc
         if _pg_try(conn, self._key, self.shared):
             self._conn = conn
+            self._set_idle(conn)
             return True
         conn.close()
         return False

@@ -1,0 +1,334 @@
+"""A cluster worker's side of issue 20: membership, its leased sites, fencing, moves.
+
+``crawler run --cluster`` runs one worker of a cluster on one PostgreSQL database. This
+module is what the crawl loop and the service call in that mode (``CrawlLoop.cluster``):
+
+* **Membership.** ``start()`` registers the worker (``cluster_workers``), then a daemon
+  thread heartbeats every ``heartbeat_s`` on its own pooled connection with what the
+  worker holds (sites, their weight, its scheduler's multiplier, its slot). A thread, not
+  an asyncio task or an APScheduler job: a long slot (a big commit, a CPU-bound scheduler
+  step) must not delay the heartbeat, or the worker would be declared dead while working.
+  If its row was deleted meanwhile, it registers again under the same id.
+* **The coordinator.** Every worker runs a ``Coordinator`` thread that tries for the
+  coordinator lock; the holder packs (``_coordinator.py``).
+* **The watch list** of a worker is the watched URLs of the sites it leases. At every
+  slot start (``sync``) it reads two counters, the watch-list version and the cluster's
+  assignment version (one primary-key read each; polled rather than LISTENed: a worker
+  acts on a change at a slot boundary anyway, and no connection has to be held open to
+  listen); when either moved it reads its leases and their URLs, drops the sites it lost
+  and takes the sites it gained **with their saved scheduler rows** (``merge_saved``), so a
+  moved site continues learning where its old owner left it.
+* **Fencing.** The slot's commit carries ``fence()``: this worker's id and the epochs of
+  its leases; the store drops what was polled under a lease that moved
+  (``Store.commit_slot``). ``fenced_polls_total`` counts the polls so dropped.
+* **One slot count.** The learning rows of some schedulers hold slot numbers (``bayes``:
+  the slot of a URL's last poll). A worker starting up takes the largest slot of the live
+  workers (``aligned``), so rows moved between workers that tick on the same slot length
+  stay consistent; a worker that skips slots (overruns) drifts by those slots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import socket
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import event
+
+from crawler import schedulers
+from crawler.schedulers import SchedulerState
+from crawler.schedulers._base import FloatArray, IdArray
+from crawler.service._coordinator import Coordinator
+from crawler.settings import Settings
+from crawler.store import Fence, Store, StoreError
+
+if TYPE_CHECKING:
+    from crawler.service._loop import CrawlLoop
+
+log = logging.getLogger("crawler.cluster")
+
+#: slots between two reports of the sites' learned weights
+REPORT_EVERY_SLOTS = 5
+URL_PREFIX = "url_"
+
+
+def merge_saved(
+    scheduler: schedulers.Scheduler, saved: SchedulerState, seed: int | None = None
+) -> schedulers.Scheduler | None:
+    """``scheduler`` with the saved rows of URLs it does not watch yet added, learning
+    and all (rebuilt through ``state()``/``restore``: the schedulers stay as they are).
+    The new rows get fresh stride phases; derived caches are rebuilt by the scheduler.
+    None when the saved rows lack a field the scheduler keeps (another release): then the
+    caller adds those URLs afresh."""
+    current = scheduler.state()
+    fresh = ~np.isin(saved.ids, current.ids)
+    if not fresh.any():
+        return scheduler
+    fields = [k.removeprefix(URL_PREFIX) for k in scheduler.persistent_fields()]
+    if any(f not in saved.rows for f in fields):
+        return None
+    count = int(fresh.sum())
+    rows: dict[str, np.ndarray] = {}
+    for f in fields:
+        mine = np.asarray(current.rows[f])
+        rows[f] = np.concatenate([mine, np.asarray(saved.rows[f])[fresh].astype(mine.dtype)])
+    if "credit" in current.rows:
+        credit = np.asarray(current.rows["credit"])
+        phase = np.random.default_rng(seed).random(count).astype(credit.dtype)
+        rows["credit"] = np.concatenate([credit, phase])
+    ids = np.concatenate([np.asarray(current.ids, np.int64), saved.ids[fresh]])
+    order = np.argsort(ids, kind="stable")
+    merged = dataclasses.replace(
+        current, ids=ids[order], rows={k: v[order] for k, v in rows.items()}
+    )
+    return schedulers.restore(merged)
+
+
+def multiplier_of(scheduler: schedulers.Scheduler) -> float | None:
+    """The scheduler's Lagrange multiplier (its water level u: x = min(1, r / u) for the
+    URLs it does not poll every slot), read off its rates and frequencies; None for a
+    scheduler that does not estimate rates."""
+    rates = getattr(scheduler, "rates", None)
+    if rates is None:
+        return None
+    try:
+        _, p = rates()
+    except (TypeError, ValueError):
+        return None
+    _, x = scheduler.frequencies()
+    p = np.asarray(p, dtype=np.float64)
+    if p.shape != x.shape or p.size == 0:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = -np.log1p(-np.clip(p, 0.0, 1.0 - 1e-12))
+        level = r / x
+    ok = (x > 1e-9) & (x < 1 - 1e-9) & np.isfinite(level) & (level > 0)
+    if not ok.any():
+        return None
+    return float(np.median(level[ok]))
+
+
+class ClusterMember:
+    """This process as one worker of the cluster (see the module docstring)."""
+
+    def __init__(self, settings: Settings, store: Store, metrics_url: str | None = None) -> None:
+        if settings.capacity is None:  # the settings refuse it; say so again here
+            raise ValueError("cluster mode needs capacity set")
+        self.settings = settings
+        self.store = store
+        self.capacity = float(settings.capacity)
+        self.name = settings.worker_name or f"{socket.gethostname()}:{os.getpid()}"
+        self.metrics_url = metrics_url
+        self.worker_id = ""
+        #: the leases the scheduler's URLs are polled under: site -> epoch
+        self.leases: dict[str, int] = {}
+        self.fenced_polls_total = 0
+        self.sites_gained_total = 0
+        self.sites_lost_total = 0
+        self.rows_restored_total = 0
+        self.coordinator: Coordinator | None = None
+        self._site_codes: np.ndarray = np.empty(0, np.int64)
+        self._site_names: list[str] = []
+        self._ids: IdArray = np.empty(0, np.int64)
+        self._report: tuple[int, float, float | None, int] = (0, 0.0, None, 0)
+        self._weights: dict[str, float] = {}
+        self._slots_since_report = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ----- lifecycle (sync: run in a thread) ---------------------------------------------
+
+    def start(self, *, coordinate: bool = True) -> None:
+        """Register, start heartbeating and (``coordinate``) trying for the coordinator
+        role."""
+        self._limit_transactions()
+        self.worker_id = self.store.register_worker(
+            self.capacity, name=self.name, metrics_url=self.metrics_url
+        )
+        log.info("cluster worker %s (%s) registered, capacity %g", self.worker_id, self.name,
+                 self.capacity)  # fmt: skip
+        self._thread = threading.Thread(target=self._beat, name="crawler-heartbeat", daemon=True)
+        self._thread.start()
+        if coordinate:
+            self.coordinator = Coordinator(self.settings, self.store, self.worker_id)
+            self.coordinator.start()
+
+    def _limit_transactions(self) -> None:
+        """A worker paused (SIGSTOP) inside a slot's commit holds its leases' rows FOR
+        SHARE; the server ends such a session after a worker timeout, so the coordinator
+        can move those sites (the commit then fails, is retried and is fenced)."""
+        engine = self.store.engine
+        if engine.dialect.name != "postgresql":
+            return
+        limit = f"{int(self.settings.effective_worker_timeout() * 1000)}ms"
+
+        def on_connect(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            try:
+                cur.execute(f"SET idle_in_transaction_session_timeout = '{limit}'")
+            finally:
+                cur.close()
+            dbapi_conn.commit()
+
+        event.listen(engine, "connect", on_connect)
+        engine.pool.dispose()  # the connections opened so far, without the limit
+
+    def stop(self) -> None:
+        """Stop heartbeating and coordinating, and leave: the leases are freed at once
+        (epochs bumped) so the others take the sites without waiting for a timeout."""
+        self._stop.set()
+        if self.coordinator is not None:
+            self.coordinator.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.worker_id:
+            try:
+                freed = self.store.deregister_worker(self.worker_id)
+                log.info("cluster worker %s left; %d site(s) freed", self.worker_id, freed)
+            except StoreError as exc:
+                log.warning("could not deregister (the others time this worker out): %s", exc)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.settings.heartbeat_s):
+            self.heartbeat()
+
+    def heartbeat(self) -> None:
+        """One heartbeat (the thread's; tests call it directly)."""
+        sites, weight, multiplier, slot = self._report
+        try:
+            if not self.store.heartbeat(self.worker_id, sites, weight, multiplier, slot):
+                log.warning("cluster worker %s was forgotten; registering again", self.worker_id)
+                self.store.register_worker(
+                    self.capacity,
+                    name=self.name,
+                    metrics_url=self.metrics_url,
+                    worker_id=self.worker_id,
+                    slot=slot,
+                )
+        except StoreError as exc:
+            log.warning("heartbeat failed: %s", exc)
+
+    # ----- what the crawl loop calls -----------------------------------------------------
+
+    def fence(self) -> Fence:
+        """The leases this worker's polls are made under (for ``commit_slot``)."""
+        return Fence(self.worker_id, dict(self.leases))
+
+    def aligned(self, state: SchedulerState) -> SchedulerState:
+        """``state`` with the largest slot of the live workers (one slot count)."""
+        try:
+            live = self.store.live_workers(self.settings.effective_worker_timeout())
+        except StoreError:
+            return state
+        slot = max([state.slot, *(w.slot for w in live if w.worker_id != self.worker_id)])
+        return dataclasses.replace(state, slot=slot) if slot != state.slot else state
+
+    def _versions(self) -> tuple[int, int]:
+        return self.store.watch_list_version(), self.store.cluster_version()
+
+    def watch_list(self) -> tuple[object, IdArray, FloatArray]:
+        """(version, ids, importances) of the leased sites' URLs (at start-up)."""
+        version = self._versions()
+        leases = self.store.leases_of(self.worker_id)
+        ids, importance, site_list = self.store.active_urls_of(sorted(leases))
+        self._adopt(leases, ids, site_list)
+        return version, ids, importance
+
+    async def sync(self, loop: CrawlLoop, *, force: bool = False) -> bool:
+        """At a slot start: follow watch-list edits and lease changes (sites lost are
+        dropped, sites gained come with their saved rows); report weights now and then.
+        True if the watch list changed."""
+        import asyncio
+
+        version = await asyncio.to_thread(self._versions)
+        changed = False
+        if force or version != loop._watch_version:
+            leases = await asyncio.to_thread(self.store.leases_of, self.worker_id)
+            ids, importance, site_list = await asyncio.to_thread(
+                self.store.active_urls_of, sorted(leases)
+            )
+            await self._take_saved_rows(loop, ids)
+            lost = self.leases.keys() - leases.keys()
+            gained = leases.keys() - self.leases.keys()
+            loop._apply_watch_list(version, ids, importance)
+            self._adopt(leases, ids, site_list)
+            self.sites_lost_total += len(lost)
+            self.sites_gained_total += len(gained)
+            if lost or gained:
+                log.info(
+                    "cluster: %d site(s) leased (+%d, -%d), %d URLs",
+                    len(leases),
+                    len(gained),
+                    len(lost),
+                    ids.size,
+                )
+            self._slots_since_report = REPORT_EVERY_SLOTS  # report at once
+            changed = True
+        self._slots_since_report += 1
+        if self._slots_since_report >= REPORT_EVERY_SLOTS and loop.scheduler is not None:
+            self._slots_since_report = 0
+            weights, multiplier = self._measure(loop.scheduler)
+            self._report = (len(self.leases), sum(weights.values()), multiplier,
+                            loop.scheduler.slot)  # fmt: skip
+            try:
+                await asyncio.to_thread(self.store.report_site_weights, self.worker_id, weights)
+            except StoreError as exc:
+                log.warning("site weights not reported: %s", exc)
+        return changed
+
+    async def _take_saved_rows(self, loop: CrawlLoop, ids: IdArray) -> None:
+        """Put the saved learning rows of URLs the scheduler does not watch yet into it."""
+        import asyncio
+
+        scheduler = loop.scheduler
+        assert scheduler is not None
+        known, _ = scheduler.frequencies()
+        new = ids[~np.isin(ids, known, assume_unique=True)]
+        if new.size == 0:
+            return
+        try:
+            saved = await asyncio.to_thread(
+                self.store.load_url_states, scheduler.name, new.tolist()
+            )
+        except StoreError as exc:
+            log.warning("saved rows of the gained sites not loaded (they restart): %s", exc)
+            return
+        if saved is None or saved.ids.size == 0:
+            return
+        merged = merge_saved(scheduler, saved, self.settings.seed)
+        if merged is None:
+            log.warning("saved rows of the gained sites are of another format; they restart")
+            return
+        merged.set_capacity(scheduler.capacity)
+        loop.scheduler = merged
+        self.rows_restored_total += int(saved.ids.size)
+
+    def _adopt(self, leases: dict[str, int], ids: IdArray, site_list: list[str]) -> None:
+        self.leases = dict(leases)
+        names, codes = np.unique(np.asarray(site_list, dtype=object), return_inverse=True)
+        self._site_names = [str(n) for n in names.tolist()]
+        self._site_codes = np.asarray(codes, dtype=np.int64).reshape(-1)
+        self._ids = ids
+
+    def _measure(self, scheduler: schedulers.Scheduler) -> tuple[dict[str, float], float | None]:
+        """Each leased site's weight (sum of its URLs' wanted polls per slot) and the
+        scheduler's multiplier."""
+        ids, x = scheduler.frequencies()
+        weights = dict.fromkeys(self.leases, 0.0)
+        if ids.size and self._ids.size:
+            pos = np.searchsorted(self._ids, ids)
+            pos = np.clip(pos, 0, self._ids.size - 1)
+            ok = self._ids[pos] == ids
+            sums = np.bincount(
+                self._site_codes[pos[ok]], weights=x[ok], minlength=len(self._site_names)
+            )
+            for name, value in zip(self._site_names, sums.tolist(), strict=True):
+                if name in weights and math.isfinite(value):
+                    weights[name] = float(value)
+        self._weights = weights
+        return weights, multiplier_of(scheduler)

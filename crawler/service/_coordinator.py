@@ -1,0 +1,322 @@
+"""The cluster's coordinator (issue 20): one worker at a time packs the sites onto the
+live workers and writes the leases.
+
+Decisions:
+
+* **Who.** Every worker runs a ``Coordinator`` thread that tries, every ``heartbeat_s``,
+  for the database's "coordinator" lock (``Store.acquire_service_lock(role=
+  "coordinator")``: a session advisory lock on a dedicated connection). The holder
+  names itself in ``cluster_state`` (``claim_coordinator``) and runs a round each time;
+  when its process or connection dies the server drops the lock and another worker's
+  next try takes it. A holder that finds its lock gone (``ServiceLock.ensure`` says so,
+  or its writes are refused with ``NotCoordinator``) steps down and tries again like the
+  others.
+* **A round** (``run_round``): the live workers (heartbeat within ``worker_timeout_s``
+  by the database's clock; the others' sites are placed anew), the watched sites and
+  their weights, the current leases; then ``crawler.cluster``:
+
+  - a site's weight is what its owner reported (the sum of its URLs' wanted polls per
+    slot, at that worker's own multiplier), put on one shared multiplier: weights are
+    scaled by owner multiplier / mean multiplier (x = r / u for the URLs not capped at a
+    poll per slot, so this is the weight at the shared u), which keeps the total and
+    makes the workers' loads comparable: a worker whose scheduler is squeezed harder
+    (higher u) looks heavier and sheds sites until the multipliers agree (the "no loss
+    from partitioning" rule of docs/cluster.md, with observed rather than known rates).
+    A site nobody reported yet gets the uniform share (its URLs times total capacity /
+    watched URLs, at most one poll per slot each);
+  - the overload automaton (Th = ``cluster_threshold``, N = ``cluster_states``) of
+    every overloaded worker chooses "move sites" (with probability (s/N)^2) or "shrink"
+    (its own scheduler already keeps its polls at its capacity: nothing moves);
+  - ``repack`` moves the least weight: the sites of dead workers and new sites are
+    placed by Best Fit Decreasing, an overloaded worker that chose to move keeps the
+    heaviest subset that fits; when a live worker holds no site (a join, or the first
+    round) the fill target is the cluster's mean load + 5% (``balanced_fill``), so the
+    fullest workers shed onto it;
+  - the shortfall (how many more workers of what capacity the weights need) goes to
+    ``cluster_state`` with the round's figures.
+
+  The automata live in the coordinator's memory: a new coordinator starts them at Th.
+* **Unassigned sites** (no live worker at all) keep their lease rows with no owner and
+  are not polled until a worker is live.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from crawler import cluster
+from crawler.settings import Settings
+from crawler.store import (
+    LeaseRow,
+    NotCoordinator,
+    ServiceLock,
+    ServiceLockHeld,
+    Store,
+    StoreError,
+    WorkerRow,
+    owner_info,
+)
+
+log = logging.getLogger("crawler.cluster")
+
+#: a worker silent for this many timeouts is deleted from cluster_workers
+FORGET_AFTER_TIMEOUTS = 10
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one round decided."""
+
+    live_workers: int
+    sites: int
+    moved: int
+    overloaded: int
+    total_weight: float
+    total_capacity: float
+    shortfall_workers: int
+    shortfall_capacity: float
+
+
+class Coordinator:
+    """Tries for the coordinator lock; while it holds it, packs every ``heartbeat_s``."""
+
+    def __init__(self, settings: Settings, store: Store, worker_id: str) -> None:
+        self.settings = settings
+        self.store = store
+        self.worker_id = worker_id
+        self.rounds = 0
+        self.last: Round | None = None
+        self._lock: ServiceLock | None = None
+        self._automaton: dict[str, int] = {}
+        self._rng = np.random.default_rng(settings.seed)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._mutex = threading.Lock()
+
+    @property
+    def is_coordinator(self) -> bool:
+        return self._lock is not None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="crawler-coordinator", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.step_down()
+
+    def step_down(self) -> None:
+        """Give the role up (the lock's connection is closed)."""
+        with self._mutex:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+                log.info("worker %s is no longer the coordinator", self.worker_id)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.tick()
+            self._stop.wait(self.settings.heartbeat_s)
+
+    def tick(self) -> Round | None:
+        """One try: take (or check) the lock; if held, run a round."""
+        with self._mutex:
+            if not self._hold():
+                return None
+            try:
+                result = self.run_round()
+            except NotCoordinator as exc:
+                log.warning("%s; stepping down", exc)
+                self._release()
+                return None
+            except StoreError as exc:
+                log.warning("coordination round failed: %s", exc)
+                return None
+            except ValueError as exc:  # bad numbers from the tables: say so, keep going
+                log.error("coordination round refused its input: %s", exc)
+                return None
+            self.rounds += 1
+            self.last = result
+            return result
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _hold(self) -> bool:
+        if self._lock is not None:
+            try:
+                if self._lock.ensure():
+                    return True
+            except StoreError:
+                pass
+            log.warning("worker %s lost the coordinator lock", self.worker_id)
+            self._release()
+            return False  # try again next time, like everybody else
+        try:
+            lock = self.store.acquire_service_lock(
+                owner_info("crawler coordinator"), role="coordinator"
+            )
+        except ServiceLockHeld:
+            return False
+        except StoreError as exc:
+            log.warning("cannot try for the coordinator lock: %s", exc)
+            return False
+        try:
+            self.store.claim_coordinator(self.worker_id)
+        except StoreError as exc:
+            lock.release()
+            log.warning("cannot claim the coordinator role: %s", exc)
+            return False
+        # a paused (SIGSTOP) or hung coordinator must not keep the role: the server ends
+        # its lock session once idle for a worker timeout (it touches it every round)
+        lock.end_session_when_idle(self.settings.effective_worker_timeout())
+        self._lock = lock
+        self._automaton = {}
+        log.info("worker %s is the coordinator", self.worker_id)
+        return True
+
+    # ----- one round ---------------------------------------------------------------------
+
+    def run_round(self) -> Round:
+        """Read, pack, write (see the module docstring)."""
+        timeout = self.settings.effective_worker_timeout()
+        live = self.store.live_workers(timeout)
+        counts = self.store.site_url_counts()
+        leases = {lease.site: lease for lease in self.store.leases()}
+        site_list = sorted(counts)
+        if not live:
+            return self._write_unassigned(site_list, leases, counts)
+        index = {w.worker_id: k for k, w in enumerate(live)}
+        caps = np.array([w.capacity for w in live], dtype=np.float64)
+        weights = self._weights(site_list, leases, counts, live, index, float(caps.sum()))
+        prev = np.array(
+            [index.get(leases[s].worker_id or "", -1) if s in leases else -1 for s in site_list],
+            dtype=np.int64,
+        )
+        held = prev >= 0
+        loads = np.bincount(prev[held], weights=weights[held], minlength=caps.size)
+        over = loads > caps * (1 + 1e-9)
+        automata = cluster.OverloadAutomata(
+            caps.size,
+            threshold=self.settings.cluster_threshold,
+            states=self.settings.cluster_states,
+            seed=self._rng,
+        )
+        automata.state[:] = [
+            self._automaton.get(w.worker_id, self.settings.cluster_threshold) for w in live
+        ]
+        move = automata.decide(over)
+        automata.update(over)
+        self._automaton = {
+            w.worker_id: int(s) for w, s in zip(live, automata.state.tolist(), strict=True)
+        }
+        # a worker that chose to shrink keeps every site this round: its target is its load
+        targets = np.where(over & ~move, np.maximum(caps, loads), caps)
+        empty = np.bincount(prev[held], minlength=caps.size) == 0
+        fill = 1.0
+        if site_list and empty.any():  # a join (or the first round): spread the load
+            fill = cluster.balanced_fill(weights, caps)
+        targets = np.where(over & ~move, targets / fill, targets)  # keep, whatever the fill
+        if site_list:
+            packed = cluster.repack(
+                prev, weights, targets, fill=fill, new_capacity=float(caps.max())
+            )
+            assignment = packed.assignment
+            shortfall = packed.shortfall
+        else:
+            assignment = np.empty(0, np.int64)
+            shortfall = None
+        owners: dict[str, str | None] = {
+            s: live[int(a)].worker_id for s, a in zip(site_list, assignment.tolist(), strict=True)
+        }
+        moved_live = int(np.count_nonzero(held & (assignment != prev))) if site_list else 0
+        figures = {
+            "live_workers": len(live),
+            "total_weight": float(weights.sum()),
+            "total_capacity": float(caps.sum()),
+            "shortfall_workers": shortfall.workers if shortfall is not None else 0,
+            "shortfall_capacity": shortfall.capacity if shortfall is not None else 0.0,
+            "threshold": self.settings.cluster_threshold,
+            "states": self.settings.cluster_states,
+            "overloads_total": int(over.sum()),
+            "moves_total": moved_live,
+        }
+        site_weight = {s: float(w) for s, w in zip(site_list, weights.tolist(), strict=True)}
+        changed = self.store.assign_leases(
+            owners, self.worker_id, weights=site_weight, figures=figures
+        )
+        if changed:
+            log.info(
+                "coordinator: %d site(s) assigned anew or moved over %d live worker(s) "
+                "(weight %.3g of capacity %.3g)%s",
+                changed,
+                len(live),
+                figures["total_weight"],
+                figures["total_capacity"],
+                f"; {shortfall.message()}" if shortfall is not None else "",
+            )
+        self.store.forget_workers(FORGET_AFTER_TIMEOUTS * timeout)
+        return Round(
+            live_workers=len(live),
+            sites=len(site_list),
+            moved=moved_live,
+            overloaded=int(over.sum()),
+            total_weight=float(weights.sum()),
+            total_capacity=float(caps.sum()),
+            shortfall_workers=int(figures["shortfall_workers"]),
+            shortfall_capacity=float(figures["shortfall_capacity"]),
+        )
+
+    def _weights(
+        self,
+        site_list: list[str],
+        leases: dict[str, LeaseRow],
+        counts: dict[str, int],
+        live: list[WorkerRow],
+        index: dict[str, int],
+        total_capacity: float,
+    ) -> np.ndarray:
+        """Each site's weight at one shared multiplier (see the module docstring)."""
+        n_urls = sum(counts.values())
+        share = min(1.0, total_capacity / n_urls) if n_urls else 0.0
+        w = np.array(
+            [
+                leases[s].weight if s in leases and leases[s].weight > 0 else counts[s] * share
+                for s in site_list
+            ],
+            dtype=np.float64,
+        )
+        multiplier = np.array(
+            [
+                np.nan
+                if s not in leases or leases[s].worker_id not in index
+                else (live[index[leases[s].worker_id or ""]].multiplier or np.nan)
+                for s in site_list
+            ],
+            dtype=np.float64,
+        )
+        known = np.isfinite(multiplier) & (multiplier > 0) & (w > 0)
+        if np.count_nonzero(known) and len({m for m in multiplier[known].tolist()}) > 1:
+            mean = float((w[known] * multiplier[known]).sum() / w[known].sum())
+            w[known] = w[known] * multiplier[known] / mean
+        w[~np.isfinite(w) | (w < 0)] = 0.0
+        return w
+
+    def _write_unassigned(
+        self, site_list: list[str], leases: dict[str, LeaseRow], counts: dict[str, int]
+    ) -> Round:
+        """No live worker: every site loses its owner (it stays unpolled until one is)."""
+        owners: dict[str, str | None] = dict.fromkeys(site_list)
+        owners.update({s: None for s, lease in leases.items() if lease.worker_id is not None})
+        self.store.assign_leases(
+            owners, self.worker_id, figures={"live_workers": 0, "total_capacity": 0.0}
+        )
+        return Round(0, len(site_list), 0, 0, 0.0, 0.0, 0, 0.0)
