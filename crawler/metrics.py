@@ -458,6 +458,7 @@ class CrawlerMetrics:
             "Polls this worker made whose commit was refused: the site's lease had moved.",
             registry=reg,
         )
+        self._cluster_seen: dict[str, int] = {}
 
     def set_cluster_worker(self, sites: int, weight: float, capacity: float) -> None:
         """This worker's leases: how many sites, their weight, its capacity (once per slot)."""
@@ -483,17 +484,18 @@ class CrawlerMetrics:
     def set_coordinator(self, is_coordinator: bool) -> None:
         self.cluster_is_coordinator.set(1 if is_coordinator else 0)
 
-    def observe_packing(self, moves: int, overloads: int) -> None:
-        """One packing round of this process as the coordinator."""
-        if moves > 0:
-            self.cluster_moves_total.inc(moves)
-        if overloads > 0:
-            self.cluster_overloads_total.inc(overloads)
-
-    def observe_fenced(self, polls: int) -> None:
-        """A slot commit dropped ``polls`` poll rows: their sites' leases had moved."""
-        if polls > 0:
-            self.cluster_fenced_polls_total.inc(polls)
+    def set_cluster_totals(self, fenced_polls: int, moves: int, overloads: int) -> None:
+        """The running totals of this process (fenced polls; moves and overloads made as
+        the coordinator): the counters grow by the difference since the last call."""
+        seen = self._cluster_seen
+        for key, value, counter in (
+            ("fenced", fenced_polls, self.cluster_fenced_polls_total),
+            ("moves", moves, self.cluster_moves_total),
+            ("overloads", overloads, self.cluster_overloads_total),
+        ):
+            if value > seen.get(key, 0):
+                counter.inc(value - seen.get(key, 0))
+            seen[key] = max(value, seen.get(key, 0))
 
     # ------------------------------------------------------------------ reading
     @property

@@ -201,7 +201,7 @@ def workers(
     leases: bool = typer.Option(False, "--leases", help="Every site's lease and epoch."),
     timeout: float | None = typer.Option(
         None, "--timeout", min=0.0, help="Seconds of silence after which a worker is dead "
-        "(default: the worker_timeout_s setting)."
+        "(default: the worker_timeout_s setting, or 3 heartbeats + 2 s)."
     ),
 ) -> None:
     """The cluster's workers: heartbeat age, live or dead, sites, weight against capacity,
@@ -211,7 +211,7 @@ def workers(
     settings = settings_from(config, database_url=database_url)
     if settings.database_url.lower().startswith("sqlite"):
         fail(NEEDS_POSTGRES.format(url=settings.database_url), USAGE)
-    timeout_s = float(settings.worker_timeout_s if timeout is None else timeout)
+    timeout_s = float(settings.effective_worker_timeout() if timeout is None else timeout)
     with store_errors():
         store = Store(settings.database_url)
         try:

@@ -90,6 +90,8 @@ class Coordinator:
         self.worker_id = worker_id
         self.rounds = 0
         self.last: Round | None = None
+        self.moves_total = 0  # running totals of this process's rounds (for the metrics)
+        self.overloads_total = 0
         self._lock: ServiceLock | None = None
         self._automaton: dict[str, int] = {}
         self._rng = np.random.default_rng(settings.seed)
@@ -143,6 +145,8 @@ class Coordinator:
                 return None
             self.rounds += 1
             self.last = result
+            self.moves_total += result.moved  # issue 20 metrics (crawler_cluster_moves_total)
+            self.overloads_total += result.overloaded
             return result
 
     def _release(self) -> None:

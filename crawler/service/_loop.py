@@ -38,6 +38,8 @@ from crawler.store import (
 )
 from crawler.workers import PollAnswer, Poller, PollJob
 
+from crawler.service._cluster_metrics import export_cluster_metrics  # issue 20
+
 if TYPE_CHECKING:
     from crawler.service._cluster import ClusterMember
 
@@ -275,6 +277,8 @@ class CrawlLoop:
         self.last_slot_monotonic = time.monotonic()
         self.metrics.observe_slot(time.monotonic() - started, tick.lag_s, overrun)
         self.metrics.set_watch(self.scheduler.size, self.scheduler.capacity, fill)
+        if self.cluster is not None:  # issue 20: the worker's cluster metrics
+            await asyncio.to_thread(export_cluster_metrics, self.metrics, self.cluster)
         summary = SlotSummary(
             tick.seq,
             len(polls),
