@@ -44,10 +44,10 @@ pytestmark = pytest.mark.slow
 
 PAGES = 2_000
 HOSTS = 100
-SLOT = 1.0  # seconds; the site ticks once per slot
+SLOT = 0.5  # seconds; the site ticks once per slot
 C = 40.0  # each worker's capacity, polls per slot
-WARMUP = 30.0  # seconds before the hit comparison starts
-MEASURE = 60.0  # seconds of the hit comparison
+WARMUP = 60.0  # seconds before the hit comparison starts (120 slots of learning)
+MEASURE = 60.0  # seconds of the hit comparison (120 slots)
 HEARTBEAT = 0.5
 TIMEOUT = 2.0  # worker_timeout_s: a worker silent this long is dead
 CLUSTER = {
@@ -112,7 +112,7 @@ def lease_rows(engine: Engine) -> dict[str, tuple[str | None, int, float]]:
 
 
 def host_pages(host: str) -> list[int]:
-    h = int(host.rsplit(".", 1)[1])
+    h = int(host.split(":", 1)[0].rsplit(".", 1)[1])  # a site is host:port
     return list(range(h, PAGES + 1, HOSTS))
 
 
@@ -212,7 +212,10 @@ def _scenario(
         f"(cluster {cluster_hits / analytic:.3f}, single {single_hits / analytic:.3f})"
     )
     repeats = log.cross_worker_repeats(cluster3, SLOT, since=began, until=end)
-    report.append(f"pages polled by two workers within one slot (steady): {len(repeats)}")
+    report.append(
+        f"pages polled by two workers within one slot (start to the end of the comparison): "
+        f"{len(repeats)}" + (f", e.g. {repeats[:3]}" if repeats else "")
+    )
 
     # -- 3. kill -9 one worker ----------------------------------------------------------------
     victim_sites = sorted(h for h, n in owners(engine).items() if n == "w2")
