@@ -63,8 +63,55 @@ from crawler.store import (
 
 log = logging.getLogger("crawler.cluster")
 
+#: a worker is overloaded when its sites weigh more than its capacity by this share: the
+#: weights sum to the live capacity (one shared level), so without a margin some worker
+#: would be "over" by a rounding error at every round
+OVERLOAD_MARGIN = 0.05
 #: a worker silent for this many timeouts is deleted from cluster_workers
 FORGET_AFTER_TIMEOUTS = 10
+
+
+def shared_level_weights(
+    urls: np.ndarray, reported: np.ndarray, multiplier: np.ndarray, total: float
+) -> np.ndarray:
+    """Site weights at one shared multiplier, summing to ``min(total, urls.sum())``.
+
+    A site's owner reported its weight ``reported[s]`` (sum of its URLs' x = min(1, r / u)
+    at the owner's multiplier ``multiplier[s]``; NaN when the owner's scheduler has none:
+    then u = 1). Its rate mass is ``R_s = reported * u`` (exact while none of its URLs is
+    capped at one poll per slot); a site not reported yet gets the mean rate mass per URL
+    of the reported ones (the uniform share when none is). The shared level u* solves
+    ``sum_s min(urls_s, R_s / u*) = min(total, sum urls)`` (bisection on log u*), and the
+    weights are ``min(urls_s, R_s / u*)``: what each site gets from one scheduler over all
+    URLs at the cluster's capacity. Pure NumPy."""
+    n = np.asarray(urls, dtype=np.float64)
+    target = min(float(total), float(n.sum()))
+    if n.size == 0 or target <= 0:
+        return np.zeros(n.size)
+    if target >= float(n.sum()) - 1e-12:
+        return n.copy()
+    u = np.where(np.isfinite(multiplier) & (multiplier > 0), multiplier, 1.0)
+    known = np.isfinite(reported) & (reported > 0)
+    if not known.any():
+        return n * (target / float(n.sum()))
+    mass = np.where(known, reported * u, 0.0)
+    per_url = float(mass[known].sum() / n[known].sum())
+    mass = np.where(known, mass, n * per_url)
+
+    def fill(log_level: float) -> float:
+        return float(np.minimum(n, mass / np.exp(log_level)).sum())
+
+    hi = float(np.log(mass.sum() / target))  # no cap binds: the fill is exactly the target
+    lo = hi - 1.0
+    while fill(lo) < target:  # a lower level fills more, up to every URL at one poll
+        lo -= 2.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if fill(mid) > target:
+            lo = mid
+        else:
+            hi = mid
+    return np.asarray(np.minimum(n, mass / np.exp(hi)), dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -207,7 +254,7 @@ class Coordinator:
         )
         held = prev >= 0
         loads = np.bincount(prev[held], weights=weights[held], minlength=caps.size)
-        over = loads > caps * (1 + 1e-9)
+        over = loads > caps * (1 + OVERLOAD_MARGIN)
         automata = cluster.OverloadAutomata(
             caps.size,
             threshold=self.settings.cluster_threshold,
@@ -222,19 +269,23 @@ class Coordinator:
         self._automaton = {
             w.worker_id: int(s) for w, s in zip(live, automata.state.tolist(), strict=True)
         }
-        # a worker that chose to shrink keeps every site this round: its target is its load
-        targets = np.where(over & ~move, np.maximum(caps, loads), caps)
         empty = np.bincount(prev[held], minlength=caps.size) == 0
         fill = 1.0
-        if site_list and empty.any():  # a join (or the first round): spread the load
+        if site_list and empty.any():
+            # a join (or the first round): spread the load at once, whatever the automata
+            # say (they damp moves caused by drift; a worker with nothing is not drift)
             fill = cluster.balanced_fill(weights, caps)
-        targets = np.where(over & ~move, targets / fill, targets)  # keep, whatever the fill
+            move = np.ones(caps.size, dtype=np.bool_)
+        # a worker that chose to shrink keeps every site this round: its target is its load
+        targets = np.where(over & ~move, np.maximum(caps, loads) / fill, caps)
         if site_list:
             packed = cluster.repack(
                 prev, weights, targets, fill=fill, new_capacity=float(caps.max())
             )
             assignment = packed.assignment
             shortfall = packed.shortfall
+            if shortfall is not None and fill < 1.0:  # against the full capacities
+                shortfall = cluster.best_fit_decreasing(weights, caps).shortfall
         else:
             assignment = np.empty(0, np.int64)
             shortfall = None
@@ -289,30 +340,18 @@ class Coordinator:
         total_capacity: float,
     ) -> np.ndarray:
         """Each site's weight at one shared multiplier (see the module docstring)."""
-        n_urls = sum(counts.values())
-        share = min(1.0, total_capacity / n_urls) if n_urls else 0.0
-        w = np.array(
-            [
-                leases[s].weight if s in leases and leases[s].weight > 0 else counts[s] * share
-                for s in site_list
-            ],
-            dtype=np.float64,
+        n = np.array([counts[s] for s in site_list], dtype=np.float64)
+        reported = np.array(
+            [leases[s].weight if s in leases else 0.0 for s in site_list], dtype=np.float64
         )
-        multiplier = np.array(
-            [
-                np.nan
-                if s not in leases or leases[s].worker_id not in index
-                else (live[index[leases[s].worker_id or ""]].multiplier or np.nan)
-                for s in site_list
-            ],
-            dtype=np.float64,
-        )
-        known = np.isfinite(multiplier) & (multiplier > 0) & (w > 0)
-        if np.count_nonzero(known) and len({m for m in multiplier[known].tolist()}) > 1:
-            mean = float((w[known] * multiplier[known]).sum() / w[known].sum())
-            w[known] = w[known] * multiplier[known] / mean
-        w[~np.isfinite(w) | (w < 0)] = 0.0
-        return w
+        multiplier = np.full(len(site_list), np.nan)
+        for k, s in enumerate(site_list):
+            owner = leases[s].worker_id if s in leases else None
+            if owner is not None and owner in index:
+                m = live[index[owner]].multiplier
+                if m is not None:
+                    multiplier[k] = m
+        return shared_level_weights(n, reported, multiplier, total_capacity)
 
     def _write_unassigned(
         self, site_list: list[str], leases: dict[str, LeaseRow], counts: dict[str, int]
