@@ -115,9 +115,7 @@ def watched_schema(urls: list[str]) -> Iterator[str]:
         yield url
 
 
-def run_config(
-    config: str, urls: list[str], args: argparse.Namespace, logs: Path
-) -> Measured:
+def run_config(config: str, urls: list[str], args: argparse.Namespace, logs: Path) -> Measured:
     n = 1 if config == "single" else int(config)
     cluster = config != "single"
     with watched_schema(urls) as url:
@@ -287,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     if "2" in results:
         two = statistics.median(m.polls_per_s for m in results["2"])
         verdict = "met" if two >= 0.9 * single else "NOT met"
-        print(f"2 workers: {two / single:.0%} of the single process's polls/s (target 90%: {verdict})")
+        print(
+            f"2 workers: {two / single:.0%} of the single process's polls/s (target 90%: {verdict})"
+        )
     return 0
 
 

@@ -171,7 +171,9 @@ def _print_table(doc: dict[str, Any], per_site: bool) -> None:
         )
     out_console.print(table)
     coord = doc["coordinator"]
-    who = "none" if coord is None else f"{coord['name'] or coord['worker_id']} since {coord['since']}"
+    who = (
+        "none" if coord is None else f"{coord['name'] or coord['worker_id']} since {coord['since']}"
+    )
     out_console.print(
         f"{doc['live_workers']} live, {doc['dead_workers']} dead; {doc['sites']} sites "
         f"({doc['unassigned_sites']} unassigned); weight {doc['weight']:.1f} polls/slot against "
@@ -200,8 +202,11 @@ def workers(
     as_json: bool = JsonOption,
     leases: bool = typer.Option(False, "--leases", help="Every site's lease and epoch."),
     timeout: float | None = typer.Option(
-        None, "--timeout", min=0.0, help="Seconds of silence after which a worker is dead "
-        "(default: the worker_timeout_s setting, or 3 heartbeats + 2 s)."
+        None,
+        "--timeout",
+        min=0.0,
+        help="Seconds of silence after which a worker is dead "
+        "(default: the worker_timeout_s setting, or 3 heartbeats + 2 s).",
     ),
 ) -> None:
     """The cluster's workers: heartbeat age, live or dead, sites, weight against capacity,

@@ -24,6 +24,7 @@ from crawler.fetch import FetchRequest
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._clock import SlotClock, Tick
+from crawler.service._cluster_metrics import export_cluster_metrics  # issue 20
 from crawler.service._records import RecentRecords, after_poll
 from crawler.settings import Settings
 from crawler.store import (
@@ -37,8 +38,6 @@ from crawler.store import (
     UrlRecord,
 )
 from crawler.workers import PollAnswer, Poller, PollJob
-
-from crawler.service._cluster_metrics import export_cluster_metrics  # issue 20
 
 if TYPE_CHECKING:
     from crawler.service._cluster import ClusterMember

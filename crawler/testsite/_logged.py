@@ -22,7 +22,7 @@ import asyncio
 import multiprocessing
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
@@ -160,10 +160,8 @@ def site_process(
             raise RuntimeError("the logged site did not start within 120 s")
         yield int(parent.recv())
     finally:
-        try:
+        with suppress(OSError):
             parent.send("stop")
-        except OSError:
-            pass
         proc.join(10)
         if proc.is_alive():
             proc.terminate()

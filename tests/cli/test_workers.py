@@ -91,15 +91,11 @@ def test_workers_on_an_empty_cluster(cli: CliRunner, database_url: str) -> None:
     result = cli.invoke(app, ["workers", "--timeout", "5", "--database-url", database_url])
     assert result.exit_code == 0, result.output
     assert "no cluster workers registered" in result.stderr
-    doc = json.loads(
-        cli.invoke(app, ["workers", "--json", "--database-url", database_url]).stdout
-    )
+    doc = json.loads(cli.invoke(app, ["workers", "--json", "--database-url", database_url]).stdout)
     assert doc["workers"] == [] and doc["shortfall"] is None and doc["coordinator"] is None
 
 
-def test_workers_on_sqlite_says_clustering_needs_postgresql(
-    cli: CliRunner, tmp_path: Path
-) -> None:
+def test_workers_on_sqlite_says_clustering_needs_postgresql(cli: CliRunner, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'one.db'}"
     result = cli.invoke(app, ["workers", "--database-url", url])
     assert result.exit_code == 2

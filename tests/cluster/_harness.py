@@ -148,7 +148,7 @@ class SiteLog:
 
     def refresh(self) -> SiteLog:
         url = f"http://127.0.0.1:{self.port}/_log?since={len(self.t)}"
-        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (loopback)
+        with urllib.request.urlopen(url, timeout=30) as response:
             data = json.loads(response.read())
         names = data["clients"]
         self.t += data["t"]
@@ -195,9 +195,10 @@ class SiteLog:
 
     def cross_worker_repeats(
         self, clients: Iterable[str], window: float, since: float = 0.0, until: float = np.inf
-    ) -> list[tuple[int, float, str, str]]:
-        """(page, gap, first worker, second worker) for every two consecutive polls of one
-        page by two different workers of the group less than ``window`` seconds apart."""
+    ) -> list[tuple[int, float, str, str, float]]:
+        """(page, gap, first worker, second worker, time of the second) for every two
+        consecutive polls of one page by two different workers of the group less than
+        ``window`` seconds apart."""
         clients = set(clients)
         previous: dict[int, tuple[float, str]] = {}
         found = []
@@ -212,11 +213,13 @@ class SiteLog:
                 and since <= before[0]
                 and t < until
             ):
-                found.append((k, t - before[0], before[1], c))
+                found.append((k, t - before[0], before[1], c, t))
             previous[k] = (t, c)
         return found
 
-    def first_poll_after(self, pages: Iterable[int], clients: Iterable[str], since: float) -> dict[int, float]:
+    def first_poll_after(
+        self, pages: Iterable[int], clients: Iterable[str], since: float
+    ) -> dict[int, float]:
         """Per page: the time of its first poll by one of ``clients`` at or after ``since``."""
         wanted = set(pages)
         clients = set(clients)
