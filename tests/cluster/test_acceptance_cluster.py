@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,19 @@ def lease_rows(engine: Engine) -> dict[str, tuple[str | None, int, float]]:
 def host_pages(host: str) -> list[int]:
     h = int(host.split(":", 1)[0].rsplit(".", 1)[1])  # a site is host:port
     return list(range(h, PAGES + 1, HOSTS))
+
+
+def _metric(port: int, name: str) -> float | None:
+    """A sample of a worker's /metrics (None if it cannot be read)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text_ = answer.read().decode()
+    except OSError:
+        return None
+    for line in text_.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
 
 
 def _repeats_text(repeats: list[tuple[int, float, str, str, float]], began: float) -> str:
@@ -316,8 +330,24 @@ def _scenario(
     zombie = "w1"
     zombie_sites = sorted(h for h, n in owners(engine).items() if n == zombie)
     assert zombie_sites, "w1 owns no site"
+    zombie_ua = UA_PREFIX + zombie
+    zombie_pages_list = [k for h in zombie_sites for k in host_pages(h)]
+
+    def mid_slot() -> bool:  # stop it just after it asked for one of its pages
+        log.refresh()
+        return any(
+            c == zombie_ua and k in zombie_pages_list and time.time() - t < 0.15
+            for t, k, c in zip(log.t[-200:], log.page[-200:], log.client[-200:], strict=True)
+        )
+
+    wait_until(mid_slot, 30, step=0.02, what="w1 polling one of its sites")
     run.workers[zombie].signal(signal.SIGSTOP)
     stopped = time.time()
+    polled_before_stop = sum(
+        1
+        for t, k, c in zip(log.refresh().t, log.page, log.client, strict=True)
+        if c == zombie_ua and k in zombie_pages_list and stopped - 2 * SLOT <= t <= stopped
+    )
 
     def moved() -> bool:
         rows = lease_rows(engine)
@@ -367,6 +397,12 @@ def _scenario(
         f"after {moved_at - stopped:.1f} s; after SIGCONT it sent {zombie_tries} requests for "
         f"the moved pages; poll_log rows for them since the wake-up: {len(landed)}, of which "
         f"{len(by_zombie)} from {zombie}"
+    )
+    fenced = _metric(run.workers[zombie].metrics_port, "crawler_cluster_fenced_polls_total")
+    report.append(
+        f"{zombie} made {polled_before_stop} polls of its sites in the last 2 slots before the "
+        f"SIGSTOP; after the wake-up its commits dropped {fenced} polls as fenced "
+        f"(its crawler_cluster_fenced_polls_total)"
     )
     check(bool(landed), "no poll of the moved sites was committed after the wake-up")
     check(not by_zombie, f"the fenced worker's polls landed: {by_zombie[:5]}")
