@@ -12,8 +12,11 @@ one the same group was served) per slot of the cluster's three workers of capaci
 compared with the reference's in the same time window, and with the analytic limit
 (``schedulers.limit`` of the true rates at capacity 3c).
 
-Then, in order: kill -9 one worker (its sites must be polled again by the others, and what
-was learned about their URLs survives); start a 4th (it must receive sites); SIGSTOP a
+Then, in order: kill -9 one worker (its leases must move within the worker timeout plus 5
+slots, and each of its sites be polled by the new owner within 5 slots of the move -- or,
+for a light site that the dead worker itself polled less often than every 5 slots, within
+its longest gap under the dead worker plus one slot; the figures of both are printed; and
+what was learned about their URLs survives); start a 4th (it must receive sites); SIGSTOP a
 worker until its leases have moved, SIGCONT it: none of its polls of the moved sites may
 land in poll_log (each poll_log row written after the wake-up for a moved site is matched,
 by page and time, with a request in the site's log: it must be a new owner's).
@@ -284,7 +287,11 @@ def _scenario(
     moved_at = {h: leases[h][2] for h in victim_sites}
     after_move = {h: (first_of_site[h] - moved_at[h]) / SLOT for h in victim_sites}
     usual = {h: _longest_gap(log, host_pages(h), UA_PREFIX + "w2", killed) for h in victim_sites}
-    late = {h: round(v, 1) for h, v in after_move.items() if v > 5}
+    # "polled again within 5 slots": a site whose own polling interval under the dead
+    # worker was longer than 5 slots (a light site) cannot be; it must then be polled
+    # within that interval plus the slot in which the new owner learns of the move
+    beyond5 = {h: round(v, 1) for h, v in after_move.items() if v > 5}
+    late = {h: v for h, v in beyond5.items() if v > usual[h] / SLOT + 1}
     report.append(
         f"kill -9 of w2 ({len(victim_sites)} sites): leases moved "
         f"{max(moved_at.values()) - killed:.1f} s after the kill (worker timeout "
@@ -292,8 +299,8 @@ def _scenario(
         f"move: median {np.median(list(after_move.values())):.1f}, max "
         f"{max(after_move.values()):.1f} slots (all sites polled again {delay:.1f} s = "
         f"{delay / SLOT:.1f} slots after the kill); sites later than 5 slots after the move: "
-        f"{late or 'none'} (their longest gap under w2 before the kill, slots: "
-        f"{ {h: round(usual[h] / SLOT, 1) for h in late} })"
+        f"{beyond5 or 'none'} (their longest gap under w2 before the kill, slots: "
+        f"{ {h: round(float(usual[h]) / SLOT, 1) for h in beyond5} })"
     )
     time.sleep(5 * SLOT)  # let the new owners commit a few slots
     after = learned(engine, victim_pages)
@@ -309,7 +316,7 @@ def _scenario(
     check(mass_before >= 1.5 * len(polled_again), "nothing learned before the kill")
     check(mass_after >= 0.9 * mass_before, "the new owners started the URLs from scratch")
     check(max(moved_at.values()) - killed <= TIMEOUT + 5 * SLOT, "dead worker's leases kept")
-    check(not late, f"sites polled more than 5 slots after their lease moved: {late}")
+    check(not late, f"sites polled later than max(5, their usual gap + 1) slots: {late}")
 
     # -- 4. a 4th worker joins ----------------------------------------------------------------
     run.start("w4", run.cluster_url, C)
