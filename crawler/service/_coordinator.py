@@ -15,24 +15,26 @@ Decisions:
   by the database's clock; the others' sites are placed anew), the watched sites and
   their weights, the current leases; then ``crawler.cluster``:
 
-  - a site's weight is what its owner reported (the sum of its URLs' wanted polls per
-    slot, at that worker's own multiplier), put on one shared multiplier: weights are
-    scaled by owner multiplier / mean multiplier (x = r / u for the URLs not capped at a
-    poll per slot, so this is the weight at the shared u), which keeps the total and
-    makes the workers' loads comparable: a worker whose scheduler is squeezed harder
-    (higher u) looks heavier and sheds sites until the multipliers agree (the "no loss
-    from partitioning" rule of docs/cluster.md, with observed rather than known rates).
-    A site nobody reported yet gets the uniform share (its URLs times total capacity /
-    watched URLs, at most one poll per slot each);
+  - a site's weight: its owner reports the sum of its URLs' wanted x at the owner's own
+    multiplier u, and u itself (``heartbeat``); ``shared_level_weights`` turns that into
+    a rate mass (x * u, exact while x < 1) and solves one shared level u* at which the
+    sites' weights sum to the live capacity: what ONE scheduler over all URLs would give
+    each site. A worker whose scheduler is squeezed harder than the others (higher u)
+    then looks overloaded and sheds sites until the multipliers agree (the "no loss from
+    partitioning" rule of docs/cluster.md, with observed rather than known rates). A site
+    nobody reported yet gets the mean rate mass per URL (the uniform share at first);
   - the overload automaton (Th = ``cluster_threshold``, N = ``cluster_states``) of
-    every overloaded worker chooses "move sites" (with probability (s/N)^2) or "shrink"
-    (its own scheduler already keeps its polls at its capacity: nothing moves);
+    every overloaded worker (load > capacity + ``OVERLOAD_MARGIN``) chooses "move
+    sites" (with probability (s/N)^2) or "shrink" (its own scheduler already keeps its
+    polls at its capacity: nothing moves this round);
   - ``repack`` moves the least weight: the sites of dead workers and new sites are
     placed by Best Fit Decreasing, an overloaded worker that chose to move keeps the
     heaviest subset that fits; when a live worker holds no site (a join, or the first
-    round) the fill target is the cluster's mean load + 5% (``balanced_fill``), so the
-    fullest workers shed onto it;
-  - the shortfall (how many more workers of what capacity the weights need) goes to
+    round) every worker may shed, to the cluster's mean load + 5% (``balanced_fill``),
+    so the fullest workers shed onto it at once (a join is not drift: no automaton);
+  - the shortfall (how many more workers of what capacity the weights need: with the
+    weights on one shared level they sum to the live capacity, so a shortfall means the
+    indivisible sites do not pack, e.g. one site alone outweighs a worker) goes to
     ``cluster_state`` with the round's figures.
 
   The automata live in the coordinator's memory: a new coordinator starts them at Th.
