@@ -31,6 +31,7 @@ second.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -42,6 +43,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 import numpy as np
+import psutil
 from sqlalchemy import Engine, create_engine, text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,10 +69,29 @@ class Measured:
     rows_read: int = 0
     rows_written: int = 0
     sites: list[int] = field(default_factory=list)
+    cpu_s: float = 0.0  # CPU seconds of the crawler processes (and their children) in the window
 
     @property
     def polls_per_s(self) -> float:
         return self.polls / self.seconds
+
+    @property
+    def cpu_ms_per_poll(self) -> float:
+        return self.cpu_s / max(1, self.polls) * 1000
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes and all their children, so far."""
+    total = 0.0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            for p in [proc, *proc.children(recursive=True)]:
+                t = p.cpu_times()
+                total += t.user + t.system
+        except psutil.Error:
+            continue
+    return total
 
 
 def table_counters(engine: Engine) -> tuple[int, int, int]:
@@ -143,9 +164,12 @@ def run_config(config: str, urls: list[str], args: argparse.Namespace, logs: Pat
                 if not p.alive():
                     raise RuntimeError(f"{p.name} exited: {p.output()}")
             before = table_counters(engine)
+            pids = [p.pid for p in procs]
+            cpu_before = cpu_seconds(pids)
             start = time.time()
             time.sleep(args.measure)
             end = time.time()
+            cpu_used = cpu_seconds(pids) - cpu_before
             time.sleep(1.5)  # the servers' statistics are flushed about once a second
             after = table_counters(engine)
             sites = []
@@ -173,6 +197,7 @@ def run_config(config: str, urls: list[str], args: argparse.Namespace, logs: Pat
         slots,
         *(b - a for a, b in zip(before, after, strict=True)),
         sites=sites,
+        cpu_s=cpu_used,
     )
 
 
@@ -250,8 +275,9 @@ def main(argv: list[str] | None = None) -> int:
                 m = run_config(config, urls, args, Path(tmp))
                 results[config].append(m)
                 print(
-                    f"  round {r + 1} {config:>6}: {m.polls_per_s:7.0f} polls/s, {m.slots} "
-                    f"slots, sites per worker {m.sites or '-'}",
+                    f"  round {r + 1} {config:>6}: {m.polls_per_s:7.0f} polls/s, "
+                    f"{m.cpu_ms_per_poll:.2f} CPU ms/poll, load {os.getloadavg()[0]:.1f}, "
+                    f"{m.slots} slots, sites per worker {m.sites or '-'}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -259,18 +285,21 @@ def main(argv: list[str] | None = None) -> int:
     single = statistics.median(m.polls_per_s for m in results["single"])
     print()
     print(
-        "| configuration | polls/s per round | median | vs single | sites per worker "
-        "(last round) | cluster-table scans / slot | rows read / slot | rows written / slot |"
+        "| configuration | polls/s per round | median | vs single | CPU ms per poll (median) "
+        "| vs single | sites per worker (last round) | cluster-table scans / slot | "
+        "rows read / slot | rows written / slot |"
     )
-    print("|---|---|---:|---:|---|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|")
+    single_cpu = statistics.median(m.cpu_ms_per_poll for m in results["single"])
     for config in configs:
         runs = results[config]
         med = statistics.median(m.polls_per_s for m in runs)
+        cpu = statistics.median(m.cpu_ms_per_poll for m in runs)
         slots = sum(m.slots for m in runs) or 1
         name = "single process (no --cluster)" if config == "single" else f"{config} worker(s)"
         print(
             f"| {name} | {', '.join(f'{m.polls_per_s:.0f}' for m in runs)} | {med:.0f} | "
-            f"{med / single:.0%} | {runs[-1].sites or '-'} | "
+            f"{med / single:.0%} | {cpu:.2f} | {cpu / single_cpu:.0%} | {runs[-1].sites or '-'} | "
             f"{sum(m.scans for m in runs) / slots:.1f} | "
             f"{sum(m.rows_read for m in runs) / slots:.1f} | "
             f"{sum(m.rows_written for m in runs) / slots:.1f} |"

@@ -24,7 +24,7 @@ from crawler.fetch import FetchRequest
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._clock import SlotClock, Tick
-from crawler.service._cluster_metrics import export_cluster_metrics  # issue 20
+from crawler.service._cluster_metrics import export_cluster_metrics_soon  # issue 20
 from crawler.service._records import RecentRecords, after_poll
 from crawler.settings import Settings
 from crawler.store import (
@@ -276,8 +276,8 @@ class CrawlLoop:
         self.last_slot_monotonic = time.monotonic()
         self.metrics.observe_slot(time.monotonic() - started, tick.lag_s, overrun)
         self.metrics.set_watch(self.scheduler.size, self.scheduler.capacity, fill)
-        if self.cluster is not None:  # issue 20: the worker's cluster metrics
-            await asyncio.to_thread(export_cluster_metrics, self.metrics, self.cluster)
+        if self.cluster is not None:  # issue 20: the worker's cluster metrics (in the background)
+            export_cluster_metrics_soon(self.metrics, self.cluster)
         summary = SlotSummary(
             tick.seq,
             len(polls),
