@@ -195,11 +195,16 @@ class ClusterMember:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.settings.heartbeat_s):
-            self.heartbeat()
+            try:
+                self.heartbeat()
+            except Exception:  # a bug must not silently end the heartbeat (then: dead)
+                log.exception("heartbeat failed unexpectedly")
 
     def heartbeat(self) -> None:
         """One heartbeat (the thread's; tests call it directly)."""
         sites, weight, multiplier, slot = self._report
+        if not self.worker_id or self._stop.is_set():
+            return
         try:
             if not self.store.heartbeat(self.worker_id, sites, weight, multiplier, slot):
                 log.warning("cluster worker %s was forgotten; registering again", self.worker_id)
@@ -220,13 +225,21 @@ class ClusterMember:
         return Fence(self.worker_id, dict(self.leases))
 
     def aligned(self, state: SchedulerState) -> SchedulerState:
-        """``state`` with the largest slot of the live workers (one slot count)."""
+        """The saved ``state`` to start from: its scalars with the largest slot of the
+        live workers (one slot count), and no per-URL rows: a worker starts with no site
+        and loads the rows of each site it gains (``sync``)."""
+        slot = state.slot
         try:
             live = self.store.live_workers(self.settings.effective_worker_timeout())
+            slot = max([slot, *(w.slot for w in live if w.worker_id != self.worker_id)])
         except StoreError:
-            return state
-        slot = max([state.slot, *(w.slot for w in live if w.worker_id != self.worker_id)])
-        return dataclasses.replace(state, slot=slot) if slot != state.slot else state
+            pass
+        return dataclasses.replace(
+            state,
+            slot=slot,
+            ids=np.asarray(state.ids, np.int64)[:0],
+            rows={k: np.asarray(v)[:0] for k, v in state.rows.items()},
+        )
 
     def _versions(self) -> tuple[int, int]:
         return self.store.watch_list_version(), self.store.cluster_version()
@@ -300,7 +313,11 @@ class ClusterMember:
             return
         if saved is None or saved.ids.size == 0:
             return
-        merged = merge_saved(scheduler, saved, self.settings.seed)
+        try:
+            merged = merge_saved(scheduler, saved, self.settings.seed)
+        except ValueError as exc:  # a corrupt saved row: those URLs restart learning
+            log.warning("saved rows of the gained sites not usable (they restart): %s", exc)
+            return
         if merged is None:
             log.warning("saved rows of the gained sites are of another format; they restart")
             return

@@ -29,9 +29,14 @@ Decisions:
     polls at its capacity: nothing moves this round);
   - ``repack`` moves the least weight: the sites of dead workers and new sites are
     placed by Best Fit Decreasing, an overloaded worker that chose to move keeps the
-    heaviest subset that fits; when a live worker holds no site (a join, or the first
-    round) every worker may shed, to the cluster's mean load + 5% (``balanced_fill``),
-    so the fullest workers shed onto it at once (a join is not drift: no automaton);
+    heaviest subset that fits; a worker that holds nothing (a join, the first rounds)
+    takes sites from the fullest workers up to its share of the load (``_join``: a join
+    is not drift, the automata are not asked);
+  - a move between two live workers is made in two steps: the site is revoked (owner
+    NULL, epoch bumped) and given to its new owner only after ``handover_grace_s``, the
+    time the old owner's slot in flight may still poll it; so a URL is not polled by two
+    workers around a move. Sites of dead workers, and sites freed by a worker that left
+    cleanly, are placed at once;
   - the shortfall (how many more workers of what capacity the weights need: with the
     weights on one shared level they sum to the live capacity, so a shortfall means the
     indivisible sites do not pack, e.g. one site alone outweighs a worker) goes to
@@ -51,6 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crawler import cluster
+from crawler.service._loop import GRACE_S
 from crawler.settings import Settings
 from crawler.store import (
     LeaseRow,
@@ -116,6 +122,12 @@ def shared_level_weights(
     return np.asarray(np.minimum(n, mass / np.exp(hi)), dtype=np.float64)
 
 
+def _revoked_within(lease: LeaseRow, seconds: float) -> bool:
+    """The lease lost its owner less than ``seconds`` ago (a clean leave sets no time)."""
+    age = lease.assigned_age_s
+    return lease.worker_id is None and age is not None and age < seconds
+
+
 @dataclass(frozen=True)
 class Round:
     """What one round decided."""
@@ -138,11 +150,20 @@ class Coordinator:
         self.store = store
         self.worker_id = worker_id
         self.rounds = 0
+        #: seconds a site revoked from a live worker waits before it is given to another:
+        #: that worker's slot in flight may still poll it (its deadline, the loop's grace
+        #: for a stuck poller, a slot until its next sync, a heartbeat of lag)
+        self.handover_grace_s = (
+            settings.effective_slot_deadline() + GRACE_S + settings.slot_seconds
+            + settings.heartbeat_s
+        )  # fmt: skip
         self.last: Round | None = None
         self.moves_total = 0  # running totals of this process's rounds (for the metrics)
         self.overloads_total = 0
         self._lock: ServiceLock | None = None
         self._automaton: dict[str, int] = {}
+        #: where each revoked site goes once its hand-over grace has passed
+        self._destined: dict[str, str] = {}
         self._rng = np.random.default_rng(settings.seed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -172,7 +193,10 @@ class Coordinator:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.tick()
+            try:
+                self.tick()
+            except Exception:  # a bug in a round must not end the thread: log, go on
+                log.exception("coordination round failed unexpectedly")
             self._stop.wait(self.settings.heartbeat_s)
 
     def tick(self) -> Round | None:
@@ -233,6 +257,7 @@ class Coordinator:
         lock.end_session_when_idle(self.settings.effective_worker_timeout())
         self._lock = lock
         self._automaton = {}
+        self._destined = {}
         log.info("worker %s is the coordinator", self.worker_id)
         return True
 
@@ -254,6 +279,13 @@ class Coordinator:
             [index.get(leases[s].worker_id or "", -1) if s in leases else -1 for s in site_list],
             dtype=np.int64,
         )
+        # sites revoked from a live worker lately: that worker may still be polling them
+        # (its slot in flight), so nobody gets them before the hand-over grace has passed
+        grace = self.handover_grace_s
+        waiting = np.array(
+            [s in leases and _revoked_within(leases[s], grace) for s in site_list],
+            dtype=np.bool_,
+        )
         held = prev >= 0
         loads = np.bincount(prev[held], weights=weights[held], minlength=caps.size)
         over = loads > caps * (1 + OVERLOAD_MARGIN)
@@ -271,30 +303,47 @@ class Coordinator:
         self._automaton = {
             w.worker_id: int(s) for w, s in zip(live, automata.state.tolist(), strict=True)
         }
-        empty = np.bincount(prev[held], minlength=caps.size) == 0
         fill = 1.0
-        if site_list and empty.any():
-            # a join (or the first round): spread the load at once, whatever the automata
-            # say (they damp moves caused by drift; a worker with nothing is not drift)
+        if site_list and not held.any():  # nothing is held yet: spread from the start
             fill = cluster.balanced_fill(weights, caps)
-            move = np.ones(caps.size, dtype=np.bool_)
         # a worker that chose to shrink keeps every site this round: its target is its load
         targets = np.where(over & ~move, np.maximum(caps, loads) / fill, caps)
-        if site_list:
+        # a site whose hand-over grace has passed goes where it was sent when revoked (if
+        # that worker is still live): repack sees it as already there
+        start = prev.copy()
+        for k in np.flatnonzero(~waiting & ~held).tolist():
+            dest = self._destined.get(site_list[k])
+            if dest is not None and dest in index:
+                start[k] = index[dest]
+        assignment = np.full(len(site_list), cluster.UNASSIGNED, dtype=np.int64)
+        shortfall = None
+        todo = ~waiting
+        if todo.any():
             packed = cluster.repack(
-                prev, weights, targets, fill=fill, new_capacity=float(caps.max())
+                start[todo], weights[todo], targets, fill=fill, new_capacity=float(caps.max())
             )
-            assignment = packed.assignment
+            assignment[todo] = packed.assignment
             shortfall = packed.shortfall
             if shortfall is not None and fill < 1.0:  # against the full capacities
-                shortfall = cluster.best_fit_decreasing(weights, caps).shortfall
-        else:
-            assignment = np.empty(0, np.int64)
-            shortfall = None
-        owners: dict[str, str | None] = {
-            s: live[int(a)].worker_id for s, a in zip(site_list, assignment.tolist(), strict=True)
-        }
-        moved_live = int(np.count_nonzero(held & (assignment != prev))) if site_list else 0
+                shortfall = cluster.best_fit_decreasing(weights[todo], caps).shortfall
+        incoming = {self._destined[s] for k, s in enumerate(site_list) if waiting[k]
+                    and s in self._destined}  # fmt: skip
+        self._join(assignment, weights, caps, waiting, [w.worker_id in incoming for w in live])
+        # a move between live workers is made in two steps: revoked now (the owner drops
+        # the site at its next slot; the epoch bump fences what it still commits), given
+        # to the new owner once the hand-over grace has passed
+        moving = held & (assignment != prev)
+        owners: dict[str, str | None] = {}
+        for k, s in enumerate(site_list):
+            if waiting[k]:
+                owners[s] = None
+            elif moving[k]:
+                owners[s] = None
+                self._destined[s] = live[int(assignment[k])].worker_id
+            else:
+                owners[s] = live[int(assignment[k])].worker_id
+                self._destined.pop(s, None)
+        moved_live = int(np.count_nonzero(moving))
         figures = {
             "live_workers": len(live),
             "total_weight": float(weights.sum()),
@@ -331,6 +380,44 @@ class Coordinator:
             shortfall_workers=int(figures["shortfall_workers"]),
             shortfall_capacity=float(figures["shortfall_capacity"]),
         )
+
+    @staticmethod
+    def _join(
+        assignment: np.ndarray,
+        weights: np.ndarray,
+        caps: np.ndarray,
+        waiting: np.ndarray,
+        incoming: list[bool],
+    ) -> None:
+        """A worker that holds nothing (and has nothing on its way) takes sites from the
+        fullest workers, the heaviest that fits its share first, up to its share of the
+        load (the cluster's mean load ratio times its capacity). In place."""
+        placed = assignment >= 0
+        loads = np.bincount(assignment[placed], weights=weights[placed], minlength=caps.size)
+        counts = np.bincount(assignment[placed], minlength=caps.size)
+        ratio_all = float(weights.sum() / caps.sum()) if caps.sum() > 0 else 0.0
+        for e in range(caps.size):
+            if counts[e] > 0 or incoming[e]:
+                continue
+            room = caps[e] * min(1.0, ratio_all) + 1e-9
+            while room > 0:
+                donors = counts >= 2  # a donor keeps at least one site
+                donors[e] = False
+                fits = ~waiting & (weights <= room) & (assignment >= 0)
+                fits[fits] = donors[assignment[fits]]
+                candidates = np.flatnonzero(fits)
+                if candidates.size == 0:
+                    break
+                ratio = loads[assignment[candidates]] / caps[assignment[candidates]]
+                # from the fullest donor, its heaviest site that fits
+                k = int(candidates[np.lexsort((-weights[candidates], -ratio))[0]])
+                donor = int(assignment[k])
+                assignment[k] = e
+                room -= weights[k]
+                loads[donor] -= weights[k]
+                loads[e] += weights[k]
+                counts[donor] -= 1
+                counts[e] += 1
 
     def _weights(
         self,

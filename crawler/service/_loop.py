@@ -112,7 +112,7 @@ class CrawlLoop:
         name = self.settings.scheduler
         # one scan after the other: run at once, they contend for the GIL and are slower
         state = await asyncio.to_thread(self.store.load_scheduler_state, name)
-        if self.cluster is not None and state is not None:  # issue 20: one slot count
+        if self.cluster is not None and state is not None:  # issue 20: no rows, one slot
             state = await asyncio.to_thread(self.cluster.aligned, state)
         watched = await asyncio.to_thread(self._watch_list)
         if state is not None:

@@ -81,6 +81,8 @@ class CrawlService:
         try:
             return await self._start()
         except BaseException:
+            if self.cluster is not None and self.cluster.worker_id:  # issue 20: leave
+                await asyncio.to_thread(self.cluster.stop)
             self._lock.release()
             raise
 

@@ -105,6 +105,9 @@ class LeaseRow:
     epoch: int
     weight: float
     assigned_at: datetime | None
+    #: seconds since ``assigned_at`` by the database's clock (None: never assigned, or
+    #: freed by a worker that left cleanly: placeable at once)
+    assigned_age_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,12 +340,15 @@ class ClusterStore:
         """A worker leaves: its leases are freed (owner NULL, epoch bumped), the version
         bumped, its row deleted, in one transaction. Returns the leases freed."""
         with translate_errors("deregistering the worker"), self.engine.begin() as conn:
+            # the row first: an assign_leases holding it (FOR SHARE) finishes before, and
+            # the leases it gave this worker are then freed below
+            conn.execute(delete(cluster_workers).where(cluster_workers.c.worker_id == worker_id))
             freed = conn.execute(
                 update(cluster_leases)
                 .where(cluster_leases.c.worker_id == worker_id)
-                .values(worker_id=None, epoch=cluster_leases.c.epoch + 1, assigned_at=_now(conn))
+                # assigned_at NULL: the worker has stopped polling, the sites are free now
+                .values(worker_id=None, epoch=cluster_leases.c.epoch + 1, assigned_at=None)
             ).rowcount
-            conn.execute(delete(cluster_workers).where(cluster_workers.c.worker_id == worker_id))
             if freed:
                 _bump_version(conn)
             return int(freed)
@@ -403,13 +409,26 @@ class ClusterStore:
     # ----- leases ------------------------------------------------------------------------
 
     def leases(self) -> list[LeaseRow]:
-        """Every lease, by site."""
+        """Every lease, by site, with the age of its last change by the database's clock."""
         with translate_errors("reading the leases"), self.engine.connect() as conn:
-            rows = conn.execute(select(cluster_leases).order_by(cluster_leases.c.site)).all()
-        return [
-            LeaseRow(r.site, r.worker_id, int(r.epoch), float(r.weight), r.assigned_at)
-            for r in rows
-        ]
+            pg = is_postgres(conn)
+            cols: list[Any] = [*cluster_leases.c]
+            if pg:
+                cols.append(func.extract("epoch", func.now() - cluster_leases.c.assigned_at))
+            rows = conn.execute(select(*cols).order_by(cluster_leases.c.site)).all()
+        now = datetime.now(UTC)
+        out = []
+        for r in rows:
+            if r.assigned_at is None:
+                age = None
+            elif pg:
+                age = max(0.0, float(r[-1]))
+            else:
+                age = max(0.0, (now - r.assigned_at).total_seconds())
+            out.append(
+                LeaseRow(r.site, r.worker_id, int(r.epoch), float(r.weight), r.assigned_at, age)
+            )
+        return out
 
     def leases_of(self, worker_id: str) -> dict[str, int]:
         """The sites ``worker_id`` holds, with their epochs (fencing tokens)."""
@@ -444,7 +463,8 @@ class ClusterStore:
         lease at epoch 1 (0 if unassigned); ``weights`` (site -> polls per slot) are
         recorded for sites that have none reported yet or change owner; the version is
         bumped (and NOTIFY sent) if anything moved. ``figures`` (``FIGURES`` replaced,
-        ``COUNTERS`` added) go to cluster_state. Raises NotCoordinator if
+        ``COUNTERS`` added) go to cluster_state. A site given to a worker that is not
+        registered (it left meanwhile) is left unassigned. Raises NotCoordinator if
         ``coordinator_id`` is not the coordinator named in cluster_state. Returns the
         number of sites whose owner changed."""
         weights = weights or {}
@@ -460,6 +480,17 @@ class ClusterStore:
                 raise NotCoordinator(
                     f"worker {coordinator_id} is no longer the coordinator ({named} is)"
                 )
+            # only to registered workers (a worker that left meanwhile gets nothing; its
+            # row is held FOR SHARE so that it cannot leave during this transaction)
+            named_owners = sorted({o for o in assignments.values() if o is not None})
+            if named_owners:
+                present_q = select(cluster_workers.c.worker_id).where(
+                    among(conn, cluster_workers.c.worker_id, named_owners)
+                )
+                if is_postgres(conn):
+                    present_q = present_q.with_for_update(read=True)
+                present = set(conn.execute(present_q).scalars())
+                assignments = {s: (o if o in present else None) for s, o in assignments.items()}
             current = {
                 r.site: (r.worker_id, int(r.epoch))
                 for r in conn.execute(

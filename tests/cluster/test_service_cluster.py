@@ -57,6 +57,7 @@ def worker_settings(database_url: str, name: str, **overrides: Any) -> Any:
         "heartbeat_s": 0.25,
         "worker_timeout_s": 1.5,
         "fetch_workers": 0,
+        "slot_deadline_s": 0.5,
     }
     values.update(overrides)
     return service_settings(database_url, **values)
@@ -94,6 +95,8 @@ class Worker:
         """Stop heartbeating and coordinating and close the sessions, without leaving."""
         member = self.member
         member._stop.set()
+        if member._thread is not None:
+            await asyncio.to_thread(member._thread.join, 10)
         if member.coordinator is not None:
             await asyncio.to_thread(member.coordinator.stop)
         self.stop.set()
@@ -136,35 +139,32 @@ async def test_workers_share_the_sites_fail_over_and_keep_what_was_learned(
         ids = {w.id for w in workers}
         names = site_names(sites)
 
-        async def all_leased() -> bool:
-            got = await owners(store)
-            return set(got) == names and all(o in ids for o in got.values())
+        got: dict[str, str | None] = {}
 
-        await until(all_leased, 20, "every site leased to a live worker")
-        # each URL is polled, by the worker that leases its site
+        async def settled() -> bool:
+            """Every site leased to a live worker, every worker's scheduler watching
+            exactly the URLs of its sites, and no URL in two schedulers: at one moment."""
+            nonlocal got
+            got = await owners(store)
+            if set(got) != names or not all(o in ids for o in got.values()):
+                return False
+            watched = []
+            for w in workers:
+                mine = {s for s, o in got.items() if o == w.id}
+                if not mine or set(w.member.leases) != mine:  # each has some: spread
+                    return False
+                sched = w.service.loop.scheduler
+                assert sched is not None
+                watched.append(set(sched.frequencies()[0].tolist()))
+            return sum(map(len, watched)) == len(set().union(*watched)) == SITES * PAGES
+
+        await until(settled, 40, "every site leased to one live worker, schedulers in step")
+        # each URL is polled (by the worker that leases its site)
         await until(
             lambda: _async(all(len(s.truth.last_served) == PAGES for s in sites)),
             30,
             "every URL polled",
         )
-        got = await owners(store)
-        for w in workers:
-            mine = {s for s, o in got.items() if o == w.id}
-            assert set(w.member.leases) <= mine | set(w.member.leases)  # synced below
-        await until(
-            lambda: _async(
-                all(
-                    set(w.member.leases) == {s for s, o in got.items() if o == w.id}
-                    for w in workers
-                )
-            ),
-            10,
-            "every worker's scheduler follows its leases",
-        )
-
-        # no URL is in two workers' schedulers
-        watched = [set(w.service.loop.scheduler.frequencies()[0].tolist()) for w in workers]  # type: ignore[union-attr]
-        assert sum(len(s) for s in watched) == len(set().union(*watched)) == SITES * PAGES
         state = await asyncio.to_thread(store.cluster_state)
         assert state is not None and state.coordinator in ids
         assert state.live_workers == 3 and state.threshold == 1 and state.states == 32

@@ -178,3 +178,30 @@ def test_a_paused_coordinator_loses_its_lock(store: Store, database_url: str) ->
             other.release()
     finally:
         lock.release()
+
+
+def test_a_site_heavier_than_any_worker_is_reported_as_a_shortfall(
+    store: Store, database_url: str
+) -> None:
+    """Weights sum to the live capacity on one shared level, so a shortfall means the sites
+    do not pack: here one site wants more than any worker can give."""
+    store.add_urls([NewUrl(f"http://big.test/p{i}") for i in range(10)])
+    store.add_urls([NewUrl("http://small.test/p0")])
+    settings = _cluster_settings(database_url)
+    a_id = store.register_worker(1.0, name="a")
+    b_id = store.register_worker(1.0, name="b")
+    coordinator = Coordinator(settings, store, a_id)
+    try:
+        done = coordinator.tick()
+        assert done is not None and done.total_capacity == 2.0
+        assert done.total_weight == pytest.approx(2.0)
+        state = store.cluster_state()
+        assert state is not None
+        # one more worker, big enough for the big site: 10 of the 11 URLs' share of 2
+        assert state.shortfall_workers == 1
+        assert state.shortfall_capacity == pytest.approx(2.0 * 10 / 11)
+        # every site still has an owner (the overflow goes where the most room is)
+        assert {lease.worker_id for lease in store.leases()} <= {a_id, b_id}
+        assert all(lease.worker_id is not None for lease in store.leases())
+    finally:
+        coordinator.stop()
