@@ -311,6 +311,16 @@ def main(argv: list[str] | None = None) -> int:
         f"(leases FOR SHARE, {args.hosts} sites) {ms['fence']:.2f}: {per_slot:.2f} ms per slot; "
         f"heartbeat {ms['heartbeat']:.2f} ms per heartbeat_s"
     )
+    for config in configs[1:]:  # each round's cluster against that round's single process
+        ratios = [
+            c.polls_per_s / s.polls_per_s
+            for c, s in zip(results[config], results["single"], strict=True)
+        ]
+        print(
+            f"{config} worker(s) / single, round by round: "
+            + ", ".join(f"{r:.0%}" for r in ratios)
+            + f"; median {statistics.median(ratios):.0%}"
+        )
     if "2" in results:
         two = statistics.median(m.polls_per_s for m in results["2"])
         verdict = "met" if two >= 0.9 * single else "NOT met"
