@@ -17,10 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from typing import TYPE_CHECKING
 
 from crawler.metrics import CrawlerMetrics
-from crawler.service._cluster import ClusterMember
 from crawler.store import StoreError
+
+if TYPE_CHECKING:  # _cluster imports the loop, which imports this module
+    from crawler.service._cluster import ClusterMember
 
 log = logging.getLogger(__name__)
 

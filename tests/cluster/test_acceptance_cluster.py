@@ -57,6 +57,9 @@ TIMEOUT = 2.0  # worker_timeout_s: a worker silent this long is dead
 CLUSTER = {
     "CRAWLER_HEARTBEAT_S": str(HEARTBEAT),
     "CRAWLER_WORKER_TIMEOUT_S": str(TIMEOUT),
+    # a loopback page answers in milliseconds; a short fetch timeout keeps the slot's
+    # deadline, and with it the coordinator's hand-over grace between live workers, short
+    "CRAWLER_FETCH_TIMEOUT_S": "2",
 }
 
 
