@@ -27,6 +27,7 @@ The figures are printed (pytest -s shows them) so a miss is reported with its nu
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 import signal
 import time
 import urllib.request
@@ -226,11 +227,13 @@ def _scenario(
     for name in ("w1", "w2", "w3"):
         run.start(name, run.cluster_url, C)
 
+    victim = ""  # the worker killed in phase 3 (its exit is expected)
+
     def crashed() -> str:
         return "; ".join(
             f"{w.name} exited {w.proc.returncode}: {w.output()}"
             for w in run.workers.values()
-            if w.proc is not None and w.proc.poll() is not None and w.name != "w2"
+            if w.proc is not None and w.proc.poll() is not None and w.name != victim
         )
 
     # -- 1. every URL polled; every site leased to one of the three ---------------------------
@@ -242,9 +245,18 @@ def _scenario(
 
     wait_until(all_polled, 120, what="every URL polled by the cluster")
     report.append(f"every URL polled by the cluster after {time.time() - began:.0f} s")
-    leased = owners(engine)
-    assert len(leased) == HOSTS and set(leased.values()) <= {"w1", "w2", "w3"}, leased
-    assert set(leased.values()) == {"w1", "w2", "w3"}, "a worker got no site"
+
+    # every site leased, each worker holding some (a site in hand-over between two live
+    # workers has no owner for the coordinator's grace): recorded, not fatal
+    def spread() -> bool:
+        held = owners(engine)
+        return len(held) == HOSTS and set(held.values()) == {"w1", "w2", "w3"}
+
+    try:
+        wait_until(spread, 60, what="every site leased, each of the three holding some")
+    except AssertionError as exc:
+        counts = Counter(lease_rows(engine)[h][0] for h in lease_rows(engine))
+        check(False, f"{exc}: sites per owner {dict(counts)}")
 
     # -- 2. hits against one worker of capacity 3c and against the limit ----------------------
     start = max(time.time(), began + WARMUP)
@@ -266,12 +278,15 @@ def _scenario(
     )
 
     # -- 3. kill -9 one worker ----------------------------------------------------------------
-    victim_sites = sorted(h for h, n in owners(engine).items() if n == "w2")
+    held = Counter(owners(engine).values())
+    victim = max(("w1", "w2", "w3"), key=lambda n: held.get(n, 0))  # the one with most sites
+    victim_sites = sorted(h for h, n in owners(engine).items() if n == victim)
     victim_pages = [k for h in victim_sites for k in host_pages(h)]
     before = learned(engine, victim_pages)
-    run.workers["w2"].signal(signal.SIGKILL)
+    run.workers[victim].signal(signal.SIGKILL)
     killed = time.time()
-    others = run.clients("w1", "w3")
+    survivors = [n for n in ("w1", "w2", "w3") if n != victim]
+    others = run.clients(*survivors)
     first_of_site: dict[str, float] = {}
 
     def taken_over() -> bool:
@@ -289,20 +304,20 @@ def _scenario(
     leases = lease_rows(engine)
     moved_at = {h: leases[h][2] for h in victim_sites}
     after_move = {h: (first_of_site[h] - moved_at[h]) / SLOT for h in victim_sites}
-    usual = {h: _longest_gap(log, host_pages(h), UA_PREFIX + "w2", killed) for h in victim_sites}
+    usual = {h: _longest_gap(log, host_pages(h), UA_PREFIX + victim, killed) for h in victim_sites}
     # "polled again within 5 slots": a site whose own polling interval under the dead
     # worker was longer than 5 slots (a light site) cannot be; it must then be polled
     # within that interval plus the slot in which the new owner learns of the move
     beyond5 = {h: round(v, 1) for h, v in after_move.items() if v > 5}
     late = {h: v for h, v in beyond5.items() if v > usual[h] / SLOT + 1}
     report.append(
-        f"kill -9 of w2 ({len(victim_sites)} sites): leases moved "
+        f"kill -9 of {victim} ({len(victim_sites)} sites): leases moved "
         f"{max(moved_at.values()) - killed:.1f} s after the kill (worker timeout "
         f"{TIMEOUT:g} s); first poll by the new owner after the "
         f"move: median {np.median(list(after_move.values())):.1f}, max "
         f"{max(after_move.values()):.1f} slots (all sites polled again {delay:.1f} s = "
         f"{delay / SLOT:.1f} slots after the kill); sites later than 5 slots after the move: "
-        f"{beyond5 or 'none'} (their longest gap under w2 before the kill, slots: "
+        f"{beyond5 or 'none'} (their longest gap under {victim} before the kill, slots: "
         f"{ {h: round(float(usual[h]) / SLOT, 1) for h in beyond5} })"
     )
     time.sleep(5 * SLOT)  # let the new owners commit a few slots
@@ -311,7 +326,7 @@ def _scenario(
     mass_before = sum(before[k][1] for k in polled_again)
     mass_after = sum(after[k][1] for k in polled_again)
     report.append(
-        f"learned state of {len(polled_again)} re-polled URLs of w2: observation mass "
+        f"learned state of {len(polled_again)} re-polled URLs of {victim}: observation mass "
         f"{mass_before:.1f} before, {mass_after:.1f} after"
     )
     check(all(after[k][0] >= before[k][0] for k in victim_pages), "poll counts went back")
@@ -337,9 +352,10 @@ def _scenario(
     )
 
     # -- 5. SIGSTOP a worker past its lease, SIGCONT it: fencing -----------------------------
-    zombie = "w1"
+    held = Counter(owners(engine).values())
+    zombie = max([*survivors, "w4"], key=lambda n: held.get(n, 0))
     zombie_sites = sorted(h for h, n in owners(engine).items() if n == zombie)
-    assert zombie_sites, "w1 owns no site"
+    assert zombie_sites, f"{zombie} owns no site"
     zombie_ua = UA_PREFIX + zombie
     zombie_pages_list = [k for h in zombie_sites for k in host_pages(h)]
 
@@ -350,7 +366,7 @@ def _scenario(
             for t, k, c in zip(log.t[-200:], log.page[-200:], log.client[-200:], strict=True)
         )
 
-    wait_until(mid_slot, 30, step=0.02, what="w1 polling one of its sites")
+    wait_until(mid_slot, 30, step=0.02, what=f"{zombie} polling one of its sites")
     run.workers[zombie].signal(signal.SIGSTOP)
     stopped = time.time()
     polled_before_stop = sum(
