@@ -27,10 +27,10 @@ The figures are printed (pytest -s shows them) so a miss is reported with its nu
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
 import signal
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
