@@ -96,6 +96,7 @@ def test_services_and_wiring(compose: dict[str, Any]) -> None:
     ]
     # the replicas are cluster workers, and publish no host port (they would clash)
     assert crawler["environment"]["CRAWLER_CLUSTER"] == "true"
+    assert crawler["environment"]["CRAWLER_CAPACITY"] == "${CRAWLER_CAPACITY:-50}"  # required
     assert "ports" not in crawler and str(port) in [str(p) for p in crawler["expose"]]
     # named volumes are declared
     declared = set(compose.get("volumes") or {})
