@@ -264,6 +264,7 @@ class CrawlerMetrics:
         )
         self.scheduler_info = Info("crawler_scheduler", "The scheduler in use.", registry=reg)
         self.build_info = Info("crawler_build", "Version of the crawler.", registry=reg)
+        self._init_cluster(reg)  # issue 20: the cluster worker's and coordinator's figures
 
         # Pre-bound children: no label lookup on the hot path; every series exists at 0.
         self._poll_outcome = {o: self.polls_total.labels(outcome=o) for o in OUTCOMES}
@@ -472,6 +473,112 @@ class CrawlerMetrics:
     def set_scheduler(self, name: str, **labels: str) -> None:
         """``crawler_scheduler_info{scheduler=name, ...} 1`` (e.g. ``realization="stride"``)."""
         self.scheduler_info.info({"scheduler": name, **labels})
+
+    # ------------------------------------------------------------------ cluster (issue 20)
+    def _init_cluster(self, reg: CollectorRegistry) -> None:
+        """The cluster's metrics. Each worker process exports its own (Prometheus' instance
+        label tells them apart, no worker label here); the cluster-wide gauges (live workers,
+        total weight and capacity, shortfall) are the coordinator's last packing as read from
+        cluster_state by every worker, so take ``max`` over instances, never ``sum``. The
+        counters of moves and overloads are counted by the process that was the coordinator
+        when it made them: ``sum`` over instances is the cluster's total. A service not in a
+        cluster leaves them at 0."""
+        self.cluster_sites = Gauge(
+            "crawler_cluster_sites", "Sites this worker holds a lease on.", registry=reg
+        )
+        self.cluster_weight = Gauge(
+            "crawler_cluster_weight_polls_per_slot",
+            "Learned weight of this worker's sites: their URLs' wanted polls per slot.",
+            registry=reg,
+        )
+        self.cluster_capacity = Gauge(
+            "crawler_cluster_capacity_polls_per_slot",
+            "This worker's capacity in the packing (its bin size), polls per slot.",
+            registry=reg,
+        )
+        self.cluster_is_coordinator = Gauge(
+            "crawler_cluster_is_coordinator",
+            "1 while this worker holds the coordinator lock, else 0.",
+            registry=reg,
+        )
+        self.cluster_live_workers = Gauge(
+            "crawler_cluster_live_workers",
+            "Live workers at the coordinator's last packing (same on every worker: use max).",
+            registry=reg,
+        )
+        self.cluster_total_weight = Gauge(
+            "crawler_cluster_total_weight_polls_per_slot",
+            "Learned weight of all sites at the last packing, polls per slot (use max).",
+            registry=reg,
+        )
+        self.cluster_total_capacity = Gauge(
+            "crawler_cluster_total_capacity_polls_per_slot",
+            "Capacity of the live workers at the last packing, polls per slot (use max).",
+            registry=reg,
+        )
+        self.cluster_shortfall_workers = Gauge(
+            "crawler_cluster_shortfall_workers",
+            "More workers the learned weights need at the last packing (0: enough; use max).",
+            registry=reg,
+        )
+        self.cluster_shortfall_capacity = Gauge(
+            "crawler_cluster_shortfall_polls_per_slot",
+            "Capacity missing at the last packing, polls per slot (use max).",
+            registry=reg,
+        )
+        self.cluster_moves_total = Counter(
+            "crawler_cluster_moves",
+            "Sites this process moved to another worker while it was the coordinator.",
+            registry=reg,
+        )
+        self.cluster_overloads_total = Counter(
+            "crawler_cluster_overloads",
+            "Worker overloads this process saw while it was the coordinator.",
+            registry=reg,
+        )
+        self.cluster_fenced_polls_total = Counter(
+            "crawler_cluster_fenced_polls",
+            "Polls this worker made whose commit was refused: the site's lease had moved.",
+            registry=reg,
+        )
+        self._cluster_seen: dict[str, int] = {}
+
+    def set_cluster_worker(self, sites: int, weight: float, capacity: float) -> None:
+        """This worker's leases: how many sites, their weight, its capacity (once per slot)."""
+        self.cluster_sites.set(sites)
+        self.cluster_weight.set(weight)
+        self.cluster_capacity.set(capacity)
+
+    def set_cluster_state(
+        self,
+        live_workers: int,
+        total_weight: float,
+        total_capacity: float,
+        shortfall_workers: int,
+        shortfall_capacity: float,
+    ) -> None:
+        """The coordinator's last packing, as read from cluster_state."""
+        self.cluster_live_workers.set(live_workers)
+        self.cluster_total_weight.set(total_weight)
+        self.cluster_total_capacity.set(total_capacity)
+        self.cluster_shortfall_workers.set(shortfall_workers)
+        self.cluster_shortfall_capacity.set(shortfall_capacity)
+
+    def set_coordinator(self, is_coordinator: bool) -> None:
+        self.cluster_is_coordinator.set(1 if is_coordinator else 0)
+
+    def set_cluster_totals(self, fenced_polls: int, moves: int, overloads: int) -> None:
+        """The running totals of this process (fenced polls; moves and overloads made as
+        the coordinator): the counters grow by the difference since the last call."""
+        seen = self._cluster_seen
+        for key, value, counter in (
+            ("fenced", fenced_polls, self.cluster_fenced_polls_total),
+            ("moves", moves, self.cluster_moves_total),
+            ("overloads", overloads, self.cluster_overloads_total),
+        ):
+            if value > seen.get(key, 0):
+                counter.inc(value - seen.get(key, 0))
+            seen[key] = max(value, seen.get(key, 0))
 
     # ------------------------------------------------------------------ reading
     @property

@@ -158,6 +158,8 @@ class Coordinator:
             + settings.heartbeat_s
         )  # fmt: skip
         self.last: Round | None = None
+        self.moves_total = 0  # running totals of this process's rounds (for the metrics)
+        self.overloads_total = 0
         self._lock: ServiceLock | None = None
         self._automaton: dict[str, int] = {}
         #: where each revoked site goes once its hand-over grace has passed
@@ -216,6 +218,8 @@ class Coordinator:
                 return None
             self.rounds += 1
             self.last = result
+            self.moves_total += result.moved  # issue 20 metrics (crawler_cluster_moves_total)
+            self.overloads_total += result.overloaded
             return result
 
     def _release(self) -> None:

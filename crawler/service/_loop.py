@@ -26,6 +26,7 @@ from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._bounds import Constraints
 from crawler.service._caps import HostCaps
 from crawler.service._clock import SlotClock, Tick
+from crawler.service._cluster_metrics import export_cluster_metrics_soon  # issue 20
 from crawler.service._discovery import DiscoverySide
 from crawler.service._records import RecentRecords, after_poll
 from crawler.settings import Settings
@@ -341,6 +342,8 @@ class CrawlLoop:
         self.last_slot_monotonic = time.monotonic()
         self.metrics.observe_slot(time.monotonic() - started, tick.lag_s, overrun)
         self.metrics.set_watch(self.scheduler.size, self.scheduler.capacity, fill)
+        if self.cluster is not None:  # issue 20: the worker's cluster metrics (in the background)
+            export_cluster_metrics_soon(self.metrics, self.cluster)
         summary = SlotSummary(
             tick.seq,
             len(polls),

@@ -6,7 +6,16 @@ CSRF input) that a good change detector must ignore. The site records which vers
 each page it served to each poll, so a test can count the truly detected changes.
 """
 
+from crawler.testsite._logged import LoggedSite, RequestLog, site_process
 from crawler.testsite._pages import PageRenderer
 from crawler.testsite._site import ChangingSite, SiteTruth, zipf_rates
 
-__all__ = ["ChangingSite", "PageRenderer", "SiteTruth", "zipf_rates"]
+__all__ = [
+    "ChangingSite",
+    "LoggedSite",
+    "PageRenderer",
+    "RequestLog",
+    "SiteTruth",
+    "site_process",
+    "zipf_rates",
+]

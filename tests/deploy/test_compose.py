@@ -87,10 +87,17 @@ def test_services_and_wiring(compose: dict[str, Any]) -> None:
     assert any(str(v).endswith(":/var/lib/postgresql/data") for v in postgres["volumes"])
     assert crawler["environment"]["CRAWLER_METRICS_HOST"] == "0.0.0.0"
     port = crawler["environment"]["CRAWLER_METRICS_PORT"]
-    # Prometheus scrapes exactly that port on the crawler service
+    # Prometheus scrapes exactly that port on every replica of the crawler service (issue
+    # 20: `--scale crawler=N`): DNS service discovery of the service name, A records
     prom = load_yaml("deploy/prometheus/prometheus.yml")
     job = next(j for j in prom["scrape_configs"] if j["job_name"] == "crawler")
-    assert job["static_configs"][0]["targets"] == [f"crawler:{port}"]
+    assert job["dns_sd_configs"] == [
+        {"names": ["crawler"], "type": "A", "port": int(port), "refresh_interval": "15s"}
+    ]
+    # the replicas are cluster workers, and publish no host port (they would clash)
+    assert crawler["environment"]["CRAWLER_CLUSTER"] == "true"
+    assert crawler["environment"]["CRAWLER_CAPACITY"] == "${CRAWLER_CAPACITY:-50}"  # required
+    assert "ports" not in crawler and str(port) in [str(p) for p in crawler["expose"]]
     # named volumes are declared
     declared = set(compose.get("volumes") or {})
     for name, svc in services.items():

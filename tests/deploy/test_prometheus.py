@@ -155,6 +155,7 @@ async def running_prometheus(tmp_path: Path, exporter_port: int) -> AsyncIterato
     config["global"]["evaluation_interval"] = f"{SCRAPE_S}s"
     for job in config["scrape_configs"]:
         if job["job_name"] == "crawler":
+            job.pop("dns_sd_configs", None)  # compose discovers replicas by DNS; here: one
             job["static_configs"] = [{"targets": [f"127.0.0.1:{exporter_port}"]}]
         elif job["job_name"] == "prometheus":
             job["static_configs"] = [{"targets": [f"127.0.0.1:{port}"]}]

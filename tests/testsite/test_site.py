@@ -45,3 +45,27 @@ def test_site_clock_changes_pages_at_their_rates() -> None:
         site.tick()
     assert abs(site.versions[0] / 4000 - 0.5) < 0.03
     assert abs(site.versions[1] / 4000 - 0.05) < 0.01
+
+
+async def test_logged_site_serves_many_hosts_and_logs_who_asked() -> None:
+    from crawler.testsite import LoggedSite
+
+    site = LoggedSite(np.array([1.0, 0.0, 0.0]), hosts=3, manual=True, page_size=1_000)
+    await site.start()
+    try:
+        assert [site.host_of(k) for k in (1, 2, 3)] == [1, 2, 3]
+        assert site.url(3) == f"http://127.0.0.3:{site.port}/page/3"
+        async with aiohttp.ClientSession() as http:
+            await http.get(site.url(1), headers={"User-Agent": "w1"})
+            site.tick()
+            await http.get(site.url(1), headers={"User-Agent": "w2"})
+            await http.get(site.url(3), headers={"User-Agent": "w1"})
+            log = await (await http.get(f"http://127.0.0.2:{site.port}/_log?since=1")).json()
+            bad = await http.get(f"http://127.0.0.1:{site.port}/_log?since=x")
+            assert bad.status == 400
+    finally:
+        await site.stop()
+    assert len(site.log) == 3
+    assert log["page"] == [1, 3] and log["version"] == [1, 0]
+    assert [log["clients"][c] for c in log["client"]] == ["w2", "w1"]
+    assert log["t"][0] <= log["t"][1]
