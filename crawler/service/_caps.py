@@ -26,9 +26,10 @@ of the slot's start and the host's delay after the previous slot's last request,
 lateness is the running maximum of the slots' start jitter and never recovers (measured:
 with caps of exactly 2 on 0.5 s slots every slot overran from slot 79 on). With 2 s slots,
 1 s delay and fast pages the cap is 1.8: 2 polls in four slots of five, 1 in the fifth.
-No delay and no response time measured yet: no cap. A page slower than the slot gives less
-than one poll per slot (``W / t`` with one request at a time), and ``MIN_CAP`` when even the
-first of a slot's requests cannot be answered by ``W`` (``t > W + s``).
+No delay and no response time measured yet: no cap. When a page takes longer than ``W`` no
+cap keeps the slot on time (one poll overruns it), so only ``L / s`` applies: a first
+version capped such a host at ``MIN_CAP`` and starved it, e.g. every host of a service with
+50 ms slots whose pages took 60 ms under load.
 
 **robots.txt.** A host not answered yet also has its robots.txt fetched in its first slot,
 through the same gate: one request of its cap. Until its first answer its cap is one less
@@ -47,6 +48,11 @@ answers as plain tuples; no other message). The response time is an exponentiall
 mean (``RESPONSE_ALPHA``) of the answers that made a request (not deferred, not
 rate-limited before sending), leaving out a host's first answer, whose time includes fetching
 its robots.txt and waiting out the delay after it.
+
+**Only caps that can bind.** A cap at or over the scheduler's capacity is not given to it
+(one host can never take more than all the polls), so a service whose hosts are not limited
+allocates exactly as before: ``bayes`` rounds its intervals to whole slots only without
+constraints, so a cap of 300 on a 2-poll budget still changed its frequencies.
 
 **Cheap.** Only the hosts whose facts changed in a slot (or whose back-off ended) are
 re-derived; a cap is given to the scheduler again only when it moved by more than
@@ -122,6 +128,8 @@ def derive_cap(
     if not spacing > 0 or not math.isfinite(spacing):
         return None
     sustained = slot_s / spacing
+    if response_s > window_s:  # not even one answer fits in a slot: slots overrun anyway
+        return max(MIN_CAP, HEADROOM * sustained)
     fits = 1.0 + (window_s - response_s) / spacing
     return max(MIN_CAP, HEADROOM * min(sustained, fits))
 
@@ -161,6 +169,7 @@ class HostCaps:
         self._slots = 0
         self._calls = 0  # apply() calls (slots)
         self._drift_at = -DRIFT_EVERY  # the call that last applied drifted caps
+        self._capacity = math.nan  # the scheduler's capacity at the last apply()
         self._status_due = True
         self._saved: tuple[tuple[str, float, bool, str], ...] | None = None
         #: label -> (cap, planned polls per slot) at the last status read
@@ -304,6 +313,10 @@ class HostCaps:
             _, key = heapq.heappop(expiries)
             self._dirty.add(key)
         self._calls += 1
+        capacity = scheduler.capacity
+        if capacity != self._capacity:  # a cap at or over the capacity cannot bind: re-check
+            self._capacity = capacity
+            self._dirty.update(self._hosts)
         if not self._dirty:
             return {}
         changes: dict[int, float | None] = {}
@@ -313,6 +326,8 @@ class HostCaps:
         for key in self._dirty:
             h = self._hosts[key]
             cap, reason = self.cap_of(key, now)
+            if cap is not None and cap >= capacity:
+                cap = None  # cannot bind (and a cap changes how some schedulers allocate)
             old = self._applied.get(h.label)
             was = self._reason.get(h.label)
             if cap is None:

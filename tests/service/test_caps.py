@@ -41,14 +41,14 @@ def test_crawl_delay_and_slow_responses_lower_the_cap() -> None:
     assert derive_cap(
         slot_s=10.0, window_s=10.0, delay_s=0.0, response_s=1.0, concurrency=2
     ) == pytest.approx(19.0 * HEADROOM)
-    # pages slower than the slot: one poll every t / W slots
+    # pages slower than the slot: one request at a time, one poll every t / L slots
     assert derive_cap(
         slot_s=2.0, window_s=2.0, delay_s=1.0, response_s=5.0, concurrency=1
     ) == pytest.approx(0.4 * HEADROOM)
-    # ... and the smallest cap when not even a slot's first request is answered in it
+    # ... and with 4 at a time: 4 per 8 s (no slot is on time anyway: not starved)
     assert derive_cap(
         slot_s=2.0, window_s=2.0, delay_s=1.0, response_s=8.0, concurrency=4
-    ) == pytest.approx(MIN_CAP)
+    ) == pytest.approx(1.0 * HEADROOM)
 
 
 def test_nothing_limits_a_host_without_delay_or_response_time() -> None:
@@ -80,8 +80,8 @@ def _caps(**overrides: Any) -> HostCaps:
     return HostCaps(service_settings("sqlite:///unused.db", **values))
 
 
-def _scheduler(ids: list[int]) -> schedulers.Scheduler:
-    s = schedulers.create("bayes", capacity=4.0, seed=1)
+def _scheduler(ids: list[int], capacity: float = 4.0) -> schedulers.Scheduler:
+    s = schedulers.create("bayes", capacity=capacity, seed=1)
     s.add(ids)
     return s
 
@@ -131,7 +131,7 @@ def test_retry_after_holds_a_host_until_it_expires() -> None:
 def test_measured_response_time_sets_the_cap_when_there_is_no_delay() -> None:
     caps = _caps(per_host_min_delay_s=0.0, per_host_concurrency=1, slot_seconds=10.0)
     records = _records({1: "a.test"})
-    sched = _scheduler([1])
+    sched = _scheduler([1], capacity=20.0)
     caps.assign(sched, sched.frequencies()[0], ["a.test"])
     assert caps.apply(sched) == {}  # nothing known: no cap
     # a host's first answer also fetched robots.txt (and waited for the gate): not a sample
@@ -152,6 +152,18 @@ def test_measured_response_time_sets_the_cap_when_there_is_no_delay() -> None:
     assert [caps.apply(sched) for _ in range(DRIFT_EVERY - 1)] == [{}] * (DRIFT_EVERY - 1)
     (later,) = caps.apply(sched).values()
     assert later < 0.8 * cap
+
+
+def test_a_cap_that_cannot_bind_is_not_given() -> None:
+    caps = _caps(per_host_min_delay_s=0.0, per_host_concurrency=2, slot_seconds=10.0)
+    records = _records({1: "a.test"})
+    sched = _scheduler([1], capacity=3.0)
+    caps.assign(sched, sched.frequencies()[0], ["a.test"])
+    caps.observe([_answer(1), _answer(1, duration_s=2.0)], records)  # 0.9 * 9: over 3
+    assert caps.apply(sched) == {}
+    assert sched.cap_status() == {}
+    sched.set_capacity(12.0)  # now it can bind
+    assert caps.apply(sched) == {caps.label_of("a.test"): pytest.approx(8.1)}
 
 
 def test_the_setting_off_tells_the_scheduler_nothing() -> None:
