@@ -69,6 +69,7 @@ def add(
     importance: float = typer.Option(1.0, "--importance", help="Value of a change, in (0, 1]."),
     selector: str | None = typer.Option(None, "--selector", help="CSS selector to watch."),
     ignore: list[str] = typer.Option(None, "--ignore", help="Regex removed before hashing."),
+    tag: list[str] = typer.Option(None, "--tag", help="Tag the URLs (repeatable)."),
     skip_invalid: bool = typer.Option(
         False,
         "--skip-invalid",
@@ -84,12 +85,15 @@ def add(
     from crawler.cli._validate import check_url, validate_rules
     from crawler.fetch import AddressPolicy
     from crawler.store import NewUrl
+    from crawler.store._bounds import check_tag
 
     if not 0 < importance <= 1:
         fail("--importance must be in (0, 1]", USAGE)
     patterns = tuple(ignore or ())
     try:
         validate_rules(selector, patterns)
+        for t in tag or ():  # issue 21: tags select URLs for edit, pause, resume, revive
+            check_tag(t)
     except ValueError as exc:
         fail(str(exc), USAGE)
     candidates = [SourceUrl(u, 0) for u in urls or []]
@@ -115,7 +119,12 @@ def add(
             invalid.append(bad)
     refused = bool(invalid) and not skip_invalid
     with store_errors():
-        report = open_store(settings).add_urls([] if refused else entries)
+        store = open_store(settings)
+        report = store.add_urls([] if refused else entries)
+        if tag and not refused:  # issue 21: the new, re-activated and already watched ones
+            tagged = [i for _, i in report.added + report.reactivated]
+            tagged += [i for i, _ in store.select_urls(report.already_watched)]
+            store.edit_urls(tagged, {}, tag)
     if as_json:
         print_json(
             {

@@ -190,3 +190,16 @@ def test_list_failing_and_revive(database_url: str) -> None:
     assert _run(database_url, "revive", "--failing")[0] == 0
     with Store(database_url) as store:
         assert store.url_failures() == []
+
+
+def test_add_with_tags(database_url: str) -> None:
+    code, out = _run(database_url, "add", A, B, "--tag", "shop")
+    assert code == 0, out
+    code, out = _run(database_url, "add", B, C, "--tag", "eu")  # B already watched: tagged
+    assert code == 0, out
+    assert _run(database_url, "add", C, "--tag", "bad tag")[0] == 2
+    with Store(database_url) as store:
+        by_url = {u: i for i, u in store.select_urls([A, B, C])}
+        tags = store.url_tags()
+    assert tags[by_url[A]] == ["shop"] and tags[by_url[B]] == ["eu", "shop"]
+    assert tags[by_url[C]] == ["eu"]

@@ -169,3 +169,50 @@ def test_replay_plans() -> None:
     assert _replay(FailureRow(1, 3, 1, True, "gone")) == ["gone", "transient", "gone"]
     assert _replay(FailureRow(1, 500, 0, False, "transient")) == ["transient"] * 16
     assert FailureKeeper().records == {}
+
+
+@pytest.mark.slow
+async def test_a_running_service_applies_edits_at_its_next_slot(database_url: str) -> None:
+    """`crawler edit` / `pause` while the real service runs over loopback HTTP: the paused
+    URLs are not polled again, the bounded one not more often than its minimum interval."""
+    import asyncio
+
+    from sqlalchemy import select
+
+    from crawler.service import CrawlService, SlotSummary
+    from crawler.store.models import poll_log
+    from crawler.testsite import ChangingSite, zipf_rates
+
+    site = ChangingSite(zipf_rates(12, 0.9, 0.3), page_size=2_000, seed=2, manual=True)
+    await site.start()
+    try:
+        with Store(database_url) as store:
+            added = dict(store.add_urls([NewUrl(u) for u in site.urls()]).added)
+        ids = [added[site.url(k)] for k in range(1, 13)]
+        paused, bounded = ids[:3], ids[3]
+        settings = service_settings(database_url, slot_seconds=0.05, capacity=3.0)
+        edited_at: list[int] = []
+
+        async with CrawlService(settings) as service:
+
+            def on_slot(summary: SlotSummary) -> None:
+                site.tick()
+                if summary.seq == 40:
+                    with Store(database_url) as admin:
+                        admin.edit_urls(paused, {"paused": True})
+                        admin.edit_urls([bounded], {"min_interval_s": 10 * 0.05})
+                    assert service.loop.scheduler is not None
+                    edited_at.append(service.loop.scheduler.slot)
+
+            await service.run(asyncio.Event(), 200, on_slot)
+        with Store(database_url) as store, store.engine.connect() as conn:
+            rows = conn.execute(select(poll_log.c.url_id, poll_log.c.slot)).all()
+    finally:
+        await site.stop()
+    cut = edited_at[0] + 2  # seen at the next slot (a slot may be selecting meanwhile)
+    assert any(u in paused and s <= edited_at[0] for u, s in rows)  # polled before
+    assert not [(u, s) for u, s in rows if u in paused and s > cut]
+    slots = sorted(s for u, s in rows if u == bounded and s > cut)
+    assert len(slots) >= 5 and min(np.diff(slots)) >= 10
+    before = sorted(s for u, s in rows if u == bounded and s <= edited_at[0])
+    assert min(np.diff(before)) < 10  # the bound is what spaced it out
