@@ -181,7 +181,7 @@ class Settings(BaseSettings):
     )
     # disc-fix (crawler/service/_discovery.py): the re-polling scheduler reads the start pages
     discovery_watch_starts: bool = Field(
-        True,
+        False,
         description="add each source's start pages to the watch list: the scheduler polls them "
         "at learned rates and a changed one's new links go to discovery, which polls only those "
         "(false: discovery polls the start pages itself, chosen by discovery_start_choice)",

@@ -34,9 +34,12 @@ async def test_the_schedulers_polls_of_start_pages_feed_discovery(
         with Store(database_url) as store:
             DiscoveryStore(store).add_source(SourceSpec(site.url(0), budget_per_slot=10))
         settings = service_settings(
-            database_url, capacity=40.0, discovery_share=0.25, fetch_workers=fetch_workers
+            database_url,
+            capacity=40.0,
+            discovery_share=0.25,
+            fetch_workers=fetch_workers,
+            discovery_watch_starts=True,
         )
-        assert settings.discovery_watch_starts  # the default
         async with CrawlService(settings) as service:
             discovery = service.loop.discovery
             discovery.clock = lambda: EPOCH.timestamp() + site.now
