@@ -84,6 +84,7 @@ class Outcome:
     changed_reads: int = 0
     other_downloads: int = 0
     not_modified: int = 0
+    others: list[str] = field(default_factory=list)  # the "other" downloads' URLs
     lead_polls: int = 0  # discovery polls of links heard from the scheduler's section polls
     repoll_section_downloads: int = 0  # the re-polling side's reads of the sections (200)
     repoll_section_not_modified: int = 0  # ... and its polls of them answered 304
@@ -257,6 +258,7 @@ async def run_acceptance(
             outcome.changed_reads += 1
         else:
             outcome.other_downloads += 1  # an old page, or a new page downloaded again
+            outcome.others.append(url)
     outcome.downloads = len(downloaded)
     polls_by_discovery = {page_of(u): n for u, n in polled_by_discovery.items()}
     unmodified = {page_of(u): n for u, n in unmodified_by_discovery.items()}
