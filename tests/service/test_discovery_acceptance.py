@@ -8,7 +8,9 @@ start-page bandit must find >= 90% of the new pages within 5 slots, give the 5 p
 far more than their even share of the polls, and, after the first read of each start page,
 download only new pages and start pages that changed. Next to it, on the same site and budget,
 the breadth-first re-crawl of the sections (the start pages in turn). Short slots (0.25 s)
-keep the two runs near a minute and a half.
+keep the two runs near a minute and a half. With ``discovery_watch_starts`` (the sections read
+by the re-polling scheduler, after 200 warm-up slots), discovery's downloads must be new pages
+(< 20% not new), the section reads counted on the re-polling side.
 
 Acceptance 3: the trap site (an infinite calendar, session ids, facets) as a source of the
 real service costs at most the source's page budget, however many slots run.
