@@ -179,6 +179,13 @@ class Settings(BaseSettings):
         description="how a source's start pages are chosen: bandit = by the new links expected "
         "to wait on each (learned), weblog = the paper's start list, round_robin = in turn",
     )
+    # disc-fix (crawler/service/_discovery.py): the re-polling scheduler reads the start pages
+    discovery_watch_starts: bool = Field(
+        False,
+        description="add each source's start pages to the watch list: the scheduler polls them "
+        "at learned rates and a changed one's new links go to discovery, which polls only those "
+        "(false: discovery polls the start pages itself, chosen by discovery_start_choice)",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -10,7 +10,7 @@ paper's comparison on a generated site (``crawler.testsite._graph``). See docs/d
 from crawler.discovery._driver import START_CHOICES, Discovery, SourceCrawl
 from crawler.discovery._features import text_state
 from crawler.discovery._fleets import STRATEGIES, make_fleet
-from crawler.discovery._forager import Fleet, Forager, ReinforcingAgent
+from crawler.discovery._forager import MAX_AGE, Fleet, Forager, ReinforcingAgent
 from crawler.discovery._lastmod import (
     LastmodTracker,
     Listed,
@@ -30,6 +30,7 @@ from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url,
 from crawler.discovery._weblog import Weblog
 
 __all__ = [
+    "MAX_AGE",
     "START_CHOICES",
     "STRATEGIES",
     "BestFirstOrdering",

@@ -25,6 +25,35 @@ list through the store's add path. Expiry (see ``crawler.store._discovery``) run
 pages not linked by any page fetched by discovery for ``discovery_expire_days``, and pages
 answering 404 or 410 to either side, expire.
 
+**Start pages read by the re-polling scheduler** (``discovery_watch_starts``, off by default:
+see "Not the default" below).
+Reading the section pages that list new pages was most of discovery's downloads (61% of them
+were neither new pages nor anything else that paid, in docs/discovery.md), and telling which
+sections change is exactly what the re-polling scheduler learns for any watched page. So a
+source's start pages (its page and the links that became its start pages) are added to the
+watch list once its crawl is built: the scheduler polls them at the rates it learns, like any
+watched page. Its polls of them ask for the body too (``PollJob.keep_body``: judged as usual;
+the body comes back only when the page changed or was polled for the first time, so a few
+section pages a slot cross the worker pipe, not the unchanged ones). The loop hands those
+answers to :meth:`DiscoverySide.heard`, which admits the page's links through the source's
+scope and trap rules and queues those nobody knows yet as *leads* (oldest first, at most
+``MAX_LEADS``). Each slot, discovery polls its leads first, with its own share and each
+source's per-slot and per-run budgets; a lead is recorded new by the same rule as above
+(depth and path length 1, via its start page). Whatever share is left goes to the crawl over
+the start pages that are *not* watched (the bandit path; a watched start page is never polled
+by discovery itself): with every start page watched, discovery downloads little but new pages,
+and the section reads are counted where they now happen, in the re-polling side's polls.
+Links extracted in the service, not in the crawl workers: a changed section page is a few
+tens of kB, a handful a slot, so shipping the body is cheaper than a second parser contract.
+Sitemaps and feeds are not fed this way (their own reader keeps their ``lastmod`` dates).
+
+*Not the default*, measured (docs/discovery.md, acceptance 2): discovery's downloads were then
+98% new pages, but the scheduler, with 40 re-polls a slot over 5,000 watched pages, polled
+each section page about once in 150 slots (the rate it learns for a page comes from that
+page's own polls), so only 5% of the new pages were found within 5 slots, against 97% when
+discovery's bandit reads the sections itself. It pays when the scheduler polls the start
+pages often enough: few watched pages per unit of capacity, or a long-running service.
+
 The clock is injectable (``clock``): the verdict "no older than 24 h" compares page dates with
 it, so a test serving a site in simulated time gives the matching clock.
 """
@@ -47,6 +76,7 @@ from yarl import URL
 
 from crawler.detect import decode
 from crawler.discovery import (
+    MAX_AGE,
     Refusal,
     Scope,
     SourceBudget,
@@ -57,12 +87,14 @@ from crawler.discovery import (
     page_text,
 )
 from crawler.discovery._features import words
+from crawler.fetch import validate_url
 from crawler.metrics import CrawlerMetrics
 from crawler.settings import Settings
 from crawler.sites import site_of
 from crawler.store import (
     DiscoveryStore,
     Found,
+    NewUrl,
     SlotDiscovery,
     SourceRow,
     Store,
@@ -92,6 +124,9 @@ MAX_READ_PAGES = 2_000
 AGE_EXPIRY_EVERY_S = 3600.0
 #: start pages kept in a source's saved state
 SAVED_SEEDS = 100
+#: links heard from the scheduler's polls of start pages, waiting for a discovery poll (the
+#: oldest dropped first)
+MAX_LEADS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +145,12 @@ class DiscoverySummary:
     by_source: dict[int, int] = field(default_factory=dict)
     #: the URLs discovery polled this slot (for tests and logs)
     polled: tuple[str, ...] = ()
+    #: disc-fix: the URLs discovery downloaded this slot (a 200 with a body; 304s are not)
+    downloaded: tuple[str, ...] = ()
+    #: disc-fix: polls of leads (links heard from the scheduler's polls of start pages)
+    lead_polls: int = 0
+    #: disc-fix: the URLs discovery polled this slot that answered 304
+    unmodified: tuple[str, ...] = ()
 
 
 @dataclass
@@ -119,6 +160,8 @@ class _Source:
     topic: frozenset[str] = frozenset()
     #: where its start pages came from: "state" (saved), "page" (its links), "source" (itself)
     started_from: str = ""
+    #: disc-fix: its start pages are on the watch list (the scheduler reads them)
+    fed: bool = False
 
 
 @dataclass
@@ -141,6 +184,8 @@ class _Slot:
     not_modified: int = 0
     dead: set[str] = field(default_factory=set)
     out_of_time: bool = False
+    downloaded: list[str] = field(default_factory=list)
+    lead_polls: int = 0
 
 
 class DiscoverySide:
@@ -156,6 +201,7 @@ class DiscoverySide:
     ) -> None:
         self.settings = settings
         self.store = DiscoveryStore(store)
+        self._store = store
         self.poller = poller
         self.metrics = metrics
         self.clock = clock
@@ -175,6 +221,14 @@ class DiscoverySide:
         self._read: OrderedDict[str, tuple[str | None, str | None, str, float | None]] = (
             OrderedDict()
         )
+        # disc-fix: start pages on the watch list -> the sources whose start pages they are;
+        # links heard from the scheduler's polls of them -> (source id, the page, its depth);
+        # start pages still to add to the watch list; pages those polls found linked
+        self._fed: dict[str, set[int]] = {}
+        self._leads: OrderedDict[str, tuple[int, str, int]] = OrderedDict()
+        self._to_watch: dict[str, int] = {}
+        self._heard_linked: set[str] = set()
+        self._in_flight: set[str] = set()  # leads being polled (heard again meanwhile: no)
 
     # ----- sources and capacity ----------------------------------------------------------
 
@@ -201,6 +255,7 @@ class DiscoverySide:
         for sid in list(self.sources):
             if sid not in current or current[sid].spec != self.sources[sid].row.spec:
                 del self.sources[sid]
+                self._unfeed(sid)
         for sid, row in current.items():
             if sid in self.sources:
                 self.sources[sid].row = row
@@ -212,6 +267,162 @@ class DiscoverySide:
         active = self.active
         changed, self._was_active = active != self._was_active, active
         return changed
+
+    # ----- disc-fix: the scheduler's polls of start pages feed discovery ------------------
+
+    def mark(self, jobs: list[PollJob]) -> list[PollJob]:
+        """The re-polling side's jobs, those of start pages discovery reads asking for the
+        body too (``keep_body``)."""
+        fed = self._fed
+        if not fed:
+            return jobs
+        return [j._replace(keep_body=True) if j.url in fed else j for j in jobs]
+
+    def heard(self, answers: Sequence[PollAnswer], urls: Callable[[int], str | None]) -> int:
+        """The re-polling side's answers: the links of a start page that changed (a body came
+        back) become leads, when in the scope of a source that reads it and unknown. How
+        many leads were added."""
+        added = 0
+        for a in answers:
+            if a.body is None:
+                continue
+            url = urls(a.url_id)
+            sids = self._fed.get(url) if url is not None else None
+            if url is None or not sids or looks_like_listing(a.body):
+                continue
+            html, _ = page_of(a.body, a.content_type, a.last_modified)
+            base = a.final_url or url
+            links = [href for href, _ in extract_links(html)]
+            for sid in sorted(sids):
+                source = self.sources.get(sid)
+                crawl = source.crawl if source is not None else None
+                if crawl is None:
+                    continue
+                depth = crawl.budget.depth.get(url, 0) + 1
+                for href in links:
+                    target = crawl.budget.admit(href, base, depth)
+                    if isinstance(target, Refusal):
+                        continue
+                    self._heard_linked.add(target)
+                    if target in self._leads or target in crawl.known or target in self._fed:
+                        continue  # waiting, known, or a start page (the scheduler reads it)
+                    if target in self._in_flight:
+                        continue  # being polled now
+                    if self.known is not None and target in self.known:
+                        continue
+                    self._leads[target] = (sid, url, depth)
+                    added += 1
+        while len(self._leads) > MAX_LEADS:
+            self._leads.popitem(last=False)
+        return added
+
+    def _unfeed(self, sid: int) -> None:
+        """A source removed or changed: its start pages no longer feed it."""
+        for url in list(self._fed):
+            self._fed[url].discard(sid)
+            if not self._fed[url]:
+                del self._fed[url]
+        for url in [u for u, lead in self._leads.items() if lead[0] == sid]:
+            del self._leads[url]
+
+    def _feed(self, source: _Source, seeds: list[str], listing: bool) -> None:
+        """Put a source's start pages on the watch list (at the next record), so the
+        re-polling scheduler reads them and its hits feed this source."""
+        if not self.settings.discovery_watch_starts or listing:
+            return
+        for url in seeds:
+            self._fed.setdefault(url, set()).add(source.row.id)
+            self._to_watch[url] = source.row.id
+        source.fed = True
+
+    async def _watch_starts(self) -> None:
+        """Add the start pages waiting for it to the watch list (kept for the next slot if
+        the database refuses; a URL it cannot take is not fed)."""
+        if not self._to_watch:
+            return
+        entries: list[NewUrl] = []
+        for url in list(self._to_watch):
+            try:
+                entries.append(NewUrl(validate_url(url)))
+            except ValueError as exc:
+                log.warning("start page %s not watched: %s", url, exc)
+                self._fed.pop(url, None)
+                del self._to_watch[url]
+        try:
+            await asyncio.to_thread(self._store.add_urls, entries)
+        except StoreError as exc:
+            log.warning("start pages not added to the watch list yet: %s", exc)
+            return
+        log.info("discovery: %d start pages on the watch list", len(self._to_watch))
+        if self.known is not None:
+            self.known.update(self._to_watch)
+        self._to_watch.clear()
+
+    async def _poll_leads(self, slot: _Slot, budget: int, stop: asyncio.Event | None) -> None:
+        """Poll the leads, oldest first, with discovery's share and each source's budgets;
+        record the new ones."""
+        left = {sid: s.row.spec.budget_per_slot for sid, s in self.sources.items()}
+        while self._leads and budget - slot.polls > 0 and not slot.out_of_time:
+            if stop is not None and stop.is_set():
+                break
+            room = budget - slot.polls
+            batch: list[tuple[str, int, str, int]] = []
+            for url, (sid, via, depth) in list(self._leads.items()):
+                if len(batch) >= room:
+                    break
+                source = self.sources.get(sid)
+                crawl = source.crawl if source is not None else None
+                if crawl is None or url in slot.picked or url in crawl.known:
+                    del self._leads[url]  # gone, polled by the scheduler now, or known
+                    continue
+                if url in slot.bodies or self._disallowed(url):
+                    del self._leads[url]
+                    continue
+                if left.get(sid, 0) <= 0:
+                    continue
+                if not crawl.budget.charge():  # its per-run budget is spent
+                    del self._leads[url]
+                    continue
+                del self._leads[url]
+                left[sid] -= 1
+                batch.append((url, sid, via, depth))
+            if not batch:
+                break
+            self._in_flight = {url for url, _, _, _ in batch}
+            try:
+                await self._fetch(slot, sorted(self._in_flight))
+                slot.lead_polls += len(batch)
+                for url, sid, _via, depth in batch:
+                    slot.record.polls[sid] = slot.record.polls.get(sid, 0) + 1
+                    self._lead_fetched(self.sources[sid], url, depth, slot)
+            finally:
+                self._in_flight = set()
+
+    def _lead_fetched(self, source: _Source, url: str, depth: int, slot: _Slot) -> None:
+        """A lead polled: new (the driver's rule: not known, no older than its max age) and,
+        with a topic, on topic: recorded."""
+        crawl = source.crawl
+        assert crawl is not None
+        html = slot.bodies.get(url)
+        if html is None:
+            return
+        now = self.clock()
+        published = slot.dates.get(url)
+        if now - (now if published is None else published) > MAX_AGE:
+            crawl.known.add(url)  # an old page: known now, not new
+            return
+        score = _topic_score(source.topic, html) if source.topic else None
+        for other in self.sources.values():
+            if other.crawl is not None:
+                other.crawl.known.add(url)
+        if self.known is not None:
+            self.known.add(url)
+        if score is not None and score < TOPIC_MIN:
+            return
+        when = datetime.fromtimestamp(now, UTC)
+        lastmod = None if published is None else datetime.fromtimestamp(published, UTC)
+        slot.record.found.append(Found(url, source.row.id, when, depth, 1, lastmod, score))
+        slot.ages.append(None if published is None else now - published)
 
     def note_dead(self, urls: Sequence[str]) -> None:
         """URLs the scheduler's polls found gone (404/410): expired at the next record."""
@@ -235,7 +446,11 @@ class DiscoverySide:
             if source.crawl is not None:
                 source.crawl.new_slot()
         if budget > 0:
+            await self._poll_leads(slot, budget, stop)  # disc-fix: links the scheduler heard
             await self._polls(slot, budget, stop)
+        await self._watch_starts()  # disc-fix: start pages for the scheduler to read
+        slot.record.linked |= self._heard_linked  # linked by a start page the scheduler read
+        self._heard_linked = set()
         summary = await self._record(slot)
         self.last = summary
         return summary
@@ -280,9 +495,9 @@ class DiscoverySide:
             first = source.row.url
             if first not in slot.picked and first not in slot.bodies:
                 return first  # its first poll: its links become the start pages
-            self._start(source, slot.bodies.get(first))  # not polled again in this slot
+            self._start(source, slot.bodies.get(first), first in slot.listings)  # not again
         crawl = source.crawl
-        if crawl is None:
+        if crawl is None or source.fed:  # disc-fix: its start pages are read by the scheduler
             return None
         for _ in range(MAX_SKIPS):
             url = crawl.next_url()
@@ -345,6 +560,7 @@ class DiscoverySide:
                 slot.bodies[url] = None
                 slot.dates[url] = None
                 continue
+            slot.downloaded.append(url)
             if looks_like_listing(a.body):  # disc-feeds: a sitemap or feed, read natively
                 slot.listings[url] = a.body
             html, slot.dates[url] = page_of(a.body, a.content_type, a.last_modified)
@@ -366,11 +582,11 @@ class DiscoverySide:
 
     def _fetched(self, source: _Source, url: str, slot: _Slot) -> None:
         if source.crawl is None:
-            self._start(source, slot.bodies.get(url))
+            self._start(source, slot.bodies.get(url), url in slot.listings)
             return
         self._report(source, url, slot)
 
-    def _start(self, source: _Source, html: str | None) -> None:
+    def _start(self, source: _Source, html: str | None, listing: bool = False) -> None:
         """Build a source's crawl: its start pages from its saved state, else its page's
         in-scope links (its first poll)."""
         spec = source.row.spec
@@ -408,6 +624,7 @@ class DiscoverySide:
             log.error("source %s cannot be crawled: %s", spec.url, exc)
             return
         source.crawl.restore_starts(_saved_starts(source.row.state))  # disc-feeds
+        self._feed(source, seeds, listing)  # disc-fix: the scheduler reads the start pages
         log.info("source %s: %d start pages (%s)", spec.url, len(seeds), source.started_from)
 
     def _report(self, source: _Source, url: str, slot: _Slot) -> None:
@@ -500,6 +717,9 @@ class DiscoverySide:
             expired,
             dict(slot.record.polls),
             tuple(slot.bodies),
+            tuple(slot.downloaded),
+            slot.lead_polls,
+            tuple(sorted(slot.unchanged)),
         )
 
 

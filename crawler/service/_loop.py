@@ -286,6 +286,7 @@ class CrawlLoop:
         ]
         tally = _Tally()
         jobs = [_poll_job(r, records[r.url_id]) for r in requests]
+        jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies too
         deadline = started + self.settings.effective_slot_deadline()
         # discovery's share, alongside and through the same poller, never a URL polled here
         discovering = asyncio.ensure_future(
@@ -301,6 +302,7 @@ class CrawlLoop:
             async for answers in _until(chunks, stop, deadline + GRACE_S):
                 self._recent.polled(records, self._outcomes(answers, records, tally))
                 self.caps.observe(answers, records)  # host caps: what the fetcher learned
+                self.discovery.heard(answers, _url_of(records))  # disc-fix: changed start pages
         if len(tally.seen) < len(jobs):  # cut short: not polled
             reason = "shutdown" if stop is not None and stop.is_set() else "timeout"
             for job in jobs:
@@ -571,6 +573,11 @@ def _report(summary: SlotSummary, on_slot: Callable[[SlotSummary], None] | None)
     )  # fmt: skip
     if on_slot is not None:
         on_slot(summary)
+
+
+def _url_of(records: dict[int, UrlRecord]) -> Callable[[int], str | None]:
+    """disc-fix: a URL id's URL (None if unknown), for ``DiscoverySide.heard``."""
+    return lambda url_id: r.url if (r := records.get(url_id)) is not None else None
 
 
 def _poll_job(request: FetchRequest, record: UrlRecord) -> PollJob:

@@ -66,3 +66,11 @@ def body_answer(result: FetchResult) -> PollAnswer:
     fetch comes back with it."""
     answer = answer_of(result, None, None)
     return answer._replace(body=result.body) if result.outcome == "ok" else answer
+
+
+def kept_body(answer: PollAnswer, result: FetchResult, job: PollJob) -> PollAnswer:
+    """``answer`` with the body of a ``keep_body`` job that was fetched and found changed (or
+    polled for the first time); any other answer as it is."""
+    if job.keep_body and answer.outcome == "ok" and answer.changed is not False:
+        return answer._replace(body=result.body)
+    return answer

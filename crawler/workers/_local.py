@@ -16,7 +16,13 @@ from collections.abc import AsyncGenerator, Sequence
 
 from crawler.detect import ChangeDetector, DetectItem
 from crawler.fetch import FetchConfig, Fetcher, FetchResult
-from crawler.workers._answers import answer_of, body_answer, detect_item, failed_answer
+from crawler.workers._answers import (
+    answer_of,
+    body_answer,
+    detect_item,
+    failed_answer,
+    kept_body,
+)
 from crawler.workers._engine import Batch, PollEngine
 from crawler.workers._types import PollAnswer, PollJob
 
@@ -98,7 +104,8 @@ class InProcessPoller:
             batch.held -= 1
         text_bytes = self.text_bytes
         for (batch, j, result), verdict in zip(held, verdicts, strict=True):
-            batch.set(j, answer_of(result, verdict, text_bytes))
+            answer = answer_of(result, verdict, text_bytes)
+            batch.set(j, kept_body(answer, result, batch.jobs[j]))  # a start page: its body too
 
     async def poll_chunks(
         self, jobs: Sequence[PollJob], deadline: float | None = None

@@ -29,7 +29,7 @@ from crawler.detect._judge import judge
 from crawler.fetch import FetchConfig, Fetcher, FetchResult
 from crawler.gc_policy import tune_gc
 from crawler.ipc import encode_pickle, own_fd, read_frame_async, write_frame
-from crawler.workers._answers import answer_of, body_answer, detect_item
+from crawler.workers._answers import answer_of, body_answer, detect_item, kept_body
 from crawler.workers._engine import Batch, PollEngine
 from crawler.workers._types import PollAnswer, PollJob, jobs_of, plain
 
@@ -50,7 +50,8 @@ def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> Po
         return body_answer(result)
     if result.outcome != "ok":
         return answer_of(result, None, text_bytes)
-    return answer_of(result, judge(detect_item(result, job)), text_bytes)
+    answer = answer_of(result, judge(detect_item(result, job)), text_bytes)
+    return kept_body(answer, result, job)  # a start page discovery reads: its body too
 
 
 class _Worker:

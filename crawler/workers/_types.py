@@ -39,6 +39,10 @@ class PollJob(NamedTuple):
     #: a discovery poll (crawler.service._discovery): not judged, the body comes back in
     #: ``PollAnswer.body`` (the links are what it is for)
     want_body: bool = False
+    #: a re-polling poll of a page discovery reads links from (a source's start page): judged
+    #: as usual, and when it changed (or is a first poll) its body comes back in
+    #: ``PollAnswer.body`` too (crawler.service._discovery: the scheduler's hits feed discovery)
+    keep_body: bool = False
 
 
 class PollAnswer(NamedTuple):

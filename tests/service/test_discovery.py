@@ -88,7 +88,11 @@ async def test_service_finds_new_pages_within_its_share(
             SourceSpec(site.url(0), budget_per_slot=10, max_depth=3, auto_watch=True)
         )
     settings = service_settings(
-        database_url, capacity=CAPACITY, discovery_share=SHARE, fetch_workers=fetch_workers
+        database_url,
+        capacity=CAPACITY,
+        discovery_share=SHARE,
+        fetch_workers=fetch_workers,
+        discovery_watch_starts=False,  # discovery reads the start pages itself (the fallback)
     )
     slots = 36  # 18 simulated hours
     twice: list[tuple[int, int]] = []
@@ -166,7 +170,11 @@ async def test_dead_pages_expire_and_leave_the_watch_list_and_state_survives_a_r
     with Store(database_url) as store:
         DiscoveryStore(store).add_source(SourceSpec(site.url(0), auto_watch=True))
     settings = service_settings(
-        database_url, capacity=CAPACITY, discovery_share=SHARE, fetch_workers=0
+        database_url,
+        capacity=CAPACITY,
+        discovery_share=SHARE,
+        fetch_workers=0,
+        discovery_watch_starts=False,  # discovery reads the start pages itself (the fallback)
     )
     async with CrawlService(settings) as service:
         service.loop.discovery.clock = lambda: EPOCH.timestamp() + site.now
@@ -231,7 +239,9 @@ async def test_a_source_costs_at_most_its_run_budget_then_frees_its_share(
     with Store(database_url) as store:
         store.add_urls([NewUrl("http://127.0.0.1:9/elsewhere")])  # the scheduler's only URL
         DiscoveryStore(store).add_source(SourceSpec(site.url(0), budget_per_run=15))
-    settings = service_settings(database_url, capacity=CAPACITY, discovery_share=SHARE)
+    settings = service_settings(
+        database_url, capacity=CAPACITY, discovery_share=SHARE, discovery_watch_starts=False
+    )  # every request the site sees is discovery's (no start page on the watch list)
     capacities = []
     async with CrawlService(settings) as service:
         service.loop.discovery.clock = lambda: EPOCH.timestamp() + site.now

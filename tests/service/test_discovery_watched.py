@@ -1,0 +1,91 @@
+"""Discovery fed by the re-polling scheduler (``discovery_watch_starts``), over HTTP on
+127.0.0.1: a source's start pages go on the watch list, the scheduler's polls of them bring
+their bodies back when they changed, and discovery polls only the new links it hears."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from crawler.service import CrawlService, SlotSummary
+from crawler.service._discovery import DiscoverySummary
+from crawler.store import DiscoveryStore, SourceSpec, Store
+from crawler.testsite._graph import generate
+from crawler.testsite._graphserver import EPOCH, GraphSite
+from tests.service.conftest import service_settings
+
+SLOT_S = 1800.0  # simulated seconds per slot
+SLOTS = 24
+
+
+@pytest.mark.parametrize("fetch_workers", [0, 1], ids=["in-process", "crawl-workers"])
+async def test_the_schedulers_polls_of_start_pages_feed_discovery(
+    database_url: str, fetch_workers: int
+) -> None:
+    graph = generate(pages=300, sections=6, duration=86_400.0, new_per_hour=6, seed=4)
+    site = GraphSite(graph, now=0.0)
+    site.conditional = True
+    await site.start()
+    per_slot: list[tuple[int, int, tuple[str, ...], tuple[str, ...]]] = []
+    repolls: list[int] = []
+    try:
+        with Store(database_url) as store:
+            DiscoveryStore(store).add_source(SourceSpec(site.url(0), budget_per_slot=10))
+        settings = service_settings(
+            database_url,
+            capacity=40.0,
+            discovery_share=0.25,
+            fetch_workers=fetch_workers,
+            discovery_watch_starts=True,
+        )
+        async with CrawlService(settings) as service:
+            discovery = service.loop.discovery
+            discovery.clock = lambda: EPOCH.timestamp() + site.now
+
+            run_slot = discovery.run_slot
+
+            async def counted(*args: Any, **kwargs: Any) -> DiscoverySummary:
+                last = await run_slot(*args, **kwargs)  # each slot's own summary
+                per_slot.append((last.polls, last.lead_polls, last.polled, last.downloaded))
+                return last
+
+            discovery.run_slot = counted  # type: ignore[method-assign]
+
+            def on_slot(summary: SlotSummary) -> None:
+                repolls.append(summary.polls)
+                site.now += SLOT_S
+
+            site.now = SLOT_S
+            await service.run(asyncio.Event(), SLOTS, on_slot)
+            (source,) = discovery.sources.values()
+            assert source.fed and source.crawl is not None
+        with Store(database_url) as store:
+            watched = {r.url for r in store.list_urls()}
+            found = DiscoveryStore(store).discovered()
+    finally:
+        await site.stop()
+    starts = {site.url(c) for c in range(6)}
+    assert starts <= watched  # the front page and the section indexes: on the watch list
+    # after its first read of the source page, discovery never polls a start page itself:
+    # its polls are the links the scheduler's polls heard
+    assert per_slot[0][0] == 1 and site.url(0) in per_slot[0][2]
+    for polls, leads, polled, _ in per_slot[1:]:
+        assert polls == leads
+        assert not (set(polled) & starts)
+        assert polls <= 10
+    # the scheduler reads the start pages (its polls), discovery what they newly link
+    assert sum(repolls) >= len(starts) * (SLOTS - 2)
+    appeared = {
+        site.url(p) for p in range(graph.size) if 0 < graph.created[p] <= site.now - 2 * SLOT_S
+    }
+    found_urls = {d.url for d in found}
+    assert found_urls <= {site.url(p) for p in range(graph.size) if graph.created[p] > 0}
+    assert len(found_urls & appeared) >= 0.8 * len(appeared), (len(found_urls), len(appeared))
+    # each page discovery downloads, it downloads once (the old pages a section lists are not
+    # watched here, so its first read leads to them once; then they are known)
+    downloads = [u for _, _, _, d in per_slot[1:] for u in d]
+    assert len(downloads) == len(set(downloads))
+    for d in found:
+        assert d.path_length == 1 and d.depth == 1
