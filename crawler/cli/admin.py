@@ -195,6 +195,14 @@ def learned_frequencies(store: Store, settings: Settings) -> dict[int, float]:
         return {}
 
 
+def _cap_text(cap: dict[str, Any] | None) -> str:
+    """A host's politeness cap for ``crawler list``: polls per slot, and whether it binds
+    (the scheduler would give the host more polls without it)."""
+    if cap is None:
+        return ""
+    return f"{cap['polls_per_slot']:.3g}" + (" binds" if cap["binding"] else "")
+
+
 @app.command("list")
 def list_urls(
     config: str | None = ConfigOption,
@@ -208,6 +216,8 @@ def list_urls(
     """Watched URLs with importance, wanted frequency, bounds, pause, last poll, hits,
     misses, errors."""
     from crawler.cli import edit as _rules  # issue 21: bounds, pause, tags, failures
+    from crawler.sites import host_key
+    from crawler.store import host_caps
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
@@ -218,17 +228,25 @@ def list_urls(
         rows = store.list_urls(include_removed=removed)
         wanted = learned_frequencies(store, settings)
         rules = _rules.url_rules(store, settings)
+        caps = host_caps(store)  # issue 21: the politeness caps the service last wrote
     docs: list[dict[str, Any]] = []
     for row in rows:
         doc = row.as_dict()
         doc["wanted_frequency"] = wanted.get(row.id)
         doc |= _rules.defaults(settings) | rules.get(row.id, {})
+        cap = caps.get(host_key(row.host))
+        doc["host_cap"] = None if cap is None else {
+            "polls_per_slot": cap.cap,
+            "planned": cap.planned,
+            "binding": cap.binding,
+            "reason": cap.reason,
+        }  # fmt: skip
         docs.append(doc)
     if as_json:
         print_json({"scheduler": settings.scheduler, "urls": docs})
         return
     table = Table(title=f"{len(docs)} URLs (scheduler {settings.scheduler})")
-    cols = ("url", "importance", "wanted/slot", "bounds", "paused", "last poll", "hits")
+    cols = ("url", "importance", "wanted/slot", "bounds", "paused", "host cap", "last poll", "hits")
     for col in (*cols, "misses", "errors"):
         table.add_column(col, overflow="fold", justify="left" if col == "url" else "right")
     for doc in docs:
@@ -239,6 +257,7 @@ def list_urls(
             "-" if x is None else f"{x:.4f}",
             _rules.bound_text(doc),
             "yes" if doc["paused"] else "",
+            _cap_text(doc["host_cap"]),
             (doc["last_polled_at"] or "never")[:19],
             str(doc["hits"]),
             str(doc["misses"] + doc["not_modified"]),

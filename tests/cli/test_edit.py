@@ -203,3 +203,26 @@ def test_add_with_tags(database_url: str) -> None:
         tags = store.url_tags()
     assert tags[by_url[A]] == ["shop"] and tags[by_url[B]] == ["eu", "shop"]
     assert tags[by_url[C]] == ["eu"]
+
+
+def test_list_shows_whether_the_hosts_cap_binds(database_url: str) -> None:
+    from crawler.store import HostCapRow, save_host_caps
+
+    other = "https://example.com:8443/x"
+    with Store(database_url) as store:
+        store.add_urls([NewUrl(A), NewUrl(other)])
+        # what the running service writes (crawler/service/_caps.py): one row per host key
+        save_host_caps(store, [HostCapRow("example.org", 1.8, 1.8, True, "delay", None)])
+    code, out = _run(database_url, "list", "--json")
+    assert code == 0, out
+    by_url = {u["url"]: u for u in json.loads(out)["urls"]}
+    assert by_url[A]["host_cap"] == {
+        "polls_per_slot": 1.8,
+        "planned": 1.8,
+        "binding": True,
+        "reason": "delay",
+    }
+    assert by_url[other]["host_cap"] is None  # no cap written for example.com
+    code, out = _run(database_url, "list")
+    assert code == 0, out
+    assert "binds" in out  # the table folds narrow columns: "1.8 binds" may wrap
