@@ -18,6 +18,10 @@ module is what the crawl loop and the service call in that mode (``CrawlLoop.clu
   listen); when either moved it reads its leases and their URLs, drops the sites it lost
   and takes the sites it gained **with their saved scheduler rows** (``merge_saved``), so a
   moved site continues learning where its old owner left it.
+* **Acknowledged release.** A site revoked from this worker (a move between live workers)
+  is acknowledged at the start of the next slot, when its slot in flight, the last one
+  that may have polled the site, is over (``Store.release_leases``): the coordinator then
+  hands the site over at once instead of waiting its grace.
 * **Fencing.** The slot's commit carries ``fence()``: this worker's id and the epochs of
   its leases; the store drops what was polled under a lease that moved
   (``Store.commit_slot``). ``fenced_polls_total`` counts the polls so dropped.
@@ -35,6 +39,7 @@ import math
 import os
 import socket
 import threading
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,6 +52,7 @@ from crawler.service._coordinator import Coordinator
 from crawler.settings import Settings
 from crawler.sites import site_of
 from crawler.store import Fence, Store, StoreError
+from crawler.store._cluster import session_name
 
 if TYPE_CHECKING:
     from crawler.service._loop import CrawlLoop
@@ -131,6 +137,7 @@ class ClusterMember:
         self.fenced_polls_total = 0
         self.sites_gained_total = 0
         self.sites_lost_total = 0
+        self.sites_released_total = 0
         self.rows_restored_total = 0
         self.coordinator: Coordinator | None = None
         self._site_codes: np.ndarray = np.empty(0, np.int64)
@@ -147,9 +154,10 @@ class ClusterMember:
     def start(self, *, coordinate: bool = True) -> None:
         """Register, start heartbeating and (``coordinate``) trying for the coordinator
         role."""
-        self._limit_transactions()
+        wid = uuid.uuid4().hex  # known before the first connection: it names the sessions
+        self._limit_transactions(wid)
         self.worker_id = self.store.register_worker(
-            self.capacity, name=self.name, metrics_url=self.metrics_url
+            self.capacity, name=self.name, metrics_url=self.metrics_url, worker_id=wid
         )
         log.info("cluster worker %s (%s) registered, capacity %g", self.worker_id, self.name,
                  self.capacity)  # fmt: skip
@@ -159,19 +167,25 @@ class ClusterMember:
             self.coordinator = Coordinator(self.settings, self.store, self.worker_id)
             self.coordinator.start()
 
-    def _limit_transactions(self) -> None:
+    def _limit_transactions(self, worker_id: str) -> None:
         """A worker paused (SIGSTOP) inside a slot's commit holds its leases' rows FOR
         SHARE; the server ends such a session after a worker timeout, so the coordinator
-        can move those sites (the commit then fails, is retried and is fenced)."""
+        can move those sites (the commit then fails, is retried and is fenced). That timeout
+        does not fire when the session is not idle (the server blocked sending a result
+        the stopped client does not read, or waiting inside a pipeline): the sessions are
+        therefore named after the worker (``application_name``) and the coordinator ends
+        those of a worker it finds dead (``Store.end_worker_sessions``)."""
         engine = self.store.engine
         if engine.dialect.name != "postgresql":
             return
         limit = f"{int(self.settings.effective_worker_timeout() * 1000)}ms"
+        app = session_name(worker_id)
 
         def on_connect(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             try:
                 cur.execute(f"SET idle_in_transaction_session_timeout = '{limit}'")
+                cur.execute(f"SET application_name = '{app}'")
             finally:
                 cur.close()
             dbapi_conn.commit()
@@ -273,6 +287,8 @@ class ClusterMember:
             await self._take_saved_rows(loop, ids)
             lost = self.leases.keys() - leases.keys()
             gained = leases.keys() - self.leases.keys()
+            if lost:  # the previous slot's polls are over: acknowledge (hand-over at once)
+                await self._release({s: self.leases[s] for s in lost})
             loop._apply_watch_list(version, ids, importance)
             self._adopt(leases, ids, site_list)
             self.sites_lost_total += len(lost)
@@ -298,6 +314,16 @@ class ClusterMember:
             except StoreError as exc:
                 log.warning("site weights not reported: %s", exc)
         return changed
+
+    async def _release(self, held: dict[str, int]) -> None:
+        """Tell the coordinator this worker polls the sites ``held`` (lost, with the epochs
+        it polled them under) no more; on a failure the coordinator waits the grace."""
+        import asyncio
+
+        try:
+            self.sites_released_total += await asyncio.to_thread(self.store.release_leases, held)
+        except StoreError as exc:
+            log.warning("lost sites not acknowledged (handed over after the grace): %s", exc)
 
     async def _take_saved_rows(self, loop: CrawlLoop, ids: IdArray) -> None:
         """Put the saved learning rows of URLs the scheduler does not watch yet into it."""

@@ -74,6 +74,11 @@ LIVE, STOPPING = "live", "stopping"
 LOCK_TIMEOUT_S = 5.0
 
 
+def session_name(worker_id: str) -> str:
+    """The ``application_name`` of a cluster worker's database sessions."""
+    return f"crawler-worker-{worker_id}"
+
+
 class NotCoordinator(StoreError):  # noqa: N818 - reads as the condition it reports
     """``assign_leases`` by a worker that is no longer the named coordinator."""
 
@@ -108,6 +113,9 @@ class LeaseRow:
     #: seconds since ``assigned_at`` by the database's clock (None: never assigned, or
     #: freed by a worker that left cleanly: placeable at once)
     assigned_age_s: float | None = None
+    #: revoked (no owner) and its old owner has acknowledged this epoch: it polls the site
+    #: no more, so the coordinator may hand it over at once (``release_leases``)
+    released: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,9 +433,17 @@ class ClusterStore:
                 age = max(0.0, float(r[-1]))
             else:
                 age = max(0.0, (now - r.assigned_at).total_seconds())
-            out.append(
-                LeaseRow(r.site, r.worker_id, int(r.epoch), float(r.weight), r.assigned_at, age)
+            released = (
+                r.worker_id is None
+                and r.released_epoch is not None
+                and int(r.released_epoch) == int(r.epoch)
             )
+            out.append(
+                LeaseRow(
+                    r.site, r.worker_id, int(r.epoch), float(r.weight), r.assigned_at, age,
+                    released,
+                )
+            )  # fmt: skip
         return out
 
     def leases_of(self, worker_id: str) -> dict[str, int]:
@@ -439,6 +455,58 @@ class ClusterStore:
                 )
             ).all()
         return {site: int(epoch) for site, epoch in rows}
+
+    def release_leases(self, held: Mapping[str, int]) -> int:
+        """A worker acknowledges the revocation of sites it held (site -> the epoch it
+        polled them under), at a slot start, once its polls of them are over: the lease
+        rows still revoked by exactly that move (no owner, epoch = held + 1) get
+        ``released_epoch`` = their epoch, and the coordinator hands them over at once.
+        Rows that moved on since are left alone. Returns the rows acknowledged."""
+        if not held:
+            return 0
+        with translate_errors("releasing leases"), self.engine.begin() as conn:
+            if is_postgres(conn):
+                result = conn.execute(
+                    text(
+                        "UPDATE cluster_leases l SET released_epoch = l.epoch FROM unnest("
+                        "CAST(:s AS text[]), CAST(:e AS bigint[])) AS t(s, e) "
+                        "WHERE l.site = t.s AND l.worker_id IS NULL AND l.epoch = t.e + 1"
+                    ),
+                    {"s": list(held), "e": [int(v) for v in held.values()]},
+                )
+                return int(result.rowcount)
+            done = 0
+            for site, epoch in held.items():
+                done += conn.execute(
+                    update(cluster_leases)
+                    .where(
+                        cluster_leases.c.site == site,
+                        cluster_leases.c.worker_id.is_(None),
+                        cluster_leases.c.epoch == int(epoch) + 1,
+                    )
+                    .values(released_epoch=cluster_leases.c.epoch)
+                ).rowcount
+            return done
+
+    def end_worker_sessions(self, worker_ids: Sequence[str]) -> int:
+        """PostgreSQL: end the sessions of workers found dead (``session_name``), so that
+        a paused one's open commit releases the lease rows it holds FOR SHARE at once
+        (its late commit then fails and is fenced when retried). Returns the sessions
+        ended (0 on SQLite, or without the privilege to signal them)."""
+        if not worker_ids:
+            return 0
+        with translate_errors("ending dead workers' sessions"), self.engine.begin() as conn:
+            if not is_postgres(conn):
+                return 0
+            ended = conn.execute(
+                text(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) "
+                    "FROM pg_stat_activity WHERE application_name = ANY(CAST(:n AS text[])) "
+                    "AND pid <> pg_backend_pid()"
+                ),
+                {"n": [session_name(w) for w in worker_ids]},
+            ).scalar()
+            return int(ended or 0)
 
     def claim_coordinator(self, worker_id: str) -> None:
         """Name ``worker_id`` (the new holder of the coordinator lock) in cluster_state."""
