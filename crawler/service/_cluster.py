@@ -301,7 +301,8 @@ class ClusterMember:
                     len(lost),
                     ids.size,
                 )
-            self._slots_since_report = REPORT_EVERY_SLOTS  # report at once
+            # report at the next slot, once the scheduler has planned with the new sites
+            self._slots_since_report = REPORT_EVERY_SLOTS - 1
             changed = True
         self._slots_since_report += 1
         if self._slots_since_report >= REPORT_EVERY_SLOTS and loop.scheduler is not None:
@@ -310,7 +311,9 @@ class ClusterMember:
             self._report = (len(self.leases), sum(weights.values()), multiplier,
                             loop.scheduler.slot)  # fmt: skip
             try:
-                await asyncio.to_thread(self.store.report_site_weights, self.worker_id, weights)
+                await asyncio.to_thread(
+                    self.store.report_site_weights, self.worker_id, weights, multiplier
+                )
             except StoreError as exc:
                 log.warning("site weights not reported: %s", exc)
         return changed

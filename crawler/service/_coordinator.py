@@ -171,6 +171,9 @@ class Coordinator:
         self._destined: dict[str, str] = {}
         #: whom each revoked site was taken from (a dead one need not be waited for)
         self._revoked_from: dict[str, str] = {}
+        #: each site's last rate mass (weight x its owner's multiplier), for while it has
+        #: no live owner
+        self._mass: dict[str, float] = {}
         self._rng = np.random.default_rng(settings.seed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -394,8 +397,8 @@ class Coordinator:
         one may sit in a commit holding their rows FOR SHARE, which would block the
         re-assignment (the idle-in-transaction timeout does not fire while the server
         waits on the stopped client)."""
-        dead = sorted({lease.worker_id for lease in leases.values()
-                       if lease.worker_id is not None and lease.worker_id not in index})  # fmt: skip
+        owners = {lease.worker_id for lease in leases.values()}
+        dead = sorted(w for w in owners if w is not None and w not in index)
         if not dead:
             return
         try:
@@ -476,6 +479,15 @@ class Coordinator:
                 m = live[index[owner]].multiplier
                 if m is not None:
                     multiplier[k] = m
+                if reported[k] > 0:
+                    self._mass[s] = float(reported[k]) * (m if m is not None else 1.0)
+            else:
+                # no live owner (revoked, in hand-over, or its owner died): its weight was
+                # reported at a multiplier that is not known any more, and read at u = 1
+                # it would be off by that factor (hundreds of times too heavy with short
+                # slots), drawing the packing to and fro; its last rate mass stands in
+                # (u = 1), else the mean per URL
+                reported[k] = self._mass.get(s, 0.0)
         return shared_level_weights(n, reported, multiplier, total_capacity)
 
     def _write_unassigned(

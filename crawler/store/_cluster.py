@@ -613,12 +613,27 @@ class ClusterStore:
                 _bump_version(conn)
             return changed
 
-    def report_site_weights(self, worker_id: str, weights: Mapping[str, float]) -> int:
+    def report_site_weights(
+        self,
+        worker_id: str,
+        weights: Mapping[str, float],
+        multiplier: float | None = None,
+    ) -> int:
         """The owner's learned weights of its sites (polls per slot); sites it does not
-        hold are ignored. Returns the rows written."""
+        hold are ignored. ``multiplier`` (the level those weights were computed at), if
+        not None, is written to the worker's row in the same transaction: the coordinator
+        turns weights into rate masses with it, and a weight read with the multiplier of
+        another moment (before the worker gained or lost sites) makes it move sites to
+        and fro. Returns the lease rows written."""
         if not weights:
             return 0
         with translate_errors("reporting site weights"), self.engine.begin() as conn:
+            if multiplier is not None:
+                conn.execute(
+                    update(cluster_workers)
+                    .where(cluster_workers.c.worker_id == worker_id)
+                    .values(multiplier=float(multiplier))
+                )
             if is_postgres(conn):
                 result = conn.execute(
                     text(

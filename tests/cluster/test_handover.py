@@ -3,6 +3,7 @@ old owner, the grace as the fallback; and the sessions of a dead worker ended.""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -51,7 +52,7 @@ def _spread_then_join(store: Store, database_url: str) -> tuple[Coordinator, str
 def test_a_revoked_site_is_handed_over_once_its_old_owner_acknowledges(
     store: Store, database_url: str
 ) -> None:
-    coordinator, a_id, b_id, c_id = _spread_then_join(store, database_url)
+    coordinator, _, _, c_id = _spread_then_join(store, database_url)
     try:
         before = {lease.site: lease for lease in store.leases()}
         revoked = {lease.site for lease in _revoked(store)}
@@ -86,8 +87,6 @@ def test_a_site_revoked_from_a_worker_now_dead_is_handed_over_at_once(
         # only a's and c's heartbeats go on: b (and a's sites if it was the one) wait...
         sources = dict(coordinator._revoked_from)
         assert set(sources) == revoked
-        import time
-
         time.sleep(1.3)  # past the worker timeout for everybody
         for wid in (a_id, c_id):
             store.heartbeat(wid, 0, 0.0, None, 0)
@@ -117,7 +116,7 @@ def test_the_sessions_of_a_dead_worker_are_ended(store: Store, database_url: str
         conn.execute(text("SELECT * FROM cluster_leases FOR SHARE")).all()  # held, open
         assert store.end_worker_sessions(["someone-else"]) == 0
         assert store.end_worker_sessions([a_id]) == 1
-        with pytest.raises(Exception):  # noqa: B017,PT011 - the driver's "terminated" error
+        with pytest.raises(Exception):  # noqa: B017 - the driver's "terminated" error
             conn.execute(text("SELECT 1"))
         conn.invalidate()
         engine.dispose()
