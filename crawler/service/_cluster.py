@@ -62,6 +62,8 @@ log = logging.getLogger("crawler.cluster")
 #: slots between two reports of the sites' learned weights
 REPORT_EVERY_SLOTS = 5
 URL_PREFIX = "url_"
+#: slots whose fences are kept at most (more than the loop keeps pending, 10,000)
+FENCES_KEPT = 10_010
 
 
 def merge_saved(
@@ -145,6 +147,8 @@ class ClusterMember:
         self._ids: IdArray = np.empty(0, np.int64)
         self._report: tuple[int, float, float | None, int] = (0, 0.0, None, 0)
         self._weights: dict[str, float] = {}
+        #: scheduler slot -> the leases its polls are made under (``fence``)
+        self._fences: dict[int, Fence] = {}
         self._slots_since_report = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -235,9 +239,28 @@ class ClusterMember:
 
     # ----- what the crawl loop calls -----------------------------------------------------
 
-    def fence(self) -> Fence:
-        """The leases this worker's polls are made under (for ``commit_slot``)."""
-        return Fence(self.worker_id, dict(self.leases))
+    def fence(self, slot: int | None = None) -> Fence:
+        """The leases the polls of scheduler slot ``slot`` were made under (for
+        ``commit_slot``): those held when that slot started, not when it is committed. A
+        commit retried after the next slot's sync would otherwise carry the new epochs of
+        a site lost and regained meanwhile (a paused worker's sites come back to it when
+        it wakes), and polls made under the old lease would land. An unknown slot gets no
+        lease (everything fenced); None: the leases held now."""
+        if slot is None:
+            return Fence(self.worker_id, dict(self.leases))
+        for older in [k for k in self._fences if k < slot]:  # committed: in slot order
+            del self._fences[older]
+        return self._fences.get(slot, Fence(self.worker_id, {}))
+
+    def _note_fence(self, loop: CrawlLoop) -> None:
+        """At a slot start, after the sync: the leases the slot about to run polls under
+        (keyed by the slot number its record will carry: select() counts it)."""
+        if loop.scheduler is None:
+            return
+        # self.leases is replaced, never changed in place: the slots share one mapping
+        self._fences[loop.scheduler.slot + 1] = Fence(self.worker_id, self.leases)
+        while len(self._fences) > FENCES_KEPT:
+            del self._fences[next(iter(self._fences))]
 
     def aligned(self, state: SchedulerState) -> SchedulerState:
         """The saved ``state`` to start from: its scalars with the largest slot of the
@@ -275,6 +298,12 @@ class ClusterMember:
         """At a slot start: follow watch-list edits and lease changes (sites lost are
         dropped, sites gained come with their saved rows); report weights now and then.
         True if the watch list changed."""
+        try:
+            return await self._sync(loop, force=force)
+        finally:
+            self._note_fence(loop)
+
+    async def _sync(self, loop: CrawlLoop, *, force: bool) -> bool:
         import asyncio
 
         version = await asyncio.to_thread(self._versions)
