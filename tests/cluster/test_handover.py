@@ -122,3 +122,26 @@ def test_the_sessions_of_a_dead_worker_are_ended(store: Store, database_url: str
         engine.dispose()
     finally:
         coordinator.stop()
+
+
+def test_a_slot_is_fenced_with_the_leases_of_its_own_start(store: Store, database_url: str) -> None:
+    """A commit retried after the next slot's sync must not carry the new epoch of a site
+    lost and regained meanwhile."""
+    from types import SimpleNamespace
+
+    from crawler.service._cluster import ClusterMember
+
+    member = ClusterMember(_settings(database_url), store)
+    member.worker_id = "w"
+    loop: Any = SimpleNamespace(scheduler=SimpleNamespace(slot=7))
+    member.leases = {"a.test": 3, "b.test": 1}
+    member._note_fence(loop)  # slot 8 polls under epoch 3 of a.test
+    loop.scheduler.slot = 8
+    member.leases = {"a.test": 5, "b.test": 1}  # a.test lost and regained at epoch 5
+    member._note_fence(loop)
+    assert dict(member.fence(8).leases) == {"a.test": 3, "b.test": 1}
+    assert dict(member.fence(8).leases) == {"a.test": 3, "b.test": 1}  # a retry: the same
+    assert dict(member.fence(9).leases) == {"a.test": 5, "b.test": 1}  # 8 committed
+    assert 8 not in member._fences
+    assert dict(member.fence(10).leases) == {}  # unknown: nothing lands
+    assert dict(member.fence().leases) == {"a.test": 5, "b.test": 1}
