@@ -15,6 +15,12 @@ Decisions:
   own transaction and drops the poll rows and scheduler rows of every site whose lease is
   no longer (this worker, that epoch). ``FOR SHARE`` makes a concurrent re-assignment wait
   for the commit (or the commit see the new owner): there is no window in between.
+* **Acknowledged release.** A worker that finds a site revoked from it (owner NULL, epoch
+  = the one it polled under + 1) records ``released_epoch`` = that epoch at its next slot
+  start (``release_leases``); the coordinator hands such a site over at once rather than
+  after its grace. A worker's sessions carry ``application_name`` = ``session_name(id)``,
+  so the coordinator can end those of a dead worker (``end_worker_sessions``): a paused
+  commit then no longer holds lease rows ``FOR SHARE``.
 * **One coordinator's writes.** ``claim_coordinator`` names the holder of the
   coordinator lock in ``cluster_state``; ``assign_leases`` locks that row and refuses
   (``NotCoordinator``) a writer that is no longer named there, so a coordinator that was
