@@ -22,9 +22,10 @@ module is what the crawl loop and the service call in that mode (``CrawlLoop.clu
   is acknowledged at the start of the next slot, when its slot in flight, the last one
   that may have polled the site, is over (``Store.release_leases``): the coordinator then
   hands the site over at once instead of waiting its grace.
-* **Fencing.** The slot's commit carries ``fence()``: this worker's id and the epochs of
-  its leases; the store drops what was polled under a lease that moved
-  (``Store.commit_slot``). ``fenced_polls_total`` counts the polls so dropped.
+* **Fencing.** The slot's commit carries ``fence(slot)``: this worker's id and the epochs
+  of the leases it held when that slot started (noted at each sync); the store drops
+  what was polled under a lease that moved (``Store.commit_slot``).
+  ``fenced_polls_total`` counts the polls so dropped.
 * **One slot count.** The learning rows of some schedulers hold slot numbers (``bayes``:
   the slot of a URL's last poll). A worker starting up takes the largest slot of the live
   workers (``aligned``), so rows moved between workers that tick on the same slot length
