@@ -156,8 +156,10 @@ def run_config(config: str, urls: list[str], args: argparse.Namespace, logs: Pat
                         "CRAWLER_NORMALIZE_WORKERS": "0",
                         "CRAWLER_PER_HOST_CONCURRENCY": "8",
                         "CRAWLER_STORE_SNAPSHOTS": "false",
+                        "CRAWLER_LOG_LEVEL": args.log_level,
                     },
                 )
+                logs.mkdir(parents=True, exist_ok=True)
                 procs.append(Worker(name, env, logs / f"{name}.log").start())
             time.sleep(args.warmup)
             for p in procs:
@@ -251,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measure", type=float, default=30.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--log-level", default="WARNING", help="the processes' log level")
+    parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
     args = parser.parse_args(argv)
     configs = ["single", *args.workers.split(",")]
     rates = np.full(args.urls, args.change_rate)
@@ -270,9 +274,11 @@ def main(argv: list[str] | None = None) -> int:
             f"http://127.0.0.{(k - 1) % args.hosts + 1}:{port}/page/{k}"
             for k in range(1, args.urls + 1)
         ]
+        logs = args.logs or Path(tmp)
+        logs.mkdir(parents=True, exist_ok=True)
         for r in range(args.rounds):
             for config in configs:
-                m = run_config(config, urls, args, Path(tmp))
+                m = run_config(config, urls, args, logs / f"round{r + 1}")
                 results[config].append(m)
                 print(
                     f"  round {r + 1} {config:>6}: {m.polls_per_s:7.0f} polls/s, "

@@ -18,9 +18,14 @@ module is what the crawl loop and the service call in that mode (``CrawlLoop.clu
   listen); when either moved it reads its leases and their URLs, drops the sites it lost
   and takes the sites it gained **with their saved scheduler rows** (``merge_saved``), so a
   moved site continues learning where its old owner left it.
-* **Fencing.** The slot's commit carries ``fence()``: this worker's id and the epochs of
-  its leases; the store drops what was polled under a lease that moved
-  (``Store.commit_slot``). ``fenced_polls_total`` counts the polls so dropped.
+* **Acknowledged release.** A site revoked from this worker (a move between live workers)
+  is acknowledged at the start of the next slot, when its slot in flight, the last one
+  that may have polled the site, is over (``Store.release_leases``): the coordinator then
+  hands the site over at once instead of waiting its grace.
+* **Fencing.** The slot's commit carries ``fence(slot)``: this worker's id and the epochs
+  of the leases it held when that slot started (noted at each sync); the store drops
+  what was polled under a lease that moved (``Store.commit_slot``).
+  ``fenced_polls_total`` counts the polls so dropped.
 * **One slot count.** The learning rows of some schedulers hold slot numbers (``bayes``:
   the slot of a URL's last poll). A worker starting up takes the largest slot of the live
   workers (``aligned``), so rows moved between workers that tick on the same slot length
@@ -35,6 +40,7 @@ import math
 import os
 import socket
 import threading
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,6 +53,7 @@ from crawler.service._coordinator import Coordinator
 from crawler.settings import Settings
 from crawler.sites import site_of
 from crawler.store import Fence, Store, StoreError
+from crawler.store._cluster import session_name
 
 if TYPE_CHECKING:
     from crawler.service._loop import CrawlLoop
@@ -56,6 +63,8 @@ log = logging.getLogger("crawler.cluster")
 #: slots between two reports of the sites' learned weights
 REPORT_EVERY_SLOTS = 5
 URL_PREFIX = "url_"
+#: slots whose fences are kept at most (more than the loop keeps pending, 10,000)
+FENCES_KEPT = 10_010
 
 
 def merge_saved(
@@ -131,6 +140,7 @@ class ClusterMember:
         self.fenced_polls_total = 0
         self.sites_gained_total = 0
         self.sites_lost_total = 0
+        self.sites_released_total = 0
         self.rows_restored_total = 0
         self.coordinator: Coordinator | None = None
         self._site_codes: np.ndarray = np.empty(0, np.int64)
@@ -138,6 +148,8 @@ class ClusterMember:
         self._ids: IdArray = np.empty(0, np.int64)
         self._report: tuple[int, float, float | None, int] = (0, 0.0, None, 0)
         self._weights: dict[str, float] = {}
+        #: scheduler slot -> the leases its polls are made under (``fence``)
+        self._fences: dict[int, Fence] = {}
         self._slots_since_report = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -147,9 +159,10 @@ class ClusterMember:
     def start(self, *, coordinate: bool = True) -> None:
         """Register, start heartbeating and (``coordinate``) trying for the coordinator
         role."""
-        self._limit_transactions()
+        wid = uuid.uuid4().hex  # known before the first connection: it names the sessions
+        self._limit_transactions(wid)
         self.worker_id = self.store.register_worker(
-            self.capacity, name=self.name, metrics_url=self.metrics_url
+            self.capacity, name=self.name, metrics_url=self.metrics_url, worker_id=wid
         )
         log.info("cluster worker %s (%s) registered, capacity %g", self.worker_id, self.name,
                  self.capacity)  # fmt: skip
@@ -159,19 +172,25 @@ class ClusterMember:
             self.coordinator = Coordinator(self.settings, self.store, self.worker_id)
             self.coordinator.start()
 
-    def _limit_transactions(self) -> None:
+    def _limit_transactions(self, worker_id: str) -> None:
         """A worker paused (SIGSTOP) inside a slot's commit holds its leases' rows FOR
         SHARE; the server ends such a session after a worker timeout, so the coordinator
-        can move those sites (the commit then fails, is retried and is fenced)."""
+        can move those sites (the commit then fails, is retried and is fenced). That timeout
+        does not fire when the session is not idle (the server blocked sending a result
+        the stopped client does not read, or waiting inside a pipeline): the sessions are
+        therefore named after the worker (``application_name``) and the coordinator ends
+        those of a worker it finds dead (``Store.end_worker_sessions``)."""
         engine = self.store.engine
         if engine.dialect.name != "postgresql":
             return
         limit = f"{int(self.settings.effective_worker_timeout() * 1000)}ms"
+        app = session_name(worker_id)
 
         def on_connect(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             try:
                 cur.execute(f"SET idle_in_transaction_session_timeout = '{limit}'")
+                cur.execute(f"SET application_name = '{app}'")
             finally:
                 cur.close()
             dbapi_conn.commit()
@@ -221,9 +240,28 @@ class ClusterMember:
 
     # ----- what the crawl loop calls -----------------------------------------------------
 
-    def fence(self) -> Fence:
-        """The leases this worker's polls are made under (for ``commit_slot``)."""
-        return Fence(self.worker_id, dict(self.leases))
+    def fence(self, slot: int | None = None) -> Fence:
+        """The leases the polls of scheduler slot ``slot`` were made under (for
+        ``commit_slot``): those held when that slot started, not when it is committed. A
+        commit retried after the next slot's sync would otherwise carry the new epochs of
+        a site lost and regained meanwhile (a paused worker's sites come back to it when
+        it wakes), and polls made under the old lease would land. An unknown slot gets no
+        lease (everything fenced); None: the leases held now."""
+        if slot is None:
+            return Fence(self.worker_id, dict(self.leases))
+        for older in [k for k in self._fences if k < slot]:  # committed: in slot order
+            del self._fences[older]
+        return self._fences.get(slot, Fence(self.worker_id, {}))
+
+    def _note_fence(self, loop: CrawlLoop) -> None:
+        """At a slot start, after the sync: the leases the slot about to run polls under
+        (keyed by the slot number its record will carry: select() counts it)."""
+        if loop.scheduler is None:
+            return
+        # self.leases is replaced, never changed in place: the slots share one mapping
+        self._fences[loop.scheduler.slot + 1] = Fence(self.worker_id, self.leases)
+        while len(self._fences) > FENCES_KEPT:
+            del self._fences[next(iter(self._fences))]
 
     def aligned(self, state: SchedulerState) -> SchedulerState:
         """The saved ``state`` to start from: its scalars with the largest slot of the
@@ -261,6 +299,12 @@ class ClusterMember:
         """At a slot start: follow watch-list edits and lease changes (sites lost are
         dropped, sites gained come with their saved rows); report weights now and then.
         True if the watch list changed."""
+        try:
+            return await self._sync(loop, force=force)
+        finally:
+            self._note_fence(loop)
+
+    async def _sync(self, loop: CrawlLoop, *, force: bool) -> bool:
         import asyncio
 
         version = await asyncio.to_thread(self._versions)
@@ -273,6 +317,8 @@ class ClusterMember:
             await self._take_saved_rows(loop, ids)
             lost = self.leases.keys() - leases.keys()
             gained = leases.keys() - self.leases.keys()
+            if lost:  # the previous slot's polls are over: acknowledge (hand-over at once)
+                await self._release({s: self.leases[s] for s in lost})
             loop._apply_watch_list(version, ids, importance)
             self._adopt(leases, ids, site_list)
             self.sites_lost_total += len(lost)
@@ -285,7 +331,8 @@ class ClusterMember:
                     len(lost),
                     ids.size,
                 )
-            self._slots_since_report = REPORT_EVERY_SLOTS  # report at once
+            # report at the next slot, once the scheduler has planned with the new sites
+            self._slots_since_report = REPORT_EVERY_SLOTS - 1
             changed = True
         self._slots_since_report += 1
         if self._slots_since_report >= REPORT_EVERY_SLOTS and loop.scheduler is not None:
@@ -294,10 +341,22 @@ class ClusterMember:
             self._report = (len(self.leases), sum(weights.values()), multiplier,
                             loop.scheduler.slot)  # fmt: skip
             try:
-                await asyncio.to_thread(self.store.report_site_weights, self.worker_id, weights)
+                await asyncio.to_thread(
+                    self.store.report_site_weights, self.worker_id, weights, multiplier
+                )
             except StoreError as exc:
                 log.warning("site weights not reported: %s", exc)
         return changed
+
+    async def _release(self, held: dict[str, int]) -> None:
+        """Tell the coordinator this worker polls the sites ``held`` (lost, with the epochs
+        it polled them under) no more; on a failure the coordinator waits the grace."""
+        import asyncio
+
+        try:
+            self.sites_released_total += await asyncio.to_thread(self.store.release_leases, held)
+        except StoreError as exc:
+            log.warning("lost sites not acknowledged (handed over after the grace): %s", exc)
 
     async def _take_saved_rows(self, loop: CrawlLoop, ids: IdArray) -> None:
         """Put the saved learning rows of URLs the scheduler does not watch yet into it."""

@@ -33,10 +33,15 @@ Decisions:
     takes sites from the fullest workers up to its share of the load (``_join``: a join
     is not drift, the automata are not asked);
   - a move between two live workers is made in two steps: the site is revoked (owner
-    NULL, epoch bumped) and given to its new owner only after ``handover_grace_s``, the
-    time the old owner's slot in flight may still poll it; so a URL is not polled by two
-    workers around a move. Sites of dead workers, and sites freed by a worker that left
-    cleanly, are placed at once;
+    NULL, epoch bumped) and given to its new owner as soon as the old owner has
+    acknowledged it (at the start of its next slot, its slot in flight over:
+    ``released_epoch``), or the old owner is dead by heartbeat (fencing makes a late
+    commit of a presumed-dead worker harmless); only when neither is known (e.g. a new
+    coordinator does not know whom a site was revoked from) does it wait
+    ``handover_grace_s``, the time the old owner's slot in flight may still poll it. So a
+    URL is not polled by two workers around a move, and a moved site waits about a slot,
+    not the grace. Sites of dead workers, and sites freed by a worker that left cleanly,
+    are placed at once;
   - the shortfall (how many more workers of what capacity the weights need: with the
     weights on one shared level they sum to the live capacity, so a shortfall means the
     indivisible sites do not pack, e.g. one site alone outweighs a worker) goes to
@@ -164,6 +169,11 @@ class Coordinator:
         self._automaton: dict[str, int] = {}
         #: where each revoked site goes once its hand-over grace has passed
         self._destined: dict[str, str] = {}
+        #: whom each revoked site was taken from (a dead one need not be waited for)
+        self._revoked_from: dict[str, str] = {}
+        #: each site's last rate mass (weight x its owner's multiplier), for while it has
+        #: no live owner
+        self._mass: dict[str, float] = {}
         self._rng = np.random.default_rng(settings.seed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -258,6 +268,7 @@ class Coordinator:
         self._lock = lock
         self._automaton = {}
         self._destined = {}
+        self._revoked_from = {}
         log.info("worker %s is the coordinator", self.worker_id)
         return True
 
@@ -273,6 +284,7 @@ class Coordinator:
         if not live:
             return self._write_unassigned(site_list, leases, counts)
         index = {w.worker_id: k for k, w in enumerate(live)}
+        self._end_dead_sessions(leases, index)
         caps = np.array([w.capacity for w in live], dtype=np.float64)
         weights = self._weights(site_list, leases, counts, live, index, float(caps.sum()))
         prev = np.array(
@@ -280,12 +292,9 @@ class Coordinator:
             dtype=np.int64,
         )
         # sites revoked from a live worker lately: that worker may still be polling them
-        # (its slot in flight), so nobody gets them before the hand-over grace has passed
-        grace = self.handover_grace_s
-        waiting = np.array(
-            [s in leases and _revoked_within(leases[s], grace) for s in site_list],
-            dtype=np.bool_,
-        )
+        # (its slot in flight), so nobody gets them before it has acknowledged, it is dead,
+        # or (neither known) the hand-over grace has passed
+        waiting = np.array([self._waiting(s, leases, index) for s in site_list], dtype=np.bool_)
         held = prev >= 0
         loads = np.bincount(prev[held], weights=weights[held], minlength=caps.size)
         over = loads > caps * (1 + OVERLOAD_MARGIN)
@@ -340,9 +349,11 @@ class Coordinator:
             elif moving[k]:
                 owners[s] = None
                 self._destined[s] = live[int(assignment[k])].worker_id
+                self._revoked_from[s] = live[int(prev[k])].worker_id
             else:
                 owners[s] = live[int(assignment[k])].worker_id
                 self._destined.pop(s, None)
+                self._revoked_from.pop(s, None)
         moved_live = int(np.count_nonzero(moving))
         figures = {
             "live_workers": len(live),
@@ -380,6 +391,34 @@ class Coordinator:
             shortfall_workers=int(figures["shortfall_workers"]),
             shortfall_capacity=float(figures["shortfall_capacity"]),
         )
+
+    def _end_dead_sessions(self, leases: dict[str, LeaseRow], index: dict[str, int]) -> None:
+        """End the database sessions of dead workers that still hold leases: a paused
+        one may sit in a commit holding their rows FOR SHARE, which would block the
+        re-assignment (the idle-in-transaction timeout does not fire while the server
+        waits on the stopped client)."""
+        owners = {lease.worker_id for lease in leases.values()}
+        dead = sorted(w for w in owners if w is not None and w not in index)
+        if not dead:
+            return
+        try:
+            ended = self.store.end_worker_sessions(dead)
+        except StoreError as exc:
+            log.warning("could not end the sessions of dead worker(s): %s", exc)
+            return
+        if ended:
+            log.info("ended %d database session(s) of %d dead worker(s)", ended, len(dead))
+
+    def _waiting(self, site: str, leases: dict[str, LeaseRow], index: dict[str, int]) -> bool:
+        """Whether a revoked ``site`` must still wait before it is given to a new owner."""
+        lease = leases.get(site)
+        if lease is None or not _revoked_within(lease, self.handover_grace_s):
+            return False
+        if lease.released:  # its old owner's polls of it are over
+            return False
+        source = self._revoked_from.get(site)
+        # revoked by this coordinator from a worker now dead: nothing to wait for
+        return source is None or source in index
 
     @staticmethod
     def _join(
@@ -440,6 +479,15 @@ class Coordinator:
                 m = live[index[owner]].multiplier
                 if m is not None:
                     multiplier[k] = m
+                if reported[k] > 0:
+                    self._mass[s] = float(reported[k]) * (m if m is not None else 1.0)
+            else:
+                # no live owner (revoked, in hand-over, or its owner died): its weight was
+                # reported at a multiplier that is not known any more, and read at u = 1
+                # it would be off by that factor (hundreds of times too heavy with short
+                # slots), drawing the packing to and fro; its last rate mass stands in
+                # (u = 1), else the mean per URL
+                reported[k] = self._mass.get(s, 0.0)
         return shared_level_weights(n, reported, multiplier, total_capacity)
 
     def _write_unassigned(

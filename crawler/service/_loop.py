@@ -374,7 +374,7 @@ class CrawlLoop:
             slot, polls, delta = self._pending[0]
             began = time.monotonic()
             try:
-                fence = self.cluster.fence() if self.cluster is not None else None  # issue 20
+                fence = self.cluster.fence(slot.slot) if self.cluster is not None else None
                 fenced = await asyncio.to_thread(self.store.commit_slot, slot, polls, delta, fence)
                 if fenced and self.cluster is not None:
                     self.cluster.fenced_polls_total += fenced

@@ -15,6 +15,12 @@ Decisions:
   own transaction and drops the poll rows and scheduler rows of every site whose lease is
   no longer (this worker, that epoch). ``FOR SHARE`` makes a concurrent re-assignment wait
   for the commit (or the commit see the new owner): there is no window in between.
+* **Acknowledged release.** A worker that finds a site revoked from it (owner NULL, epoch
+  = the one it polled under + 1) records ``released_epoch`` = that epoch at its next slot
+  start (``release_leases``); the coordinator hands such a site over at once rather than
+  after its grace. A worker's sessions carry ``application_name`` = ``session_name(id)``,
+  so the coordinator can end those of a dead worker (``end_worker_sessions``): a paused
+  commit then no longer holds lease rows ``FOR SHARE``.
 * **One coordinator's writes.** ``claim_coordinator`` names the holder of the
   coordinator lock in ``cluster_state``; ``assign_leases`` locks that row and refuses
   (``NotCoordinator``) a writer that is no longer named there, so a coordinator that was
@@ -74,6 +80,11 @@ LIVE, STOPPING = "live", "stopping"
 LOCK_TIMEOUT_S = 5.0
 
 
+def session_name(worker_id: str) -> str:
+    """The ``application_name`` of a cluster worker's database sessions."""
+    return f"crawler-worker-{worker_id}"
+
+
 class NotCoordinator(StoreError):  # noqa: N818 - reads as the condition it reports
     """``assign_leases`` by a worker that is no longer the named coordinator."""
 
@@ -108,6 +119,9 @@ class LeaseRow:
     #: seconds since ``assigned_at`` by the database's clock (None: never assigned, or
     #: freed by a worker that left cleanly: placeable at once)
     assigned_age_s: float | None = None
+    #: revoked (no owner) and its old owner has acknowledged this epoch: it polls the site
+    #: no more, so the coordinator may hand it over at once (``release_leases``)
+    released: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,9 +439,17 @@ class ClusterStore:
                 age = max(0.0, float(r[-1]))
             else:
                 age = max(0.0, (now - r.assigned_at).total_seconds())
-            out.append(
-                LeaseRow(r.site, r.worker_id, int(r.epoch), float(r.weight), r.assigned_at, age)
+            released = (
+                r.worker_id is None
+                and r.released_epoch is not None
+                and int(r.released_epoch) == int(r.epoch)
             )
+            out.append(
+                LeaseRow(
+                    r.site, r.worker_id, int(r.epoch), float(r.weight), r.assigned_at, age,
+                    released,
+                )
+            )  # fmt: skip
         return out
 
     def leases_of(self, worker_id: str) -> dict[str, int]:
@@ -439,6 +461,58 @@ class ClusterStore:
                 )
             ).all()
         return {site: int(epoch) for site, epoch in rows}
+
+    def release_leases(self, held: Mapping[str, int]) -> int:
+        """A worker acknowledges the revocation of sites it held (site -> the epoch it
+        polled them under), at a slot start, once its polls of them are over: the lease
+        rows still revoked by exactly that move (no owner, epoch = held + 1) get
+        ``released_epoch`` = their epoch, and the coordinator hands them over at once.
+        Rows that moved on since are left alone. Returns the rows acknowledged."""
+        if not held:
+            return 0
+        with translate_errors("releasing leases"), self.engine.begin() as conn:
+            if is_postgres(conn):
+                result = conn.execute(
+                    text(
+                        "UPDATE cluster_leases l SET released_epoch = l.epoch FROM unnest("
+                        "CAST(:s AS text[]), CAST(:e AS bigint[])) AS t(s, e) "
+                        "WHERE l.site = t.s AND l.worker_id IS NULL AND l.epoch = t.e + 1"
+                    ),
+                    {"s": list(held), "e": [int(v) for v in held.values()]},
+                )
+                return int(result.rowcount)
+            done = 0
+            for site, epoch in held.items():
+                done += conn.execute(
+                    update(cluster_leases)
+                    .where(
+                        cluster_leases.c.site == site,
+                        cluster_leases.c.worker_id.is_(None),
+                        cluster_leases.c.epoch == int(epoch) + 1,
+                    )
+                    .values(released_epoch=cluster_leases.c.epoch)
+                ).rowcount
+            return done
+
+    def end_worker_sessions(self, worker_ids: Sequence[str]) -> int:
+        """PostgreSQL: end the sessions of workers found dead (``session_name``), so that
+        a paused one's open commit releases the lease rows it holds FOR SHARE at once
+        (its late commit then fails and is fenced when retried). Returns the sessions
+        ended (0 on SQLite, or without the privilege to signal them)."""
+        if not worker_ids:
+            return 0
+        with translate_errors("ending dead workers' sessions"), self.engine.begin() as conn:
+            if not is_postgres(conn):
+                return 0
+            ended = conn.execute(
+                text(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) "
+                    "FROM pg_stat_activity WHERE application_name = ANY(CAST(:n AS text[])) "
+                    "AND pid <> pg_backend_pid()"
+                ),
+                {"n": [session_name(w) for w in worker_ids]},
+            ).scalar()
+            return int(ended or 0)
 
     def claim_coordinator(self, worker_id: str) -> None:
         """Name ``worker_id`` (the new holder of the coordinator lock) in cluster_state."""
@@ -545,12 +619,27 @@ class ClusterStore:
                 _bump_version(conn)
             return changed
 
-    def report_site_weights(self, worker_id: str, weights: Mapping[str, float]) -> int:
+    def report_site_weights(
+        self,
+        worker_id: str,
+        weights: Mapping[str, float],
+        multiplier: float | None = None,
+    ) -> int:
         """The owner's learned weights of its sites (polls per slot); sites it does not
-        hold are ignored. Returns the rows written."""
+        hold are ignored. ``multiplier`` (the level those weights were computed at), if
+        not None, is written to the worker's row in the same transaction: the coordinator
+        turns weights into rate masses with it, and a weight read with the multiplier of
+        another moment (before the worker gained or lost sites) makes it move sites to
+        and fro. Returns the lease rows written."""
         if not weights:
             return 0
         with translate_errors("reporting site weights"), self.engine.begin() as conn:
+            if multiplier is not None:
+                conn.execute(
+                    update(cluster_workers)
+                    .where(cluster_workers.c.worker_id == worker_id)
+                    .values(multiplier=float(multiplier))
+                )
             if is_postgres(conn):
                 result = conn.execute(
                     text(

@@ -329,6 +329,8 @@ class ClusterLease(Base):
     epoch: Mapped[int] = mapped_column(BigInteger, default=0)
     weight: Mapped[float] = mapped_column(Float, default=0.0)  # wanted polls per slot
     assigned_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: the revoked epoch the old owner acknowledged: it no longer polls the site (hand-over)
+    released_epoch: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class ClusterState(Base):

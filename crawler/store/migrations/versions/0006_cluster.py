@@ -5,7 +5,8 @@ Issue 20 (several ``crawler run --cluster`` workers on one PostgreSQL):
 - ``cluster_workers``: one row per live worker (capacity, heartbeat by the database's
   clock, what it reports: sites, weight, multiplier, slot);
 - ``cluster_leases``: the owner of each site (``sites.host``) and its fencing token
-  ``epoch`` (only grows; bumped on every change of owner);
+  ``epoch`` (only grows; bumped on every change of owner) and ``released_epoch``, the
+  revoked epoch its old owner acknowledged (it has stopped polling the site: hand it over);
 - ``cluster_state``: one row: the coordinator, the assignment version and the last
   packing's figures (shortfall, overloads, moves, the automaton's Th and N).
 
@@ -55,6 +56,7 @@ def upgrade() -> None:
         sa.Column("epoch", sa.BigInteger(), nullable=False),
         sa.Column("weight", sa.Float(), nullable=False),
         sa.Column("assigned_at", TS, nullable=True),
+        sa.Column("released_epoch", sa.BigInteger(), nullable=True),
         sa.PrimaryKeyConstraint("site", name=op.f("pk_cluster_leases")),
     )
     op.create_index(

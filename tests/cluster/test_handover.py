@@ -1,0 +1,147 @@
+"""Hand-over of a site between two live workers (issue 20): acknowledged release, a dead
+old owner, the grace as the fallback; and the sessions of a dead worker ended."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from crawler.service._coordinator import Coordinator
+from crawler.store import LeaseRow, NewUrl, Store
+from crawler.store._cluster import session_name
+from tests.service.conftest import service_settings
+
+
+@pytest.fixture
+def db_backend() -> str:
+    return "postgresql"
+
+
+def _settings(database_url: str) -> Any:
+    # a long slot: the hand-over grace (deadline + loop grace + slot + heartbeat) is far
+    # longer than the test, so a site handed over within it was handed over by the ack
+    return service_settings(
+        database_url, cluster=True, capacity=4.0, heartbeat_s=0.2, worker_timeout_s=1.0,
+        slot_seconds=60.0,
+    )  # fmt: skip
+
+
+def _revoked(store: Store) -> list[LeaseRow]:
+    return [lease for lease in store.leases() if lease.worker_id is None]
+
+
+def _spread_then_join(store: Store, database_url: str) -> tuple[Coordinator, str, str, str]:
+    """Two workers share 6 sites; a third joins: sites are revoked from the first two."""
+    store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(5)])
+    a_id = store.register_worker(4.0, name="a")
+    b_id = store.register_worker(4.0, name="b")
+    coordinator = Coordinator(_settings(database_url), store, a_id)
+    assert coordinator.handover_grace_s > 60
+    assert coordinator.tick() is not None
+    assert {lease.worker_id for lease in store.leases()} == {a_id, b_id}
+    c_id = store.register_worker(4.0, name="c")
+    done = coordinator.tick()
+    assert done is not None and done.moved > 0
+    assert len(_revoked(store)) == done.moved
+    return coordinator, a_id, b_id, c_id
+
+
+def test_a_revoked_site_is_handed_over_once_its_old_owner_acknowledges(
+    store: Store, database_url: str
+) -> None:
+    coordinator, _, _, c_id = _spread_then_join(store, database_url)
+    try:
+        before = {lease.site: lease for lease in store.leases()}
+        revoked = {lease.site for lease in _revoked(store)}
+        # not acknowledged: the sites wait (the grace is minutes long here)
+        assert coordinator.tick() is not None
+        assert {lease.site for lease in _revoked(store)} == revoked
+        # the old owners acknowledge at their next slot start, with the epochs they held
+        held = {s: before[s].epoch - 1 for s in revoked}
+        wrong = {s: e - 1 for s, e in held.items()}  # an older epoch: not this revocation
+        assert store.release_leases(wrong) == 0
+        assert not any(lease.released for lease in store.leases())
+        assert store.release_leases(held) == len(revoked)
+        assert all(lease.released for lease in _revoked(store))
+        assert coordinator.tick() is not None
+        after = {lease.site: lease for lease in store.leases()}
+        assert {after[s].worker_id for s in revoked} == {c_id}
+        assert all(after[s].epoch == before[s].epoch + 1 for s in revoked)
+        assert not any(lease.released for lease in after.values())
+        # a late acknowledgement of the old epoch changes nothing any more
+        assert store.release_leases(held) == 0
+        assert {after[s].worker_id for s in revoked} == {c_id}
+    finally:
+        coordinator.stop()
+
+
+def test_a_site_revoked_from_a_worker_now_dead_is_handed_over_at_once(
+    store: Store, database_url: str
+) -> None:
+    coordinator, a_id, b_id, c_id = _spread_then_join(store, database_url)
+    try:
+        revoked = {lease.site for lease in _revoked(store)}
+        # only a's and c's heartbeats go on: b (and a's sites if it was the one) wait...
+        sources = dict(coordinator._revoked_from)
+        assert set(sources) == revoked
+        time.sleep(1.3)  # past the worker timeout for everybody
+        for wid in (a_id, c_id):
+            store.heartbeat(wid, 0, 0.0, None, 0)
+        assert coordinator.tick() is not None
+        after = {lease.site: lease for lease in store.leases()}
+        for site in revoked:
+            if sources[site] == b_id:  # its old owner is dead: no ack needed
+                assert after[site].worker_id is not None
+            else:  # a is alive and has not acknowledged: the site still waits
+                assert after[site].worker_id is None
+    finally:
+        coordinator.stop()
+
+
+def test_the_sessions_of_a_dead_worker_are_ended(store: Store, database_url: str) -> None:
+    """A paused worker's session holding its lease rows FOR SHARE is ended, so the
+    coordinator can move its sites."""
+    store.add_urls([NewUrl("http://s0.test/p0")])
+    a_id = store.register_worker(4.0, name="a")
+    coordinator = Coordinator(_settings(database_url), store, a_id)
+    try:
+        assert coordinator.tick() is not None
+        engine = create_engine(
+            store.engine.url, connect_args={"application_name": session_name(a_id)}
+        )
+        conn = engine.connect()
+        conn.execute(text("SELECT * FROM cluster_leases FOR SHARE")).all()  # held, open
+        assert store.end_worker_sessions(["someone-else"]) == 0
+        assert store.end_worker_sessions([a_id]) == 1
+        with pytest.raises(Exception):  # noqa: B017 - the driver's "terminated" error
+            conn.execute(text("SELECT 1"))
+        conn.invalidate()
+        engine.dispose()
+    finally:
+        coordinator.stop()
+
+
+def test_a_slot_is_fenced_with_the_leases_of_its_own_start(store: Store, database_url: str) -> None:
+    """A commit retried after the next slot's sync must not carry the new epoch of a site
+    lost and regained meanwhile."""
+    from types import SimpleNamespace
+
+    from crawler.service._cluster import ClusterMember
+
+    member = ClusterMember(_settings(database_url), store)
+    member.worker_id = "w"
+    loop: Any = SimpleNamespace(scheduler=SimpleNamespace(slot=7))
+    member.leases = {"a.test": 3, "b.test": 1}
+    member._note_fence(loop)  # slot 8 polls under epoch 3 of a.test
+    loop.scheduler.slot = 8
+    member.leases = {"a.test": 5, "b.test": 1}  # a.test lost and regained at epoch 5
+    member._note_fence(loop)
+    assert dict(member.fence(8).leases) == {"a.test": 3, "b.test": 1}
+    assert dict(member.fence(8).leases) == {"a.test": 3, "b.test": 1}  # a retry: the same
+    assert dict(member.fence(9).leases) == {"a.test": 5, "b.test": 1}  # 8 committed
+    assert 8 not in member._fences
+    assert dict(member.fence(10).leases) == {}  # unknown: nothing lands
+    assert dict(member.fence().leases) == {"a.test": 5, "b.test": 1}
