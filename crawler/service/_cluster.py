@@ -146,6 +146,8 @@ class ClusterMember:
         self._site_codes: np.ndarray = np.empty(0, np.int64)
         self._site_names: list[str] = []
         self._ids: IdArray = np.empty(0, np.int64)
+        #: one URL of each site gained at the last sync, polled in the next slot
+        self.probes: IdArray = np.empty(0, np.int64)
         self._report: tuple[int, float, float | None, int] = (0, 0.0, None, 0)
         self._weights: dict[str, float] = {}
         #: scheduler slot -> the leases its polls are made under (``fence``)
@@ -321,6 +323,8 @@ class ClusterMember:
                 await self._release({s: self.leases[s] for s in lost})
             loop._apply_watch_list(version, ids, importance)
             self._adopt(leases, ids, site_list)
+            if gained and loop.scheduler is not None:
+                self.probes = _probes(loop.scheduler, gained, ids, site_list)
             self.sites_lost_total += len(lost)
             self.sites_gained_total += len(gained)
             if lost or gained:
@@ -389,6 +393,11 @@ class ClusterMember:
         loop.scheduler = merged
         self.rows_restored_total += int(saved.ids.size)
 
+    def take_probes(self) -> IdArray:
+        """The gained sites' URLs to poll in this slot (each once: then cleared)."""
+        probes, self.probes = self.probes, np.empty(0, np.int64)
+        return probes
+
     def _adopt(self, leases: dict[str, int], ids: IdArray, site_list: list[str]) -> None:
         self.leases = dict(leases)
         names, codes = np.unique(np.asarray(site_list, dtype=object), return_inverse=True)
@@ -413,3 +422,26 @@ class ClusterMember:
                     weights[name] = float(value)
         self._weights = weights
         return weights, multiplier_of(scheduler)
+
+
+def _probes(
+    scheduler: schedulers.Scheduler, gained: set[str], ids: IdArray, site_list: list[str]
+) -> IdArray:
+    """The most wanted URL of each gained site. A site taken over from a dead (or paused)
+    worker is polled by its new owner in the very next slot, whatever its URLs' places in
+    the new owner's stride: a light site would otherwise wait for its own long interval,
+    and the operator (and the acceptance test) want a moved site seen again within a few
+    slots. One poll per gained site, once per move."""
+    known, x = scheduler.frequencies()
+    order = np.argsort(known, kind="stable")
+    known, x = known[order], x[order]
+    want = np.zeros(ids.size)
+    if known.size:
+        pos = np.clip(np.searchsorted(known, ids), 0, known.size - 1)
+        hit = known[pos] == ids
+        want[hit] = x[pos[hit]]
+    best: dict[str, tuple[float, int]] = {}
+    for uid, site, w in zip(ids.tolist(), site_list, want.tolist(), strict=True):
+        if site in gained and (site not in best or w > best[site][0]):
+            best[site] = (w, uid)
+    return np.array(sorted(uid for _, uid in best.values()), dtype=np.int64)

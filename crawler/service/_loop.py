@@ -278,6 +278,8 @@ class CrawlLoop:
         self.caps.apply(self.scheduler)
         await self._refresh_discovery()
         ids = self.scheduler.select()
+        if self.cluster is not None and self.cluster.probes.size:  # issue 20: sites just
+            ids = np.union1d(ids, self.cluster.take_probes())  # gained, polled at once
         records = await self._records(ids)
         requests = [
             FetchRequest(int(i), r.url, r.etag, r.last_modified)
