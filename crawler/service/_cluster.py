@@ -393,6 +393,11 @@ class ClusterMember:
         loop.scheduler = merged
         self.rows_restored_total += int(saved.ids.size)
 
+    @property
+    def watched_ids(self) -> IdArray:
+        """The URLs of the leased sites, as of the last sync."""
+        return self._ids
+
     def take_probes(self) -> IdArray:
         """The gained sites' URLs to poll in this slot (each once: then cleared)."""
         probes, self.probes = self.probes, np.empty(0, np.int64)

@@ -151,12 +151,12 @@ class CrawlLoop:
     async def sync_watch_list(self, *, force: bool = False) -> bool:
         """Add and remove URLs the operator changed since the last look; True if any."""
         if self.cluster is not None:  # issue 20: leases too; gained sites' saved rows
-            assert self.scheduler is not None
-            before, _ = self.scheduler.frequencies()
+            before = self.cluster.watched_ids  # replaced, never changed, by a sync: no copy
             if not await self.cluster.sync(self, force=force):
                 return False
-            # a gained site's URLs enter with their saved rows before the list is applied
-            added = np.setdiff1d(self.scheduler.frequencies()[0], before, assume_unique=True)
+            # the gained sites' URLs (they enter with their saved rows, so the scheduler's
+            # own list of new ids misses them)
+            added = np.setdiff1d(self.cluster.watched_ids, before)
         else:
             version = await asyncio.to_thread(self.store.watch_list_version)
             if not force and version == self._watch_version:
