@@ -319,11 +319,21 @@ async def main() -> None:
     parser.add_argument("--warmup", type=int, default=WARMUP)
     parser.add_argument("--database-url", default=None, help="default: a temporary SQLite file")
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument(
+        "--setups",
+        default="watched,bandit,round_robin",
+        help="which set-ups to run, in order (comma-separated: watched, bandit, round_robin)",
+    )
     args = parser.parse_args()
     outcomes: list[Outcome] = []
+    setups = {"watched": ("bandit", True), "bandit": ("bandit", False)}
+    setups["round_robin"] = ("round_robin", False)
+    chosen = [n.strip() for n in args.setups.split(",") if n.strip()]
+    if unknown := [n for n in chosen if n not in setups]:
+        parser.error(f"unknown set-up(s) {unknown}: choose from {sorted(setups)}")
     with tempfile.TemporaryDirectory() as tmp:
-        for choice, watch in (("bandit", True), ("bandit", False), ("round_robin", False)):
-            name = "watched" if watch else choice
+        for name in chosen:
+            choice, watch = setups[name]
             url = args.database_url or f"sqlite:///{tmp}/{name}.db"
             with Store(url) as store:
                 store.upgrade()

@@ -181,10 +181,28 @@ class Settings(BaseSettings):
     )
     # disc-fix (crawler/service/_discovery.py): the re-polling scheduler reads the start pages
     discovery_watch_starts: bool = Field(
-        False,
-        description="add each source's start pages to the watch list: the scheduler polls them "
-        "at learned rates and a changed one's new links go to discovery, which polls only those "
-        "(false: discovery polls the start pages itself, chosen by discovery_start_choice)",
+        True,
+        description="add each source's start pages to the watch list: the scheduler reads them, "
+        "at least every discovery_start_interval_slots while they yield new pages, and a changed "
+        "one's new links go to discovery, which polls only those (false: discovery polls the "
+        "start pages itself, chosen by discovery_start_choice)",
+    )
+    # crawler/discovery/_pacing.py: how often the scheduler must read watched start pages
+    discovery_start_interval_slots: int = Field(
+        3,
+        ge=1,
+        le=10_000,
+        description="with discovery_watch_starts: a start page that yields new pages is read by "
+        "the scheduler at least every this many slots (a new page it lists is found at most "
+        "one slot later)",
+    )
+    discovery_start_min_yield: float = Field(
+        0.02,
+        gt=0,
+        le=100,
+        description="with discovery_watch_starts: new pages per slot a start page must yield "
+        "to be read every discovery_start_interval_slots; below it the interval grows as the "
+        "yield falls (up to 100 slots)",
     )
 
     @classmethod

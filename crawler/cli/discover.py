@@ -157,9 +157,16 @@ def sources_list(
     config: str | None = ConfigOption,
     database_url: str | None = DatabaseOption,
     as_json: bool = JsonOption,
+    starts: bool = typer.Option(
+        False,
+        "--starts",
+        help="Also each source's start pages: new pages per slot found through each, and "
+        "how often it is read (which sections pay).",
+    ),
 ) -> None:
     """The sources with their options and counts: discovery polls, new pages found, each
     one's share of all discovery polls; and the expiry rule in force."""
+    from crawler.service._discovery import start_report
     from crawler.store import DiscoveryStore
 
     settings = settings_from(config, database_url=database_url)
@@ -186,6 +193,14 @@ def sources_list(
                 "share_of_polls": r.polls / total if total else None,
             }
         )  # fmt: skip
+        if starts:
+            documents[-1]["starts"] = [
+                {
+                    "url": f.url, "read_by": f.read_by, "yield_per_slot": f.yield_per_slot,
+                    "share_of_polls": f.share_of_polls, "interval_slots": f.interval_slots,
+                }
+                for f in start_report(r.state, settings)
+            ]  # fmt: skip
     if as_json:
         print_json({"discovery_share": share, "expiry": rule, "sources": documents})
         return
@@ -202,6 +217,17 @@ def sources_list(
         )  # fmt: skip
     out_console.print(table)
     out_console.print(f"discovery share of each slot: {share:g}; expiry: {rule}", highlight=False)
+    for d in documents if starts else []:
+        pages = Table("read by", "new pages/slot", "share of polls", "read at least every")
+        pages.add_column("start page", overflow="fold")
+        for f in d["starts"]:
+            part = "-" if f["share_of_polls"] is None else f"{f['share_of_polls']:.0%}"
+            every = "-" if f["interval_slots"] is None else f"{f['interval_slots']:g} slots"
+            pages.add_row(
+                f["read_by"], f"{f['yield_per_slot']:.3f}", part, every, escape(f["url"])
+            )
+        out_console.print(f"start pages of {escape(d['url'])}:", highlight=False)
+        out_console.print(pages if d["starts"] else "  none learned yet", highlight=False)
 
 
 @app.command()

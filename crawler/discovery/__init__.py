@@ -25,6 +25,7 @@ from crawler.discovery._ordering import (
     Frontier,
     ValueOrdering,
 )
+from crawler.discovery._pacing import StartPacer
 from crawler.discovery._seeds import SeedBandit
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url, url_template
 from crawler.discovery._weblog import Weblog
@@ -48,6 +49,7 @@ __all__ = [
     "SeedBandit",
     "SourceBudget",
     "SourceCrawl",
+    "StartPacer",
     "ValueOrdering",
     "Weblog",
     "canonical_url",

@@ -14,6 +14,11 @@ everything at the service's start and again on every watch-list change (``crawle
 ``pause``, ``resume`` and ``revive`` bump the version); only the URLs whose bounds or pause
 changed are passed to the scheduler (a scheduler given no constraint stays unconstrained).
 The failure record is ``_failures.py``'s.
+
+Discovery asks for *floors* too (``set_floors``): with ``discovery_watch_starts`` each watched
+start page gets a lower bound from its yield of new pages (``crawler.discovery._pacing``).
+A floor is merged with the operator's bounds: the larger lower bound wins, never above the
+URL's upper bound (an operator's minimum interval still holds).
 """
 
 from __future__ import annotations
@@ -67,6 +72,10 @@ class Constraints:
         self._upper: FloatArray = np.empty(0)
         self._paused: BoolArray = np.empty(0, dtype=bool)
         self._version: int | None = None  # the watch-list version last applied
+        #: the operator's lower bounds alone (before discovery's floors), per ``_ids``
+        self._rule_lower: FloatArray = np.empty(0)
+        #: discovery's floors: URL id -> polls per slot
+        self._floors: dict[int, float] = {}
 
     async def refresh(self, scheduler: schedulers.Scheduler, store: Store, version: int) -> None:
         """Apply the store's rules (at start: everything, the failure record included; on a
@@ -98,6 +107,8 @@ class Constraints:
             self.settings.default_min_interval_s,
             self.settings.default_max_interval_s,
         )
+        rule_lower = lower
+        lower = self._with_floors(ids, lower, upper)
         # what the scheduler has now: the last applied values (new URLs: no constraint)
         was_lower, was_upper = np.zeros(n), np.ones(n)
         was_paused = np.zeros(n, dtype=bool)
@@ -118,6 +129,43 @@ class Constraints:
         if go.any():
             scheduler.resume(ids[go])
         self._ids, self._lower, self._upper, self._paused = ids, lower, upper, paused
+        self._rule_lower = rule_lower
+
+    def set_floors(self, scheduler: schedulers.Scheduler, floors: dict[int, float]) -> int:
+        """Discovery's lower bounds (URL id -> polls per slot; an id left out has none),
+        merged with the operator's; how many URLs' bounds the scheduler was given again."""
+        if floors == self._floors:
+            return 0
+        touched = set(self._floors) ^ set(floors)
+        touched |= {i for i, f in floors.items() if self._floors.get(i) != f}
+        self._floors = dict(floors)
+        if not touched or not self._ids.size:
+            return 0
+        wanted = np.array(sorted(touched), dtype=np.int64)
+        pos = np.searchsorted(self._ids, wanted)
+        known = self._ids[np.minimum(pos, self._ids.size - 1)] == wanted
+        pos = pos[(pos < self._ids.size) & known]
+        if not pos.size:
+            return 0
+        ids = self._ids[pos]
+        lower = self._with_floors(ids, self._rule_lower[pos], self._upper[pos])
+        moved = lower != self._lower[pos]
+        if moved.any():
+            scheduler.set_bounds(ids[moved], lower=lower[moved], upper=self._upper[pos][moved])
+            self._lower[pos[moved]] = lower[moved]
+        return int(moved.sum())
+
+    def _with_floors(self, ids: IdArray, lower: FloatArray, upper: FloatArray) -> FloatArray:
+        """``lower`` raised to discovery's floors where they are higher (never past ``upper``)."""
+        if not self._floors:
+            return lower
+        keys = np.fromiter(self._floors, dtype=np.int64, count=len(self._floors))
+        values = np.fromiter(self._floors.values(), dtype=np.float64, count=len(self._floors))
+        order = np.argsort(keys)
+        keys, values = keys[order], values[order]
+        at = np.minimum(np.searchsorted(keys, ids), keys.size - 1)
+        floors = np.where(keys[at] == ids, values[at], 0.0)
+        return np.maximum(lower, np.minimum(floors, upper))
 
     def after_slot(
         self, scheduler: schedulers.Scheduler, polls: list[PollRecord]

@@ -25,34 +25,34 @@ list through the store's add path. Expiry (see ``crawler.store._discovery``) run
 pages not linked by any page fetched by discovery for ``discovery_expire_days``, and pages
 answering 404 or 410 to either side, expire.
 
-**Start pages read by the re-polling scheduler** (``discovery_watch_starts``, off by default:
-see "Not the default" below).
+**Start pages read by the re-polling scheduler** (``discovery_watch_starts``, the default).
 Reading the section pages that list new pages was most of discovery's downloads (61% of them
 were neither new pages nor anything else that paid, in docs/discovery.md), and telling which
-sections change is exactly what the re-polling scheduler learns for any watched page. So a
-source's start pages (its page and the links that became its start pages) are added to the
-watch list once its crawl is built: the scheduler polls them at the rates it learns, like any
-watched page. Its polls of them ask for the body too (``PollJob.keep_body``: judged as usual;
-the body comes back only when the page changed or was polled for the first time, so a few
-section pages a slot cross the worker pipe, not the unchanged ones). The loop hands those
-answers to :meth:`DiscoverySide.heard`, which admits the page's links through the source's
-scope and trap rules and queues those nobody knows yet as *leads* (oldest first, at most
-``MAX_LEADS``). Each slot, discovery polls its leads first, with its own share and each
-source's per-slot and per-run budgets; a lead is recorded new by the same rule as above
-(depth and path length 1, via its start page). Whatever share is left goes to the crawl over
-the start pages that are *not* watched (the bandit path; a watched start page is never polled
-by discovery itself): with every start page watched, discovery downloads little but new pages,
-and the section reads are counted where they now happen, in the re-polling side's polls.
-Links extracted in the service, not in the crawl workers: a changed section page is a few
-tens of kB, a handful a slot, so shipping the body is cheaper than a second parser contract.
-Sitemaps and feeds are not fed this way (their own reader keeps their ``lastmod`` dates).
+sections change is what the re-polling scheduler does for any watched page. So a source's
+start pages (its page and the links that became its start pages) are added to the watch list
+once its crawl is built. The scheduler's polls of them ask for the body too
+(``PollJob.keep_body``: judged as usual; the body comes back only when the page changed or was
+polled for the first time, so a few section pages a slot cross the worker pipe, not the
+unchanged ones). The loop hands those answers to :meth:`DiscoverySide.heard`, which admits the
+page's links through the source's scope and trap rules and queues those nobody knows yet as
+*leads* (oldest first, at most ``MAX_LEADS``). Each slot, discovery polls its leads first, with
+its own share and each source's per-slot and per-run budgets; a lead is recorded new by the
+same rule as above (depth and path length 1, via its start page). Whatever share is left goes
+to the crawl over the start pages that are *not* watched (the bandit path; a watched start page
+is never polled by discovery itself). Links are extracted in the service, not in the crawl
+workers: a changed section page is a few tens of kB, a handful a slot, so shipping the body is
+cheaper than a second parser contract. Sitemaps and feeds are not fed this way (their own
+reader keeps their ``lastmod`` dates).
 
-*Not the default*, measured (docs/discovery.md, acceptance 2): discovery's downloads were then
-98% new pages, but the scheduler, with 40 re-polls a slot over 5,000 watched pages, polled
-each section page about once in 150 slots (the rate it learns for a page comes from that
-page's own polls), so only 5% of the new pages were found within 5 slots, against 97% when
-discovery's bandit reads the sections itself. It pays when the scheduler polls the start
-pages often enough: few watched pages per unit of capacity, or a long-running service.
+*Paced by yield.* Left to its own objective (changes caught per poll, indifferent to when), the
+scheduler read each of 50 section pages about once in 150 slots with 40 re-polls a slot over
+5,000 watched pages: 5% of the new pages were found within 5 slots. Each watched start page
+therefore gets a floor, a poll at least every ``discovery_start_interval_slots`` (3) while it
+yields new pages, at growing intervals while it does not (``crawler.discovery.StartPacer``,
+credited here when a lead heard from it is recorded new). The floors go to the scheduler's
+guard as lower bounds (``Constraints.set_floors``), merged with the operator's; together they
+take at most ``PACED_SHARE`` of the scheduler's polls. Measured (docs/discovery.md): 99% of the
+new pages found within 5 slots, 1% of discovery's downloads not new.
 
 The clock is injectable (``clock``): the verdict "no older than 24 h" compares page dates with
 it, so a test serving a site in simulated time gives the matching clock.
@@ -79,8 +79,10 @@ from crawler.discovery import (
     MAX_AGE,
     Refusal,
     Scope,
+    SeedBandit,
     SourceBudget,
     SourceCrawl,
+    StartPacer,
     canonical_url,
     extract_links,
     looks_like_listing,
@@ -127,6 +129,12 @@ SAVED_SEEDS = 100
 #: links heard from the scheduler's polls of start pages, waiting for a discovery poll (the
 #: oldest dropped first)
 MAX_LEADS = 10_000
+#: the most of the scheduler's polls per slot the watched start pages' floors may take
+#: together (crawler.discovery._pacing; scaled down together past it)
+PACED_SHARE = 0.5
+#: watched URLs whose sitemap or feed ``lastmod`` moved, waiting to be re-polled (oldest
+#: dropped first)
+MAX_HINTED = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +237,18 @@ class DiscoverySide:
         self._to_watch: dict[str, int] = {}
         self._heard_linked: set[str] = set()
         self._in_flight: set[str] = set()  # leads being polled (heard again meanwhile: no)
+        # watched start pages read at least every few slots while they yield new pages
+        # (crawler.discovery._pacing): their floors go to the scheduler as lower bounds
+        self.pacer = StartPacer(
+            target_slots=settings.discovery_start_interval_slots,
+            min_yield=settings.discovery_start_min_yield,
+        )
+        self._fed_ids: dict[str, int] = {}  # a watched start page's URL id (from its jobs)
+        self._slot_no = 0  # discovery's own slot count (the pacer's clock)
+        # watched URLs a sitemap or feed says changed ("lastmod moved"): the re-polling side
+        # polls them in the next slot, out of discovery's share (``take_hinted``)
+        self._hinted: OrderedDict[str, None] = OrderedDict()
+        self._hint_polls = 0  # how many of this slot's re-polls were hinted
 
     # ----- sources and capacity ----------------------------------------------------------
 
@@ -276,7 +296,22 @@ class DiscoverySide:
         fed = self._fed
         if not fed:
             return jobs
-        return [j._replace(keep_body=True) if j.url in fed else j for j in jobs]
+        marked = []
+        for job in jobs:
+            if job.url in fed:
+                self._fed_ids[job.url] = job.url_id
+                job = job._replace(keep_body=True)
+            marked.append(job)
+        return marked
+
+    def start_floors(self, capacity: float) -> dict[int, float]:
+        """The watched start pages' lower bounds (URL id -> polls per slot) from their yield,
+        together at most ``PACED_SHARE`` of the scheduler's ``capacity`` (a page whose id is
+        not known yet, not added to the watch list yet, has none)."""
+        if not self.pacer:
+            return {}
+        floors = self.pacer.floors(self._slot_no, PACED_SHARE * capacity)
+        return {self._fed_ids[u]: f for u, f in floors.items() if u in self._fed_ids}
 
     def heard(self, answers: Sequence[PollAnswer], urls: Callable[[int], str | None]) -> int:
         """The re-polling side's answers: the links of a start page that changed (a body came
@@ -322,6 +357,8 @@ class DiscoverySide:
             self._fed[url].discard(sid)
             if not self._fed[url]:
                 del self._fed[url]
+                self.pacer.remove(url)
+                self._fed_ids.pop(url, None)
         for url in [u for u, lead in self._leads.items() if lead[0] == sid]:
             del self._leads[url]
 
@@ -333,6 +370,8 @@ class DiscoverySide:
         for url in seeds:
             self._fed.setdefault(url, set()).add(source.row.id)
             self._to_watch[url] = source.row.id
+            self.pacer.add(url, self._slot_no)
+        self.pacer.restore(_saved_pace(source.row.state), self._slot_no)
         source.fed = True
 
     async def _watch_starts(self) -> None:
@@ -349,14 +388,24 @@ class DiscoverySide:
                 self._fed.pop(url, None)
                 del self._to_watch[url]
         try:
-            await asyncio.to_thread(self._store.add_urls, entries)
+            ids = await asyncio.to_thread(self._add_starts, entries)
         except StoreError as exc:
             log.warning("start pages not added to the watch list yet: %s", exc)
             return
+        self._fed_ids.update((u, i) for u, i in ids.items() if u in self._fed)
         log.info("discovery: %d start pages on the watch list", len(self._to_watch))
         if self.known is not None:
             self.known.update(self._to_watch)
         self._to_watch.clear()
+
+    def _add_starts(self, entries: list[NewUrl]) -> dict[str, int]:
+        """Watch the start pages; the URL id of each, watched before or not (the pacer's
+        floors are given to the scheduler by id)."""
+        report = self._store.add_urls(entries)
+        ids = dict(report.added) | dict(report.reactivated)
+        if rest := [u for u in report.already_watched if u not in ids]:
+            ids.update((u, i) for i, u in self._store.select_urls(rest))
+        return ids
 
     async def _poll_leads(self, slot: _Slot, budget: int, stop: asyncio.Event | None) -> None:
         """Poll the leads, oldest first, with discovery's share and each source's budgets;
@@ -392,25 +441,26 @@ class DiscoverySide:
             try:
                 await self._fetch(slot, sorted(self._in_flight))
                 slot.lead_polls += len(batch)
-                for url, sid, _via, depth in batch:
+                for url, sid, via, depth in batch:
                     slot.record.polls[sid] = slot.record.polls.get(sid, 0) + 1
-                    self._lead_fetched(self.sources[sid], url, depth, slot)
+                    if self._lead_fetched(self.sources[sid], url, depth, slot):
+                        self.pacer.credit(via, self._slot_no)  # the start page paid
             finally:
                 self._in_flight = set()
 
-    def _lead_fetched(self, source: _Source, url: str, depth: int, slot: _Slot) -> None:
+    def _lead_fetched(self, source: _Source, url: str, depth: int, slot: _Slot) -> bool:
         """A lead polled: new (the driver's rule: not known, no older than its max age) and,
-        with a topic, on topic: recorded."""
+        with a topic, on topic: recorded. True when it was."""
         crawl = source.crawl
         assert crawl is not None
         html = slot.bodies.get(url)
         if html is None:
-            return
+            return False
         now = self.clock()
         published = slot.dates.get(url)
         if now - (now if published is None else published) > MAX_AGE:
             crawl.known.add(url)  # an old page: known now, not new
-            return
+            return False
         score = _topic_score(source.topic, html) if source.topic else None
         for other in self.sources.values():
             if other.crawl is not None:
@@ -418,11 +468,24 @@ class DiscoverySide:
         if self.known is not None:
             self.known.add(url)
         if score is not None and score < TOPIC_MIN:
-            return
+            return False
         when = datetime.fromtimestamp(now, UTC)
         lastmod = None if published is None else datetime.fromtimestamp(published, UTC)
         slot.record.found.append(Found(url, source.row.id, when, depth, 1, lastmod, score))
         slot.ages.append(None if published is None else now - published)
+        return True
+
+    def take_hinted(self, limit: int) -> list[str]:
+        """Up to ``limit`` known URLs whose ``lastmod`` moved in a sitemap or feed, oldest
+        hint first, for the re-polling side to poll in this slot."""
+        taken: list[str] = []
+        while self._hinted and len(taken) < limit:
+            taken.append(self._hinted.popitem(last=False)[0])
+        return taken
+
+    def hint_polls(self, count: int) -> None:
+        """``count`` of this slot's re-polls were hinted URLs: discovery's share pays them."""
+        self._hint_polls = count
 
     def note_dead(self, urls: Sequence[str]) -> None:
         """URLs the scheduler's polls found gone (404/410): expired at the next record."""
@@ -440,6 +503,8 @@ class DiscoverySide:
         """One slot's discovery: at most ``reserved(capacity)`` polls, none of a URL in
         ``picked`` (the scheduler's polls of this slot), none twice; then record and expire."""
         budget = self.reserved(self.settings.effective_capacity(watched))
+        budget, self._hint_polls = max(0, budget - self._hint_polls), 0  # hinted re-polls
+        self._slot_no += 1
         slot = _Slot(set(picked), deadline)
         slot.dead, self._dead = self._dead, set()
         for source in self.sources.values():
@@ -648,8 +713,15 @@ class DiscoverySide:
             log.warning("source %s: %s could not be read as a sitemap or feed", source.row.url, url)
         hints = crawl.take_hints()  # disc-feeds: a sitemap's or feed's moved lastmod dates
         if hints and self.known is not None:
-            watched = sum(h.url in self.known for h in hints)
-            log.info("source %s: %d lastmod hints (%d known)", source.row.url, len(hints), watched)
+            known = [h.url for h in hints if h.url in self.known]
+            for hinted in known:  # re-polled in the next slot if watched (``take_hinted``)
+                self._hinted[hinted] = None
+                self._hinted.move_to_end(hinted)
+            while len(self._hinted) > MAX_HINTED:
+                self._hinted.popitem(last=False)
+            log.info(
+                "source %s: %d lastmod hints (%d known)", source.row.url, len(hints), len(known)
+            )
         for d in crawl.found[before:]:
             score = _topic_score(source.topic, html) if source.topic else None
             if score is not None and score < TOPIC_MIN:
@@ -671,9 +743,11 @@ class DiscoverySide:
         apply the expiry rule, count the metrics."""
         record = slot.record
         at = record.at = datetime.fromtimestamp(self.clock(), UTC)
+        pace = self.pacer.state(self._slot_no) if self.pacer else {}
         for sid, source in self.sources.items():
             if source.crawl is not None and sid in record.polls:
-                record.states[sid] = _state(source.crawl)
+                own = {u: f for u, f in pace.items() if sid in self._fed.get(u, ())}
+                record.states[sid] = _state(source.crawl, own)
         if self._unsaved is not None:
             record = _merge(self._unsaved, record)
         watched = expired = 0
@@ -775,15 +849,19 @@ def _topic_score(topic: frozenset[str], html: str | None) -> float:
     return len(topic & present) / len(topic)
 
 
-def _state(crawl: SourceCrawl) -> str:
-    """A source's learned state: its start pages, best first, over all its foragers."""
+def _state(crawl: SourceCrawl, pace: dict[str, list[float]] | None = None) -> str:
+    """A source's learned state: its start pages, best first, over all its foragers, the
+    start-page bandit's yields and, for watched start pages, the pacer's figures."""
     best: dict[str, float] = {}
     for forager in crawl.fleet.foragers:
         for url, value in forager.weblog.entries():
             best[url] = max(value, best.get(url, -math.inf))
     ranked = sorted(best.items(), key=lambda kv: -kv[1])[:SAVED_SEEDS]
     # disc-feeds: the start-page bandit's yields, so a restart keeps which sections pay
-    return json.dumps({"seeds": [u for u, _ in ranked], "starts": crawl.start_state()})
+    state: dict[str, object] = {"seeds": [u for u, _ in ranked], "starts": crawl.start_state()}
+    if pace:
+        state["pace"] = pace
+    return json.dumps(state)
 
 
 def _saved_seeds(state: str | None) -> list[str]:
@@ -803,6 +881,66 @@ def _saved_starts(state: str | None) -> dict[str, object]:
     except (ValueError, AttributeError):
         return {}
     return starts if isinstance(starts, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class StartFigures:
+    """What a source learned of one start page (``crawler sources list --starts``)."""
+
+    url: str
+    #: "scheduler" (a watched start page, paced by its yield) or "discovery" (the bandit's)
+    read_by: str
+    #: new pages per slot found through it (the learner's posterior mean)
+    yield_per_slot: float
+    #: its share of its source's start-page polls (the bandit), None when the scheduler reads it
+    share_of_polls: float | None
+    #: the longest it goes unread, in slots (the pacer), None when discovery reads it
+    interval_slots: float | None
+
+
+def start_report(state: str | None, settings: Settings) -> list[StartFigures]:
+    """A source's start pages from its saved state, the best yield first: which sections
+    pay, as learned by the pacer (watched start pages) or the bandit (read by discovery)."""
+    figures: list[StartFigures] = []
+    pace = _saved_pace(state)
+    if pace:
+        pacer = StartPacer(
+            target_slots=settings.discovery_start_interval_slots,
+            min_yield=settings.discovery_start_min_yield,
+        )
+        for url in pace:
+            pacer.add(url, 0)
+        pacer.restore(pace, 0)
+        for url in pace:
+            if url in pacer:
+                figures.append(
+                    StartFigures(
+                        url, "scheduler", pacer.yield_of(url, 0), None, pacer.interval(url, 0)
+                    )
+                )
+    starts = {
+        url: v
+        for url, v in _saved_starts(state).items()
+        if url not in pace and isinstance(v, list) and len(v) == 3
+        and all(isinstance(x, int | float) and x >= 0 for x in v)
+    }  # fmt: skip
+    bandit = SeedBandit(starts)
+    bandit.restore(dict(starts), 0)
+    polls = sum(bandit.polls[url] for url in starts)
+    for url in starts:
+        share = bandit.polls[url] / polls if polls else None
+        figures.append(StartFigures(url, "discovery", bandit.rate(url), share, None))
+    figures.sort(key=lambda f: (-f.yield_per_slot, f.url))
+    return figures
+
+
+def _saved_pace(state: str | None) -> dict[str, object]:
+    """The pacer's saved figures of a source's watched start pages; {} when absent."""
+    try:
+        pace = json.loads(state or "{}").get("pace", {})
+    except (ValueError, AttributeError):
+        return {}
+    return pace if isinstance(pace, dict) else {}
 
 
 def _merge(old: SlotDiscovery, new: SlotDiscovery) -> SlotDiscovery:

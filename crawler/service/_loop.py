@@ -203,6 +203,28 @@ class CrawlLoop:
             )
         return ids[new]
 
+    async def _with_hinted(self, ids: IdArray) -> IdArray:
+        """``ids`` and the watched URLs whose sitemap or feed ``lastmod`` moved (polled now,
+        out of discovery's share: at most that many a slot, and discovery polls as many
+        fewer)."""
+        assert self.scheduler is not None
+        room = self.discovery.reserved(self.settings.effective_capacity(self.scheduler.size))
+        hinted = self.discovery.take_hinted(room) if room else []
+        if not hinted:
+            return ids
+        try:
+            found = await asyncio.to_thread(self.store.select_urls, hinted)
+        except StoreError as exc:
+            log.warning("lastmod hints not followed: %s", exc)
+            return ids
+        watched, _ = self.scheduler.frequencies()  # a cluster worker: its own URLs only
+        extra = np.array([i for i, _ in found], dtype=np.int64)
+        extra = np.setdiff1d(extra[np.isin(extra, watched)], ids)
+        self.discovery.hint_polls(int(extra.size))
+        if extra.size:
+            log.info("polling %d watched URLs whose lastmod moved", extra.size)
+        return np.union1d(ids, extra)
+
     def _set_capacity(self) -> None:
         """The scheduler's polls per slot: the capacity less discovery's share."""
         assert self.scheduler is not None
@@ -280,6 +302,7 @@ class CrawlLoop:
         ids = self.scheduler.select()
         if self.cluster is not None and self.cluster.probes.size:  # issue 20: sites just
             ids = np.union1d(ids, self.cluster.take_probes())  # gained, polled at once
+        ids = await self._with_hinted(ids)  # watched URLs a sitemap or feed says changed
         records = await self._records(ids)
         requests = [
             FetchRequest(int(i), r.url, r.etag, r.last_modified)
@@ -313,6 +336,9 @@ class CrawlLoop:
                     self.metrics.observe_deferred(reason, job.host)
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
         await _discovered(discovering)
+        if self.discovery.pacer:  # watched start pages: read at least as often as they pay
+            floors = self.discovery.start_floors(self.scheduler.capacity)
+            self.constraints.set_floors(self.scheduler, floors)
         self.discovery.note_dead([records[p.url_id].url for p in polls if p.status in (404, 410)])
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))

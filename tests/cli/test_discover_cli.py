@@ -73,6 +73,35 @@ def test_sources_add_list_remove(cli: CliRunner, database_url: str) -> None:
     assert [s["url"] for s in remaining] == ["https://example.org/shop/"]
 
 
+def test_sources_list_starts_shows_which_start_pages_pay(cli: CliRunner, database_url: str) -> None:
+    cli.invoke(app, ["sources", "add", NEWS])
+    sections = [f"{NEWS}s/{k}" for k in range(3)]
+    state = {
+        "seeds": sections,
+        # watched start pages: the pacer's [found, slots watched] (discounted)
+        "pace": {sections[0]: [12.0, 100.0], sections[1]: [0.0, 100.0]},
+        # a start page discovery reads itself: the bandit's [found, slots observed, polls]
+        "starts": {sections[2]: [3.0, 50.0, 8.0]},
+    }
+    with Store(database_url) as store:
+        ds = DiscoveryStore(store)
+        (source,) = ds.sources()
+        ds.record_slot(SlotDiscovery(polls={source.id: 5}, states={source.id: json.dumps(state)}))
+    listing = cli.invoke(app, ["sources", "list", "--starts", "--json"])
+    assert listing.exit_code == 0, listing.output
+    (doc,) = json.loads(listing.stdout)["sources"]
+    starts = doc["starts"]
+    assert [s["url"] for s in starts] == [sections[0], sections[2], sections[1]]  # best first
+    assert starts[0]["read_by"] == "scheduler" and starts[0]["interval_slots"] == 3
+    assert starts[0]["yield_per_slot"] == pytest.approx(12.2 / 102)
+    assert starts[2]["interval_slots"] > 3  # a barren one is read less often
+    assert starts[1]["read_by"] == "discovery" and starts[1]["share_of_polls"] == 1.0
+    table = cli.invoke(app, ["sources", "list", "--starts"])
+    assert table.exit_code == 0 and "3 slots" in table.stdout and "scheduler" in table.stdout
+    plain = json.loads(cli.invoke(app, ["sources", "list", "--json"]).stdout)["sources"]
+    assert "starts" not in plain[0]
+
+
 @pytest.mark.parametrize(
     "args",
     [

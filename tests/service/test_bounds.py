@@ -97,6 +97,34 @@ async def test_edits_of_a_running_watch_list_reach_the_scheduler(database_url: s
         assert upper[0] == pytest.approx(0.05) and lower[0] == pytest.approx(0.01)
 
 
+async def test_discovery_floors_merge_with_the_operators_bounds(database_url: str) -> None:
+    """Watched start pages' floors (discovery's pacer) raise a URL's lower bound, never past
+    the operator's upper bound, and survive a later edit of the watch list."""
+    with Store(database_url) as store:
+        added = store.add_urls([NewUrl(f"https://example.org/{k}") for k in range(4)]).added
+        ids = np.array(sorted(i for _, i in added), dtype=np.int64)
+        store.edit_urls([int(ids[1])], {"min_interval_s": 10 * SLOT_S})  # at most 0.1
+        store.edit_urls([int(ids[2])], {"max_interval_s": 2 * SLOT_S})  # at least 0.5
+        settings = service_settings(database_url, slot_seconds=SLOT_S)
+        s = schedulers.create("bayes", capacity=1.0, seed=1)
+        s.add(ids)
+        rules = Constraints(settings)
+        await rules.refresh(s, store, store.watch_list_version())
+        floors = {int(ids[0]): 1 / 3, int(ids[1]): 1 / 3, int(ids[2]): 1 / 3}
+        assert rules.set_floors(s, floors) == 2  # ids[2]'s own 0.5 is already higher
+        assert rules.set_floors(s, floors) == 0  # unchanged: nothing given again
+        _, lower, upper = s.bounds()
+        np.testing.assert_allclose(lower, [1 / 3, 0.1, 0.5, 0.0])
+        np.testing.assert_allclose(upper, [1.0, 0.1, 1.0, 1.0])
+        store.edit_urls([int(ids[3])], {"importance": 2.0})  # a watch-list change
+        await rules.refresh(s, store, store.watch_list_version())
+        _, lower, _ = s.bounds()
+        np.testing.assert_allclose(lower, [1 / 3, 0.1, 0.5, 0.0])
+        assert rules.set_floors(s, {int(ids[1]): 0.05}) == 2  # ids[0]'s floor dropped
+        _, lower, _ = s.bounds()
+        np.testing.assert_allclose(lower, [0.0, 0.05, 0.5, 0.0])
+
+
 async def test_the_failure_record_survives_a_restart(database_url: str) -> None:
     """What the service commits with each slot gives a restarted scheduler the same
     failing URLs, back-off and retirement; a success or an operator revives."""
