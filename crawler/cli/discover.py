@@ -223,9 +223,7 @@ def sources_list(
         for f in d["starts"]:
             part = "-" if f["share_of_polls"] is None else f"{f['share_of_polls']:.0%}"
             every = "-" if f["interval_slots"] is None else f"{f['interval_slots']:g} slots"
-            pages.add_row(
-                f["read_by"], f"{f['yield_per_slot']:.3f}", part, every, escape(f["url"])
-            )
+            pages.add_row(f["read_by"], f"{f['yield_per_slot']:.3f}", part, every, escape(f["url"]))
         out_console.print(f"start pages of {escape(d['url'])}:", highlight=False)
         out_console.print(pages if d["starts"] else "  none learned yet", highlight=False)
 

@@ -1,7 +1,8 @@
 """Discovery in the service: a share of each slot's polls follows links from the sources.
 
-Each slot, when sources exist, ``floor(discovery_share x capacity)`` polls go to discovery and
-the scheduler gets the rest of the capacity (``reserved``). The discovery side runs alongside
+Each slot, when sources exist, up to ``floor(discovery_share x capacity)`` polls go to
+discovery and the scheduler gets the rest of the capacity (``reserved``; with every source's
+start pages watched, discovery keeps only what its waiting links need, ``LEAD_WINDOW``). The discovery side runs alongside
 the scheduler's polls, through the **same** ``Poller``: robots.txt, the per-host concurrency,
 delay and back-off are shared with re-polling. A URL is never polled twice in one slot: the
 scheduler's picks are never fetched by discovery, and a URL two sources (or one forager twice)
@@ -65,7 +66,7 @@ import json
 import logging
 import math
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -135,6 +136,12 @@ PACED_SHARE = 0.5
 #: watched URLs whose sitemap or feed ``lastmod`` moved, waiting to be re-polled (oldest
 #: dropped first)
 MAX_HINTED = 10_000
+#: with every active source's start pages watched, discovery's polls are only the links the
+#: scheduler's reads heard (and lastmod hints): it keeps what they need of its share and the
+#: rest goes back to the scheduler: twice the most of them waiting at a slot's start over
+#: the last LEAD_WINDOW slots (the current slot's included), at least MIN_LEAD_RESERVE
+LEAD_WINDOW = 20
+MIN_LEAD_RESERVE = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +256,7 @@ class DiscoverySide:
         # polls them in the next slot, out of discovery's share (``take_hinted``)
         self._hinted: OrderedDict[str, None] = OrderedDict()
         self._hint_polls = 0  # how many of this slot's re-polls were hinted
+        self._waiting: deque[int] = deque(maxlen=LEAD_WINDOW)  # leads + hints at slot starts
 
     # ----- sources and capacity ----------------------------------------------------------
 
@@ -261,10 +269,15 @@ class DiscoverySide:
 
     def reserved(self, capacity: float) -> int:
         """Discovery's polls per slot out of ``capacity``: floor(share x capacity) when
-        sources exist, else 0."""
+        sources exist, else 0; with every active source's start pages watched, only what
+        its waiting links need of that (see ``LEAD_WINDOW``)."""
         if not self.active:
             return 0
-        return math.floor(self.settings.discovery_share * capacity + 1e-9)
+        share = math.floor(self.settings.discovery_share * capacity + 1e-9)
+        live = [s for s in self.sources.values() if s.crawl is None or not s.crawl.budget.exhausted]
+        if not all(s.fed for s in live):
+            return share
+        return min(share, max(MIN_LEAD_RESERVE, 2 * max(self._waiting, default=0)))
 
     async def refresh(self) -> bool:
         """Read the sources (added, changed or removed since the last look); True when
@@ -286,6 +299,7 @@ class DiscoverySide:
             self.known = await asyncio.to_thread(self.store.known_urls)
         active = self.active
         changed, self._was_active = active != self._was_active, active
+        self._waiting.append(len(self._leads) + len(self._hinted))
         return changed
 
     # ----- disc-fix: the scheduler's polls of start pages feed discovery ------------------

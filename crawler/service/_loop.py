@@ -229,14 +229,17 @@ class CrawlLoop:
         """The scheduler's polls per slot: the capacity less discovery's share."""
         assert self.scheduler is not None
         capacity = self.settings.effective_capacity(self.scheduler.size)
-        self.scheduler.set_capacity(capacity - self.discovery.reserved(capacity))
+        wanted = capacity - self.discovery.reserved(capacity)
+        if wanted != self.scheduler.capacity:
+            self.scheduler.set_capacity(wanted)
 
     async def _refresh_discovery(self) -> None:
         """Re-read the discovery sources; their share changes the scheduler's capacity."""
         if self.cluster is not None:  # a cluster worker runs the sources of its own sites
             self.discovery.owns = self.cluster.owns
         try:
-            if await self.discovery.refresh() and self.scheduler is not None:
+            await self.discovery.refresh()
+            if self.scheduler is not None:  # discovery's share moves with what it needs
                 self._set_capacity()
         except StoreError as exc:
             log.warning("discovery sources not refreshed: %s", exc)
