@@ -262,6 +262,23 @@ class CrawlerMetrics:
             ["reason"],
             registry=reg,
         )
+        self.discovery_reserved_polls = Gauge(
+            "crawler_discovery_reserved_polls_per_slot",
+            "Polls per slot kept for discovery (at most discovery_share of the capacity; less "
+            "when every source's start pages are watched and few links wait).",
+            registry=reg,
+        )
+        self.discovery_paced_start_pages = Gauge(
+            "crawler_discovery_paced_start_pages",
+            "Watched start pages the scheduler must read at least every few slots, paced by "
+            "their yield of new pages.",
+            registry=reg,
+        )
+        self.discovery_start_floor_polls = Gauge(
+            "crawler_discovery_start_floor_polls_per_slot",
+            "Polls per slot the paced start pages' floors ask of the scheduler, in all.",
+            registry=reg,
+        )
         self.scheduler_info = Info("crawler_scheduler", "The scheduler in use.", registry=reg)
         self.build_info = Info("crawler_build", "Version of the crawler.", registry=reg)
         self._init_cluster(reg)  # issue 20: the cluster worker's and coordinator's figures
@@ -465,6 +482,12 @@ class CrawlerMetrics:
                 self.discovered_age_seconds.observe(max(0.0, age))
         for reason in expired:
             self.discovered_expired_total.labels(reason=reason).inc()
+
+    def set_discovery_shares(self, reserved: int, paced: int, floor_polls: float) -> None:
+        """Discovery's polls per slot this slot, and the watched start pages' floors."""
+        self.discovery_reserved_polls.set(reserved)
+        self.discovery_paced_start_pages.set(paced)
+        self.discovery_start_floor_polls.set(floor_polls)
 
     def observe_commit(self, duration_s: float) -> None:
         """One slot's database commit took ``duration_s``."""

@@ -2,11 +2,11 @@
 
 Each slot, when sources exist, up to ``floor(discovery_share x capacity)`` polls go to
 discovery and the scheduler gets the rest of the capacity (``reserved``; with every source's
-start pages watched, discovery keeps only what its waiting links need, ``LEAD_WINDOW``). The discovery side runs alongside
-the scheduler's polls, through the **same** ``Poller``: robots.txt, the per-host concurrency,
-delay and back-off are shared with re-polling. A URL is never polled twice in one slot: the
-scheduler's picks are never fetched by discovery, and a URL two sources (or one forager twice)
-want is fetched once and its body reused.
+start pages watched, discovery keeps only what its waiting links need, ``LEAD_WINDOW``). The
+discovery side runs alongside the scheduler's polls, through the **same** ``Poller``:
+robots.txt, the per-host concurrency, delay and back-off are shared with re-polling. A URL is
+never polled twice in one slot: the scheduler's picks are never fetched by discovery, and a
+URL two sources (or one forager twice) want is fetched once and its body reused.
 
 One ``crawler.discovery.SourceCrawl`` per source, with the weblog-update foragers by default
 (``discovery_strategy``). Start pages: a source's page is fetched once, and up to

@@ -339,9 +339,14 @@ class CrawlLoop:
                     self.metrics.observe_deferred(reason, job.host)
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
         await _discovered(discovering)
+        floors: dict[int, float] = {}
         if self.discovery.pacer:  # watched start pages: read at least as often as they pay
             floors = self.discovery.start_floors(self.scheduler.capacity)
             self.constraints.set_floors(self.scheduler, floors)
+        capacity = self.settings.effective_capacity(self.scheduler.size)
+        self.metrics.set_discovery_shares(
+            self.discovery.reserved(capacity), len(floors), sum(floors.values())
+        )
         self.discovery.note_dead([records[p.url_id].url for p in polls if p.status in (404, 410)])
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))

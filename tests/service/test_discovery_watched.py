@@ -61,6 +61,15 @@ async def test_the_schedulers_polls_of_start_pages_feed_discovery(
             await service.run(asyncio.Event(), SLOTS, on_slot)
             (source,) = discovery.sources.values()
             assert source.fed and source.crawl is not None
+            # every start page is paced (a floor given to the scheduler), and discovery keeps
+            # only what its waiting links need of its 10 polls a slot
+            registry = service.metrics.registry
+            paced = registry.get_sample_value("crawler_discovery_paced_start_pages")
+            reserved = registry.get_sample_value("crawler_discovery_reserved_polls_per_slot")
+            floors = registry.get_sample_value("crawler_discovery_start_floor_polls_per_slot")
+            assert paced == len(discovery.pacer) >= 6
+            assert reserved is not None and 2 <= reserved <= 10
+            assert floors is not None and 0 < floors <= 0.5 * 40
         with Store(database_url) as store:
             watched = {r.url for r in store.list_urls()}
             found = DiscoveryStore(store).discovered()
