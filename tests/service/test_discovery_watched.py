@@ -98,3 +98,40 @@ async def test_the_schedulers_polls_of_start_pages_feed_discovery(
     assert len(downloads) == len(set(downloads))
     for d in found:
         assert d.path_length == 1 and d.depth == 1
+
+
+async def test_what_the_pacer_learned_survives_a_restart(database_url: str) -> None:
+    """The watched start pages' yields are saved with the source's state: a restarted service
+    paces the paying sections as before, not from the prior."""
+    graph = generate(pages=300, sections=6, active_sections=2, duration=86_400.0,
+                     new_per_hour=6, seed=4)  # fmt: skip
+    site = GraphSite(graph, now=SLOT_S)
+    site.conditional = True
+    await site.start()
+    try:
+        with Store(database_url) as store:
+            DiscoveryStore(store).add_source(SourceSpec(site.url(0), budget_per_slot=10))
+        settings = service_settings(
+            database_url, capacity=40.0, discovery_share=0.25, fetch_workers=0
+        )
+
+        def advance(summary: SlotSummary) -> None:
+            site.now += SLOT_S
+
+        async with CrawlService(settings) as service:
+            service.loop.discovery.clock = lambda: EPOCH.timestamp() + site.now
+            await service.run(asyncio.Event(), SLOTS, advance)
+            before = service.loop.discovery.pacer.state(service.loop.discovery._slot_no)
+        async with CrawlService(settings) as again:
+            again.loop.discovery.clock = lambda: EPOCH.timestamp() + site.now
+            await again.run(asyncio.Event(), 1, advance)
+            pacer = again.loop.discovery.pacer
+            after = pacer.state(again.loop.discovery._slot_no)
+    finally:
+        await site.stop()
+    paying = {site.url(int(graph.section[p])) for p in graph.new_pages()}
+    assert paying and paying <= set(before)
+    for url in paying:  # learned, and taken back (a slot's aging apart)
+        assert before[url][0] >= 1.0
+        assert after[url][0] == pytest.approx(before[url][0], rel=0.05)
+    assert set(after) == set(before)
