@@ -62,6 +62,7 @@ it, so a test serving a site in simulated time gives the matching clock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -513,9 +514,12 @@ class DiscoverySide:
         watched: int,
         deadline: float,
         stop: asyncio.Event | None = None,
+        repolled: asyncio.Event | None = None,
     ) -> DiscoverySummary:
         """One slot's discovery: at most ``reserved(capacity)`` polls, none of a URL in
-        ``picked`` (the scheduler's polls of this slot), none twice; then record and expire."""
+        ``picked`` (the scheduler's polls of this slot), none twice; then record and expire.
+        ``repolled`` is set when the scheduler's polls of the slot are done: the links they
+        heard are polled in the same slot, with what is left of the share."""
         budget = self.reserved(self.settings.effective_capacity(watched))
         budget, self._hint_polls = max(0, budget - self._hint_polls), 0  # hinted re-polls
         self._slot_no += 1
@@ -527,6 +531,12 @@ class DiscoverySide:
         if budget > 0:
             await self._poll_leads(slot, budget, stop)  # disc-fix: links the scheduler heard
             await self._polls(slot, budget, stop)
+            if repolled is not None and self._fed:  # and those its reads hear in this slot
+                timeout = deadline - time.monotonic()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(repolled.wait(), max(0.0, timeout))
+                if repolled.is_set():
+                    await self._poll_leads(slot, budget, stop)
         await self._watch_starts()  # disc-fix: start pages for the scheduler to read
         slot.record.linked |= self._heard_linked  # linked by a start page the scheduler read
         self._heard_linked = set()

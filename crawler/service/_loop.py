@@ -317,20 +317,24 @@ class CrawlLoop:
         jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies too
         deadline = started + self.settings.effective_slot_deadline()
         # discovery's share, alongside and through the same poller, never a URL polled here
+        repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard
         discovering = asyncio.ensure_future(
             self.discovery.run_slot(
-                {r.url for r in requests}, self.scheduler.size, deadline, self._stop
+                {r.url for r in requests}, self.scheduler.size, deadline, self._stop, repolled
             )
         )
         # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched;
         # the poller defers what is not done by the deadline; a stop request cuts the slot
         # short at once, and so does a poller that overruns its deadline by GRACE_S
         stop = self._stop
-        async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
-            async for answers in _until(chunks, stop, deadline + GRACE_S):
-                self._recent.polled(records, self._outcomes(answers, records, tally))
-                self.caps.observe(answers, records)  # host caps: what the fetcher learned
-                self.discovery.heard(answers, _url_of(records))  # disc-fix: changed start pages
+        try:
+            async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
+                async for answers in _until(chunks, stop, deadline + GRACE_S):
+                    self._recent.polled(records, self._outcomes(answers, records, tally))
+                    self.caps.observe(answers, records)  # host caps: what the fetcher learned
+                    self.discovery.heard(answers, _url_of(records))  # changed start pages
+        finally:
+            repolled.set()
         if len(tally.seen) < len(jobs):  # cut short: not polled
             reason = "shutdown" if stop is not None and stop.is_set() else "timeout"
             for job in jobs:
