@@ -36,8 +36,10 @@ once its crawl is built. The scheduler's polls of them ask for the body too
 polled for the first time, so a few section pages a slot cross the worker pipe, not the
 unchanged ones). The loop hands those answers to :meth:`DiscoverySide.heard`, which admits the
 page's links through the source's scope and trap rules and queues those nobody knows yet as
-*leads* (oldest first, at most ``MAX_LEADS``). Each slot, discovery polls its leads first, with
-its own share and each source's per-slot and per-run budgets; a lead is recorded new by the
+*leads* (oldest first, at most ``MAX_LEADS``). Each slot, discovery polls its leads first, and
+again once the scheduler's polls of the slot are done (``repolled``: a link heard in a slot
+is polled in it, time permitting), with its own share and each source's per-slot and per-run
+budgets; a lead is recorded new by the
 same rule as above (depth and path length 1, via its start page). Whatever share is left goes
 to the crawl over the start pages that are *not* watched (the bandit path; a watched start page
 is never polled by discovery itself). Links are extracted in the service, not in the crawl
