@@ -426,9 +426,10 @@ def _scenario(
         back_at = given_back.get(site_of_page[k])
         if back_at is not None and polled_at >= back_at:
             continue
-        # the row records the page's latest request before it (polled_at is taken when the
-        # answers are judged, just after the fetch)
-        earlier = [r for r in requests.get(k, []) if r[0] <= polled_at + 0.2]
+        # the row records the page's latest request before it: polled_at is taken when the
+        # answers are judged, after the fetch, and the site logs a request before it answers
+        # (one clock), so a request logged after polled_at cannot be the row's
+        earlier = [r for r in requests.get(k, []) if r[0] <= polled_at]
         nearest = max(earlier, default=None)
         if nearest is None or nearest[1] == zombie or polled_at < moved_at - 0.5:
             by_zombie.append((k, polled_at, nearest))
