@@ -253,7 +253,7 @@ class DiscoverySide:
             target_slots=settings.discovery_start_interval_slots,
             min_yield=settings.discovery_start_min_yield,
         )
-        self._fed_ids: dict[str, int] = {}  # a watched start page's URL id (from its jobs)
+        self._fed_ids: dict[str, int] = {}  # a watched start page's URL id (``_add_starts``)
         self._slot_no = 0  # discovery's own slot count (the pacer's clock)
         # watched URLs a sitemap or feed says changed ("lastmod moved"): the re-polling side
         # polls them in the next slot, out of discovery's share (``take_hinted``)
@@ -313,13 +313,7 @@ class DiscoverySide:
         fed = self._fed
         if not fed:
             return jobs
-        marked = []
-        for job in jobs:
-            if job.url in fed:
-                self._fed_ids[job.url] = job.url_id
-                job = job._replace(keep_body=True)
-            marked.append(job)
-        return marked
+        return [j._replace(keep_body=True) if j.url in fed else j for j in jobs]
 
     def start_floors(self, capacity: float) -> dict[int, float]:
         """The watched start pages' lower bounds (URL id -> polls per slot) from their yield,
