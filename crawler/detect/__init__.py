@@ -19,10 +19,14 @@ Only selectolax, xxhash and the standard library; nothing of the rest of the pro
   tags cut out, each leaving a marker, found by a walk that knows the tokenizer's context and
   falls back to the exact hash where it does not model the page) is checked next, before
   parsing. Equal skeletons imply equal normalized text, so either match = unchanged.
+* The text kept of a hit or a baseline is the readable text (``readable_text``: a line per
+  block element); only whitespace sets it apart from the hashed text, so the hash is the
+  same. ``unified_diff``/``html_diff`` compare two such texts (docs/history.md).
 """
 
 from crawler.detect._charset import decode
 from crawler.detect._detector import ChangeDetector
+from crawler.detect._diff import cap_diff, html_diff, text_lines, unified_diff
 from crawler.detect._guard import MAX_OPEN_ELEMENTS
 from crawler.detect._hash import content_hash, raw_hash
 from crawler.detect._judge import JUDGE_BUDGET_S, JUDGE_ERROR_KINDS, DetectItem, Verdict, judge
@@ -32,6 +36,7 @@ from crawler.detect._normalize import (
     content_kind,
     extract,
     normalize,
+    readable_text,
 )
 from crawler.detect._rules import InvalidRuleError, WatchRules, validate_rules
 from crawler.detect._snapshot import cut_snapshot, snapshot_limit
@@ -46,15 +51,20 @@ __all__ = [
     "InvalidRuleError",
     "Verdict",
     "WatchRules",
+    "cap_diff",
     "collapse_whitespace",
     "content_hash",
     "content_kind",
     "cut_snapshot",
     "decode",
     "extract",
+    "html_diff",
     "judge",
     "normalize",
     "raw_hash",
+    "readable_text",
     "snapshot_limit",
+    "text_lines",
+    "unified_diff",
     "validate_rules",
 ]

@@ -41,11 +41,10 @@ class DetectItem:
 
 @dataclass(frozen=True)
 class Verdict:
-    """``changed`` is None for a baseline (no previous hash). ``text`` is the new content when
-    the page changed: for text, as extracted, whitespace not yet collapsed
-    (``collapse_whitespace(text)`` is ``normalize``'s output; collapsing a 25 KB text costs
-    more than hashing it, so it is left to whoever reads the text); None for misses and
-    baselines.
+    """``changed`` is None for a baseline (no previous hash). ``text`` is the content of a hit
+    or a baseline: for text, the readable text (a line per block element, each line's
+    whitespace collapsed: ``readable_text``), the body's bytes otherwise; None for misses
+    (and for pages found unchanged by a pre-check).
     ``raw_hash`` is opaque: store it and pass it back as ``previous_raw_hash``.
     ``truncated``: the page was parsed cut at a parse limit (bytes, or open elements), so a
     change past the cut goes unseen. ``error``: the page could not be judged (a key of
@@ -102,12 +101,15 @@ def _judge(item: DetectItem, exact: str | None, deadline: float) -> Verdict:
     _, prev_skeleton = split_raw_hash(item.previous_raw_hash)
     if item.previous_hash is not None and skeleton == prev_skeleton:
         return Verdict(item.previous_hash, raw, False, None, parsed=False)
-    data, _, truncated = extract_page(item.body, item.content_type, item.rules, deadline=deadline)
-    digest = content_hash(data)
+    page = extract_page(item.body, item.content_type, item.rules, deadline=deadline)
+    digest = content_hash(page.data)
     changed = None if item.previous_hash is None else digest != item.previous_hash
-    if not changed:  # a miss, or a baseline: nobody needs the text
-        return Verdict(digest, raw, changed, None, truncated=truncated)
-    return Verdict(digest, raw, changed, data, truncated=truncated)  # the text, or the bytes
+    if changed is False:  # a miss: nobody needs the text
+        return Verdict(digest, raw, changed, None, truncated=page.truncated)
+    # a hit or a baseline: its readable text (the bytes of a body that is not text) is kept,
+    # as the after of the change, or as the before of the URL's first change
+    text = page.data if page.readable is None else page.readable()
+    return Verdict(digest, raw, changed, text, truncated=page.truncated)
 
 
 def judge_batch(batch: list[tuple[DetectItem, str]]) -> list[Verdict]:

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from math import inf
 from typing import Literal, NamedTuple
 
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from crawler.detect._charset import decode
 from crawler.detect._guard import safe_length
+from crawler.detect._lines import mark_blocks, tidy_lines
 from crawler.detect._rules import (
     NO_RULES,
     BudgetExceededError,
@@ -41,11 +43,13 @@ _DEFAULT_RULES = NO_RULES
 class Extract(NamedTuple):
     """``data``: the text (whitespace not yet collapsed) or the body; ``truncated``: the page
     was cut at a parse limit (``MAX_NORMALIZE_BYTES``, or ``MAX_OPEN_ELEMENTS`` for HTML), so
-    changes past the cut go unseen."""
+    changes past the cut go unseen. ``readable``: for text, makes the readable text (a line
+    per block element, ``crawler.detect._lines``) when called, once; None for other bodies."""
 
     data: bytes
     is_text: bool
     truncated: bool
+    readable: Callable[[], bytes] | None = None
 
 
 def content_kind(content_type: str | None, body: bytes) -> Kind:
@@ -80,6 +84,15 @@ def collapse_whitespace(data: bytes) -> bytes:
 def html_text(text: str, selector: str | None, deadline: float = inf) -> tuple[str, bool]:
     """(concatenated text nodes, cut at the open-elements guard): lexbor's own, fast text
     extraction; whitespace as in the page."""
+    nodes, truncated = html_nodes(text, selector, deadline)
+    return _joined_text(nodes), truncated
+
+
+def html_nodes(
+    text: str, selector: str | None, deadline: float = inf
+) -> tuple[list[LexborNode], bool]:
+    """(the nodes whose text counts: the root, or those matching ``selector``; cut at the
+    open-elements guard), scripts, styles, noscripts and templates stripped."""
     cut = safe_length(text)
     truncated = cut < len(text)
     tree = LexborHTMLParser(text[:cut] if truncated else text)
@@ -87,9 +100,21 @@ def html_text(text: str, selector: str | None, deadline: float = inf) -> tuple[s
         raise BudgetExceededError("parse")
     tree.strip_tags(_DROP_TAGS)
     if selector is not None:
-        return " ".join(node.text_lexbor() for node in tree.css(selector)), truncated
+        return list(tree.css(selector)), truncated
     root = tree.root
-    return (root.text_lexbor() if root is not None else ""), truncated
+    return ([] if root is None else [root]), truncated
+
+
+def _joined_text(nodes: list[LexborNode]) -> str:
+    """The text that the hash reads: the nodes' text, a space between two selected nodes."""
+    return " ".join(node.text_lexbor() for node in nodes)
+
+
+def _block_text(nodes: list[LexborNode]) -> bytes:
+    """The nodes' text with a line per block element (adds text nodes to their tree)."""
+    for node in nodes:
+        mark_blocks(node)
+    return "\n".join(node.text_lexbor() for node in nodes).encode("utf-8", errors="replace")
 
 
 def _cut_spans(text: str, spans: list[tuple[str, str, bool]], keep_inner: bool = False) -> str:
@@ -192,20 +217,40 @@ def extract_page(
     text = decode(body, content_type, sniff_meta=kind == "html")
     if clock() > deadline:
         raise BudgetExceededError("decode")
+    lines: Callable[[], bytes]
     if kind == "html" or (rules.has_selector and kind == "xml"):
-        text, cut = html_text(text, rules.selector, deadline)
+        nodes, cut = html_nodes(text, rules.selector, deadline)
+        text = _joined_text(nodes)
         truncated = truncated or cut
-    elif kind == "xml":
-        text = xml_text(text)
+
+        def lines() -> bytes:
+            return _block_text(nodes)
+
+    else:
+        if kind == "xml":
+            text = xml_text(text)
+        plain = text
+
+        def lines() -> bytes:
+            return plain.encode("utf-8", errors="replace")
+
     data = text.encode("utf-8", errors="replace")
-    if rules.ignore_patterns:
+    patterns = compiled_patterns(rules.ignore_patterns) if rules.ignore_patterns else ()
+    if patterns:
         if clock() > deadline:
             raise BudgetExceededError("text")
-        data = remove_patterns(
-            collapse_whitespace(data), compiled_patterns(rules.ignore_patterns), deadline
-        )
-        data = collapse_whitespace(data)
-    return Extract(data, True, truncated)
+        data = collapse_whitespace(remove_patterns(collapse_whitespace(data), patterns, deadline))
+
+    def readable() -> bytes:
+        """The readable text; the ignore patterns see its line breaks (see docs/history.md)."""
+        out = tidy_lines(lines())
+        if patterns:
+            out = tidy_lines(remove_patterns(out, patterns, deadline))
+        if clock() > deadline:
+            raise BudgetExceededError("readable text")
+        return out
+
+    return Extract(data, True, truncated, readable)
 
 
 def extract(
@@ -218,8 +263,8 @@ def extract(
     """(content, is_text): the text of HTML/XML/text with whitespace not yet collapsed (unless
     ignore patterns had to run), or the body itself for other types. ``content_hash`` of it
     equals ``content_hash(normalize(...))``; this skips the collapsing when only hashing."""
-    data, is_text, _ = extract_page(body, content_type, rules, max_bytes=max_bytes)
-    return data, is_text
+    page = extract_page(body, content_type, rules, max_bytes=max_bytes)
+    return page.data, page.is_text
 
 
 def normalize(
@@ -242,3 +287,17 @@ def normalize(
     """
     data, is_text = extract(body, content_type, rules, max_bytes=max_bytes)
     return collapse_whitespace(data) if is_text else data
+
+
+def readable_text(
+    body: bytes,
+    content_type: str | None,
+    rules: WatchRules = _DEFAULT_RULES,
+    *,
+    max_bytes: int = MAX_NORMALIZE_BYTES,
+) -> bytes | None:
+    """The text a change keeps as its before and after: a line per block element, each line's
+    whitespace collapsed (``crawler.detect._lines``); None for a body that is not text.
+    ``content_hash`` of it equals ``content_hash(normalize(...))``."""
+    page = extract_page(body, content_type, rules, max_bytes=max_bytes)
+    return None if page.readable is None else page.readable()

@@ -498,7 +498,8 @@ class CrawlLoop:
                 changed = a.changed
                 outcome = "baseline" if changed is None else "hit" if changed else "miss"
                 text = a.text
-                if outcome == "hit" and keep_text and text is not None:
+                if keep_text and text is not None and outcome != "miss":
+                    # a hit's after, or a baseline's text: the before of the first change
                     snapshot = text.decode("utf-8", "replace")  # cut by answer_of
                 content_hash, raw_hash, old_hash = a.content_hash, a.raw_hash, rec.last_hash
             failed = outcome == "error"

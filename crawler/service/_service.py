@@ -148,7 +148,7 @@ class CrawlService:
         return True, "ok"
 
     async def prune(self) -> None:
-        """Drop poll-log rows older than the retention setting."""
+        """Drop poll-log rows older than the retention setting, and changes past theirs."""
         cutoff = datetime.now(UTC) - timedelta(days=self.settings.poll_log_retention_days)
         try:
             removed = await asyncio.to_thread(self.store.prune_poll_log, cutoff)
@@ -157,6 +157,25 @@ class CrawlService:
             return
         if removed:
             log.info("pruned %d poll-log rows older than %s", removed, cutoff.isoformat())
+        await self.prune_changes()
+
+    async def prune_changes(self) -> None:
+        """Apply the retention of changes (``changes_keep_per_url``, ``changes_max_age_days``):
+        each URL's oldest kept change keeps its before (docs/history.md)."""
+        keep, days = self.settings.changes_keep_per_url, self.settings.changes_max_age_days
+        if keep is None and days is None:
+            return
+        age = None if days is None else timedelta(days=days)
+        try:
+            done = await asyncio.to_thread(self.store.prune_changes, keep, age)
+        except StoreError as exc:
+            log.warning("changes not pruned: %s", exc)
+            return
+        if done.deleted:
+            log.info(
+                "pruned %d changes (beyond %s per URL or older than %s days); %d baselines moved",
+                done.deleted, keep, days, done.baselines,
+            )  # fmt: skip
 
     async def run(
         self,

@@ -24,6 +24,7 @@ from crawler.store._discovery import (
     SourceSpec,
 )
 from crawler.store._engine import sync_url
+from crawler.store._history import ChangeInfo, ChangeText, PruneReport
 from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
 from crawler.store._migrate import alembic_config, head_revision
@@ -50,7 +51,9 @@ from crawler.store._types import (
 __all__ = [
     "OUTCOMES",
     "AddReport",
+    "ChangeInfo",
     "ChangeRow",
+    "ChangeText",
     "ClusterStateRow",
     "DeferredHost",
     "DiscoveredRow",
@@ -65,6 +68,7 @@ __all__ = [
     "Outcome",
     "PollRecord",
     "PollRow",
+    "PruneReport",
     "ServiceLock",
     "ServiceLockHeld",
     "SlotDiscovery",

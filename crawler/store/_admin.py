@@ -135,7 +135,7 @@ def url_detail(
             slot=int(c.slot),
             old_hash=c.old_hash,
             new_hash=c.new_hash,
-            snapshot=decompress(c.snapshot),
+            snapshot=decompress(c.snapshot, int(c.snapshot_format)),
         )
         for c in conn.execute(
             select(changes)

@@ -81,10 +81,10 @@ POLL_LOG_TYPES = (
     "text", "bool",
 )  # fmt: skip
 CHANGES_COPY = (
-    "COPY changes (url_id, slot, detected_at, old_hash, new_hash, snapshot) "
+    "COPY changes (url_id, slot, detected_at, old_hash, new_hash, snapshot, snapshot_format) "
     "FROM STDIN (FORMAT BINARY)"
 )
-CHANGES_TYPES = ("int8", "int8", "timestamptz", "varchar", "varchar", "bytea")
+CHANGES_TYPES = ("int8", "int8", "timestamptz", "varchar", "varchar", "bytea", "int2")
 
 #: the slot's successful polls, in the order of ``OK_COLUMNS``; emptied at every commit
 _OK_TABLE = (

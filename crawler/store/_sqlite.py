@@ -23,8 +23,8 @@ POLL_LOG = (
 )
 
 CHANGES = (
-    "INSERT INTO changes (url_id, slot, detected_at, old_hash, new_hash, snapshot) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO changes (url_id, slot, detected_at, old_hash, new_hash, snapshot, "
+    "snapshot_format) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
 #: parameters: (id, hit, miss, not_modified, at, changed_at, status, etag, last_modified,

@@ -26,7 +26,7 @@ from sqlalchemy import (
 from crawler.detect import collapse_whitespace, cut_snapshot
 from crawler.schedulers import SchedulerState
 from crawler.sites import site_of
-from crawler.store import _admin, _bounds, _pg, _sqlite, _state
+from crawler.store import _admin, _bounds, _history, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._cluster import ClusterStore, Fence, fence_rows
 from crawler.store._engine import make_engine, sync_url, translate_errors
@@ -46,6 +46,7 @@ from crawler.store._types import (
 )
 from crawler.store._upsert import upsert
 from crawler.store.models import (
+    SNAPSHOT_LINES,
     UTCDateTime,
     deferrals,
     meta,
@@ -93,17 +94,21 @@ def compress_snapshot(text: str, max_bytes: int | None) -> bytes:
     return zstandard.compress(data, SNAPSHOT_LEVEL)
 
 
-def decompress_snapshot(blob: bytes | None) -> str | None:
-    """The normalized text of a stored snapshot. Snapshots are stored as the crawl extracted
-    them, whitespace not yet collapsed (collapsing is left out of the crawl's hot path, and
-    done here, once, for whoever reads the snapshot)."""
+def decompress_snapshot(blob: bytes | None, snapshot_format: int = 0) -> str | None:
+    """The text of a stored snapshot. ``snapshot_format`` ``SNAPSHOT_LINES``: the readable
+    text (a line per block element, each line's whitespace collapsed); 0: written before the readable text
+    existed, as the crawl extracted it, read with its whitespace collapsed (one line)."""
     if blob is None:
         return None
     try:
         data = zstandard.decompress(blob) if blob[:4] == _ZSTD_MAGIC else zlib.decompress(blob)
     except (zlib.error, zstandard.ZstdError):
         return None
-    return collapse_whitespace(data).decode("utf-8", "replace")
+    if snapshot_format != SNAPSHOT_LINES:
+        return collapse_whitespace(data).decode("utf-8", "replace")
+    # the crawl writes its lines tidy already; a writer that did not is read the same way
+    lines = (collapse_whitespace(line) for line in data.split(b"\n"))
+    return b"\n".join(line for line in lines if line).decode("utf-8", "replace")
 
 
 class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (issue 20)
@@ -417,6 +422,7 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         change_rows: list[tuple[Any, ...]] = []
         ok: list[tuple[Any, ...]] = []
         bad: list[tuple[Any, ...]] = []
+        baseline_rows: list[dict[str, Any]] = []
         for p in polls:
             outcome = p.outcome
             when = at(p.polled_at)
@@ -430,13 +436,17 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
                 bad.append((p.url_id, when, p.status))
                 continue
             hit = outcome == "hit"
+            snapshot = (
+                compress_snapshot(p.snapshot, limit) if keep and p.snapshot is not None else None
+            )
             if hit:
-                snapshot = (
-                    compress_snapshot(p.snapshot, limit)
-                    if keep and p.snapshot is not None
-                    else None
+                change_rows.append(
+                    (p.url_id, slot_no, when, p.old_hash, p.content_hash, snapshot, SNAPSHOT_LINES)
                 )
-                change_rows.append((p.url_id, slot_no, when, p.old_hash, p.content_hash, snapshot))
+            elif outcome == "baseline" and snapshot is not None:  # the first change's before
+                baseline_rows.append(
+                    _history.baseline_row(p.url_id, slot_no, p.polled_at, p.content_hash, snapshot)
+                )
             ok.append(
                 (
                     p.url_id, int(hit), int(outcome == "miss"), int(outcome == "not_modified"),
@@ -444,6 +454,8 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
                     p.content_hash, p.raw_hash,
                 )
             )  # fmt: skip
+        if baseline_rows:  # once per URL (its first poll): rare, a plain executemany
+            _history.write_baselines(conn, baseline_rows)
         if not pg:
             _sqlite.execute_rows(conn, _sqlite.POLL_LOG, log_rows)
             _sqlite.execute_rows(conn, _sqlite.CHANGES, change_rows)
@@ -653,6 +665,54 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         """The tags of the watched URLs that have any."""
         with translate_errors("reading tags"), self.engine.connect() as conn:
             return _bounds.tags_by_url(conn)
+
+    # ----- change history (queries in _history.py; docs/history.md) ----------------------
+
+    def change_texts(self, ids: Sequence[int]) -> dict[int, _history.ChangeText]:
+        """The changes ``ids`` that exist, each with its before, after, URL and tags."""
+        with translate_errors("reading changes"), self.engine.connect() as conn:
+            return _history.read_change_texts(conn, ids, decompress_snapshot)
+
+    def change_text(self, change_id: int) -> _history.ChangeText | None:
+        """One change with its before and after (None: no such change)."""
+        return self.change_texts([change_id]).get(change_id)
+
+    def latest_change_id(self, url: str) -> int | None:
+        """The id of the newest change of ``url`` (None: none, or not watched)."""
+        with translate_errors("reading changes"), self.engine.connect() as conn:
+            return _history.latest_change_id(conn, url)
+
+    def list_changes(
+        self,
+        *,
+        since: datetime | None = None,
+        url: str | None = None,
+        tag: str | None = None,
+        after_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[_history.ChangeInfo]:
+        """Committed changes, oldest first, filtered (``_history.list_changes``)."""
+        with translate_errors("reading changes"), self.engine.connect() as conn:
+            return _history.list_changes(
+                conn, since=since, url=url, tag=tag, after_id=after_id, limit=limit
+            )
+
+    def prune_changes(
+        self, keep_per_url: int | None, older_than: datetime | timedelta | None
+    ) -> _history.PruneReport:
+        """Apply the retention of changes (a count per URL, an age), a batch per transaction,
+        each URL's newest deleted text handed to its baseline (``_history.prune_changes``)."""
+        if isinstance(older_than, timedelta):
+            older_than = utcnow() - older_than
+        deleted = baselines = 0
+        while True:
+            with translate_errors("pruning changes"), self.engine.begin() as conn:
+                done = _history.prune_changes(conn, keep_per_url, older_than)
+            deleted += done.deleted
+            baselines += done.baselines
+            if done.deleted < _history.PRUNE_BATCH:
+                return _history.PruneReport(deleted, baselines)
+            log.info("pruning changes: %d rows deleted so far", deleted)
 
     # ----- maintenance -------------------------------------------------------------------
 

@@ -84,8 +84,9 @@ class PollRecord:
     """One poll's outcome. On success (not ``error``) the URL's cached ``etag``,
     ``last_modified`` are replaced and ``content_hash``/``raw_hash`` replace the cached
     hashes when given. A ``hit`` records a change (``old_hash`` -> ``content_hash``) with
-    ``snapshot`` (the new text, whitespace collapsed or not: readers see it collapsed;
-    compressed by the store) when given."""
+    ``snapshot`` (the new text: the readable text, a line per block element; readers see
+    each line's whitespace collapsed; compressed by the store) when given. A ``baseline``'s
+    ``snapshot`` is kept as the URL's baseline text, the before of its first change."""
 
     url_id: int
     outcome: Outcome
@@ -152,7 +153,7 @@ class ChangeRow:
     slot: int
     old_hash: str | None
     new_hash: str | None
-    snapshot: str | None  # decompressed, whitespace collapsed: the normalized text
+    snapshot: str | None  # decompressed: the readable text (one line if written before it)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _plain(getattr(self, k)) for k in self.__slots__}

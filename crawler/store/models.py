@@ -20,13 +20,18 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
     TypeDecorator,
     false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+#: ``snapshot_format`` of a text kept a line per block element (0: one collapsed line)
+SNAPSHOT_LINES = 1
 
 #: BIGINT, but the rowid alias on SQLite (so that it autoincrements)
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -207,10 +212,29 @@ class Change(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     url_id: Mapped[int] = mapped_column(ForeignKey("urls.id"))
     slot: Mapped[int] = mapped_column(BigInteger)
-    detected_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    detected_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     old_hash: Mapped[str | None] = mapped_column(String(64))
     new_hash: Mapped[str | None] = mapped_column(String(64))
     snapshot: Mapped[bytes | None] = mapped_column(LargeBinary)  # zstd (earlier: zlib), UTF-8
+    #: how ``snapshot`` reads (``SNAPSHOT_LINES``): 0 = as extracted before the readable text
+    #: existed (read with its whitespace collapsed: one line); 1 = a line per block element
+    snapshot_format: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+
+
+class ChangeBaseline(Base):
+    """The text of a URL's version just before its oldest kept change (or its current version
+    while it has none): the before of that change (docs/history.md). Written by the URL's
+    baseline poll, and moved forward by the retention of ``changes``, which hands it the
+    text of the newest change it deletes; ``slot`` is that version's slot, so an older text
+    never replaces a newer one."""
+
+    __tablename__ = "change_baselines"
+    url_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # urls rows stay
+    slot: Mapped[int] = mapped_column(BigInteger)
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    content_hash: Mapped[str | None] = mapped_column(String(64))
+    snapshot: Mapped[bytes | None] = mapped_column(LargeBinary)
+    snapshot_format: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
 
 
 class Meta(Base):
@@ -290,6 +314,7 @@ scheduler_state: Table = _tables["scheduler_state"]
 slots: Table = _tables["slots"]
 poll_log: Table = _tables["poll_log"]
 changes: Table = _tables["changes"]
+change_baselines: Table = _tables["change_baselines"]
 deferrals: Table = _tables["deferrals"]
 meta: Table = _tables["meta"]
 host_caps: Table = _tables["host_caps"]

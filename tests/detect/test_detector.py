@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.detect import ChangeDetector, DetectItem, WatchRules, judge, raw_hash
+from crawler.detect import (
+    ChangeDetector,
+    DetectItem,
+    WatchRules,
+    judge,
+    raw_hash,
+    readable_text,
+)
 from tests.detect.pages import page
 
 HTML = "text/html"
@@ -12,7 +19,9 @@ HTML = "text/html"
 
 def test_judge_baseline_then_miss_then_hit() -> None:
     base = judge(DetectItem(page(1), HTML))
-    assert base.changed is None and base.text is None and base.parsed
+    # a baseline keeps its readable text: the before of the URL's first change
+    assert base.changed is None and base.parsed
+    assert base.text == readable_text(page(1), HTML)
     same = judge(DetectItem(page(1), HTML, previous_hash=base.content_hash))
     assert same.changed is False and same.text is None
     hit = judge(DetectItem(page(1, extra_text="new!"), HTML, previous_hash=base.content_hash))
