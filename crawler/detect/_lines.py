@@ -11,6 +11,9 @@ added or removed, so ``content_hash`` of the readable text equals the hash of th
 text: what counts as a change does not move (tests/detect/test_lines.py checks it on the
 test site's pages, against hashes recorded before the readable text existed).
 
+The page's own newlines are spaces in HTML (outside ``pre``), as a browser shows them; those
+of plain text and XML end lines.
+
 Decision: the breaks are text nodes inserted into lexbor's tree (its CSS engine finds the
 blocks, its own text serializer reads the result), not a walk over the nodes in Python, which
 costs a Python call per node; and they are added only once the hash says the text is wanted
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from selectolax.lexbor import LexborHTMLParser, LexborNode
+from selectolax.lexbor import LexborNode
 
 #: Elements that start and end a line (HTML's block-level and table-row elements, and the
 #: head's title, whose text the hash has always included).
@@ -45,21 +48,49 @@ _BREAKS = ",".join(BREAK_TAGS)
 _CELLS = ",".join(CELL_TAGS)
 _ADJACENT = ",".join(ADJACENT_TAGS)
 _NBSP = "\u00a0".encode()
+#: The line break inserted into the tree: a Unicode noncharacter, which pages do not carry,
+#: so that the page's own newlines (source formatting, outside ``pre``) read as spaces. A page
+#: that does carry it gets ``\n`` as its break instead (its own newlines then break lines).
+BREAK: Final = "\ufdd0"
+_BREAK_BYTES = BREAK.encode()
 
 
-def mark_blocks(root: LexborNode | LexborHTMLParser) -> None:
-    """Insert the line breaks (and cell spaces) into the tree under ``root`` (see the notes)."""
+def block_text(nodes: list[LexborNode], text: str) -> bytes:
+    """The readable text of ``nodes`` (adds text nodes to their tree): their text with a line
+    per block element, each line's whitespace collapsed; ``text`` is their text as the hash
+    read it (to see whether the page carries ``BREAK``)."""
+    own = BREAK in text
+    mark = "\n" if own else BREAK
+    for node in nodes:
+        mark_blocks(node, mark)
+    data = "\n".join(node.text_lexbor() for node in nodes).encode("utf-8", errors="replace")
+    if not own:
+        data = data.replace(b"\n", b" ").replace(_BREAK_BYTES, b"\n")
+    return tidy_lines(data)
+
+
+def mark_blocks(root: LexborNode, mark: str) -> None:
+    """Insert the line breaks ``mark`` (and the spaces between cells and between adjacent
+    links) into the tree under ``root``; the newlines of ``pre`` elements become ``mark``."""
     for node in root.css(_BLOCKS):
-        node.insert_before("\n")
-        node.insert_after("\n")
+        node.insert_before(mark)
+        node.insert_after(mark)
     for node in root.css(_BREAKS):
-        node.insert_after("\n")
+        node.insert_after(mark)
     for node in root.css(_CELLS):
         node.insert_before(" ")
     for node in root.css(_ADJACENT):
         before = node.prev
         if before is not None and before.tag != "-text":
             node.insert_before(" ")
+    if mark == "\n":
+        return
+    for pre in root.css("pre"):
+        for node in list(pre.traverse(include_text=True)):
+            if node.tag == "-text":
+                content = node.text_content
+                if content is not None and "\n" in content:
+                    node.replace_with(content.replace("\n", mark))
 
 
 def tidy_lines(data: bytes) -> bytes:
@@ -67,8 +98,6 @@ def tidy_lines(data: bytes) -> bytes:
     lines dropped, lines joined by ``\\n`` (no trailing newline)."""
     if b"\xa0" in data:
         data = data.replace(_NBSP, b" ")
-    if b"\r" in data:
-        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     out = []
     for line in data.split(b"\n"):
         words = line.split()

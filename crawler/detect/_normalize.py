@@ -21,7 +21,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from crawler.detect._charset import decode
 from crawler.detect._guard import safe_length
-from crawler.detect._lines import mark_blocks, tidy_lines
+from crawler.detect._lines import block_text, tidy_lines
 from crawler.detect._rules import (
     NO_RULES,
     BudgetExceededError,
@@ -108,13 +108,6 @@ def html_nodes(
 def _joined_text(nodes: list[LexborNode]) -> str:
     """The text that the hash reads: the nodes' text, a space between two selected nodes."""
     return " ".join(node.text_lexbor() for node in nodes)
-
-
-def _block_text(nodes: list[LexborNode]) -> bytes:
-    """The nodes' text with a line per block element (adds text nodes to their tree)."""
-    for node in nodes:
-        mark_blocks(node)
-    return "\n".join(node.text_lexbor() for node in nodes).encode("utf-8", errors="replace")
 
 
 def _cut_spans(text: str, spans: list[tuple[str, str, bool]], keep_inner: bool = False) -> str:
@@ -223,8 +216,10 @@ def extract_page(
         text = _joined_text(nodes)
         truncated = truncated or cut
 
+        hashed = text
+
         def lines() -> bytes:
-            return _block_text(nodes)
+            return block_text(nodes, hashed)
 
     else:
         if kind == "xml":
@@ -232,7 +227,7 @@ def extract_page(
         plain = text
 
         def lines() -> bytes:
-            return plain.encode("utf-8", errors="replace")
+            return tidy_lines(plain.encode("utf-8", errors="replace"))
 
     data = text.encode("utf-8", errors="replace")
     patterns = compiled_patterns(rules.ignore_patterns) if rules.ignore_patterns else ()
@@ -243,7 +238,7 @@ def extract_page(
 
     def readable() -> bytes:
         """The readable text; the ignore patterns see its line breaks (see docs/history.md)."""
-        out = tidy_lines(lines())
+        out = lines()
         if patterns:
             out = tidy_lines(remove_patterns(out, patterns, deadline))
         if clock() > deadline:

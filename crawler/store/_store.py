@@ -96,8 +96,9 @@ def compress_snapshot(text: str, max_bytes: int | None) -> bytes:
 
 def decompress_snapshot(blob: bytes | None, snapshot_format: int = 0) -> str | None:
     """The text of a stored snapshot. ``snapshot_format`` ``SNAPSHOT_LINES``: the readable
-    text (a line per block element, each line's whitespace collapsed); 0: written before the readable text
-    existed, as the crawl extracted it, read with its whitespace collapsed (one line)."""
+    text (a line per block element, each line's whitespace collapsed); 0: written before
+    the readable text existed, as the crawl extracted it, read with its whitespace collapsed
+    (one line)."""
     if blob is None:
         return None
     try:
