@@ -14,8 +14,8 @@ test site's pages, against hashes recorded before the readable text existed).
 The page's own newlines are spaces in HTML (outside ``pre``), as a browser shows them; those
 of plain text and XML end lines.
 
-Decision: the breaks are text nodes inserted into lexbor's tree (its CSS engine finds the
-blocks, its own text serializer reads the result), not a walk over the nodes in Python, which
+Decision: the breaks are text nodes inserted into lexbor's tree (its walk by tag name finds
+the blocks, its own text serializer reads the result), not a walk over the nodes in Python, which
 costs a Python call per node; and they are added only once the hash says the text is wanted
 (a hit or a baseline), on the tree the hash was read from, so a miss pays nothing for them.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from selectolax.lexbor import LexborNode
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 #: Elements that start and end a line (HTML's block-level and table-row elements, and the
 #: head's title, whose text the hash has always included).
@@ -43,10 +43,6 @@ CELL_TAGS: Final = ("td", "th")
 #: that follows text, as in ``word<a>link</a>``, is left as the page joins it).
 ADJACENT_TAGS: Final = ("a", "button")
 
-_BLOCKS = ",".join(BLOCK_TAGS)
-_BREAKS = ",".join(BREAK_TAGS)
-_CELLS = ",".join(CELL_TAGS)
-_ADJACENT = ",".join(ADJACENT_TAGS)
 _NBSP = "\u00a0".encode()
 #: The line break inserted into the tree: a Unicode noncharacter, which pages do not carry,
 #: so that the page's own newlines (source formatting, outside ``pre``) read as spaces. A page
@@ -55,37 +51,43 @@ BREAK: Final = "\ufdd0"
 _BREAK_BYTES = BREAK.encode()
 
 
-def block_text(nodes: list[LexborNode], text: str) -> bytes:
-    """The readable text of ``nodes`` (adds text nodes to their tree): their text with a line
-    per block element, each line's whitespace collapsed; ``text`` is their text as the hash
-    read it (to see whether the page carries ``BREAK``)."""
+def block_text(tree: LexborHTMLParser, nodes: list[LexborNode], text: str) -> bytes:
+    """The readable text of ``nodes`` of ``tree`` (adds text nodes to the tree): their text
+    with a line per block element, each line's whitespace collapsed; ``text`` is their text
+    as the hash read it (to see whether the page carries ``BREAK``)."""
     own = BREAK in text
     mark = "\n" if own else BREAK
-    for node in nodes:
-        mark_blocks(node, mark)
+    mark_blocks(tree, mark)
     data = "\n".join(node.text_lexbor() for node in nodes).encode("utf-8", errors="replace")
     if not own:
         data = data.replace(b"\n", b" ").replace(_BREAK_BYTES, b"\n")
     return tidy_lines(data)
 
 
-def mark_blocks(root: LexborNode, mark: str) -> None:
+def mark_blocks(tree: LexborHTMLParser, mark: str) -> None:
     """Insert the line breaks ``mark`` (and the spaces between cells and between adjacent
-    links) into the tree under ``root``; the newlines of ``pre`` elements become ``mark``."""
-    for node in root.css(_BLOCKS):
-        node.insert_before(mark)
-        node.insert_after(mark)
-    for node in root.css(_BREAKS):
-        node.insert_after(mark)
-    for node in root.css(_CELLS):
-        node.insert_before(" ")
-    for node in root.css(_ADJACENT):
-        before = node.prev
-        if before is not None and before.tag != "-text":
+    links) into ``tree``; the newlines of ``pre`` elements become ``mark``. Elements are found
+    by lexbor's walk per tag name (``tags``): 140 µs for the 42 names on a 30 KB page, against
+    480 µs for one CSS selector list of them."""
+    tags = tree.tags
+    for name in BLOCK_TAGS:
+        for node in tags(name):
+            node.insert_before(mark)
+            node.insert_after(mark)
+    for name in BREAK_TAGS:
+        for node in tags(name):
+            node.insert_after(mark)
+    for name in CELL_TAGS:
+        for node in tags(name):
             node.insert_before(" ")
+    for name in ADJACENT_TAGS:
+        for node in tags(name):
+            before = node.prev
+            if before is not None and before.tag != "-text":
+                node.insert_before(" ")
     if mark == "\n":
         return
-    for pre in root.css("pre"):
+    for pre in tags("pre"):
         for node in list(pre.traverse(include_text=True)):
             if node.tag == "-text":
                 content = node.text_content

@@ -84,15 +84,15 @@ def collapse_whitespace(data: bytes) -> bytes:
 def html_text(text: str, selector: str | None, deadline: float = inf) -> tuple[str, bool]:
     """(concatenated text nodes, cut at the open-elements guard): lexbor's own, fast text
     extraction; whitespace as in the page."""
-    nodes, truncated = html_nodes(text, selector, deadline)
+    _, nodes, truncated = html_nodes(text, selector, deadline)
     return _joined_text(nodes), truncated
 
 
 def html_nodes(
     text: str, selector: str | None, deadline: float = inf
-) -> tuple[list[LexborNode], bool]:
-    """(the nodes whose text counts: the root, or those matching ``selector``; cut at the
-    open-elements guard), scripts, styles, noscripts and templates stripped."""
+) -> tuple[LexborHTMLParser, list[LexborNode], bool]:
+    """(the tree, the nodes whose text counts: the root, or those matching ``selector``; cut
+    at the open-elements guard), scripts, styles, noscripts and templates stripped."""
     cut = safe_length(text)
     truncated = cut < len(text)
     tree = LexborHTMLParser(text[:cut] if truncated else text)
@@ -100,9 +100,9 @@ def html_nodes(
         raise BudgetExceededError("parse")
     tree.strip_tags(_DROP_TAGS)
     if selector is not None:
-        return list(tree.css(selector)), truncated
+        return tree, list(tree.css(selector)), truncated
     root = tree.root
-    return ([] if root is None else [root]), truncated
+    return tree, ([] if root is None else [root]), truncated
 
 
 def _joined_text(nodes: list[LexborNode]) -> str:
@@ -212,14 +212,14 @@ def extract_page(
         raise BudgetExceededError("decode")
     lines: Callable[[], bytes]
     if kind == "html" or (rules.has_selector and kind == "xml"):
-        nodes, cut = html_nodes(text, rules.selector, deadline)
+        tree, nodes, cut = html_nodes(text, rules.selector, deadline)
         text = _joined_text(nodes)
         truncated = truncated or cut
 
         hashed = text
 
         def lines() -> bytes:
-            return block_text(nodes, hashed)
+            return block_text(tree, nodes, hashed)
 
     else:
         if kind == "xml":

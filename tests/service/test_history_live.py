@@ -95,7 +95,11 @@ async def test_three_changes_each_have_their_before_and_after(
     newest = cli.invoke(app, ["diff", page2, "--database-url", database_url])
     assert newest.exit_code == 0 and newest.stdout == shown.stdout  # default: the newest
     page = cli.invoke(app, ["diff", page2, "--html", "--database-url", database_url])
-    assert page.exit_code == 0 and "<table" in page.stdout and "Page&nbsp;2&nbsp;-&nbsp;edition" in page.stdout
+    assert (
+        page.exit_code == 0
+        and "<table" in page.stdout
+        and "Page&nbsp;2&nbsp;-&nbsp;edition" in page.stdout
+    )
     assert 'class="diff_chg"' in page.stdout  # the changed words marked
 
     exported = cli.invoke(app, ["changes", "--json", "--database-url", database_url])
