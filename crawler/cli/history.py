@@ -266,7 +266,7 @@ def _write_json(
 def _print_table(store: Store, since: datetime | None, url: str | None, tag: str | None) -> None:
     table = Table(title="changes")
     for col in ("id", "detected", "url", "old hash", "new hash", "tags"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # a URL is shown whole, over several lines
     count = 0
     for page in _pages(store, since, url, tag):
         for c in page:
