@@ -54,17 +54,17 @@ class Settings(BaseSettings):
     poll_log_retention_days: float = Field(7.0, gt=0)
     store_snapshots: bool = True
     snapshot_max_bytes: int = Field(256 * 1024, ge=0)
-    changes_keep_per_url: int | None = Field(
+    changes_keep_per_url: int = Field(
         100,
-        ge=1,
-        description="newest changes kept per URL, with their texts (unset: all); older ones "
-        "are pruned hourly, the oldest kept change keeping its before (docs/history.md)",
+        ge=0,
+        description="newest changes kept per URL, with their texts (0 = all); older ones are "
+        "pruned hourly, the oldest kept change keeping its before (docs/history.md)",
     )
-    changes_max_age_days: float | None = Field(
+    changes_max_age_days: float = Field(
         90.0,
-        gt=0,
-        description="days a change is kept, with its texts (unset: for ever); pruned hourly, "
-        "the URL's last text kept as the before of its next change (docs/history.md)",
+        ge=0,
+        description="days a change is kept, with its texts (0 = for ever); pruned hourly, the "
+        "URL's last text kept as the before of its next change (docs/history.md)",
     )
     # scheduling
     scheduler: str = "bayes"

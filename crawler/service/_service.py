@@ -162,7 +162,8 @@ class CrawlService:
     async def prune_changes(self) -> None:
         """Apply the retention of changes (``changes_keep_per_url``, ``changes_max_age_days``):
         each URL's oldest kept change keeps its before (docs/history.md)."""
-        keep, days = self.settings.changes_keep_per_url, self.settings.changes_max_age_days
+        keep = self.settings.changes_keep_per_url or None  # 0: keep them all
+        days = self.settings.changes_max_age_days or None  # 0: for ever
         if keep is None and days is None:
             return
         age = None if days is None else timedelta(days=days)

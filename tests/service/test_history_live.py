@@ -26,6 +26,7 @@ from crawler.testsite._pages import PageRenderer
 from tests.detect.test_diff import apply_unified_diff
 from tests.detect.test_lines import RECORDED
 from tests.service.conftest import service_settings
+from tests.store._helpers import poll, slot_record
 
 PAGE_SIZE = 4_000
 CHANGES = 3
@@ -157,3 +158,22 @@ async def test_no_url_sees_a_spurious_change_on_upgrade(empty_database_url: str)
         (old,) = store.list_changes()
         kept = store.change_text(old.id)
     assert kept is not None and kept.after == "Page 1 - edition 0"
+
+
+async def test_the_housekeeping_job_applies_the_retention_of_changes(database_url: str) -> None:
+    with Store(database_url) as store:
+        (uid,) = [u for _, u in store.add_urls([NewUrl("https://example.com/a")]).added]
+        polls = [poll(uid, "baseline", content_hash="h0", snapshot="v0")] + [
+            poll(uid, "hit", content_hash=f"h{k}", old_hash=f"h{k - 1}", snapshot=f"v{k}")
+            for k in range(1, 5)
+        ]
+        for n, p in enumerate(polls):
+            store.commit_slot(slot_record(n + 1, [p]), [p])
+    settings = service_settings(database_url, changes_keep_per_url=2, fetch_workers=0)
+    async with CrawlService(settings) as service:
+        job = service._housekeeping.get_job("prune-poll-log")
+        assert job is not None and job.func == service.prune
+        await service.prune()
+    with Store(database_url) as store:
+        kept = store.change_texts([c.id for c in store.list_changes()])
+    assert sorted((t.before, t.after) for t in kept.values()) == [("v2", "v3"), ("v3", "v4")]
