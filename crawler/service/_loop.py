@@ -28,7 +28,7 @@ from crawler.service._caps import HostCaps
 from crawler.service._clock import SlotClock, Tick
 from crawler.service._cluster_metrics import export_cluster_metrics_soon  # issue 20
 from crawler.service._discovery import DiscoverySide
-from crawler.service._records import RecentRecords, after_poll
+from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
 from crawler.settings import Settings
 from crawler.store import (
     OUTCOMES,
@@ -307,13 +307,19 @@ class CrawlLoop:
             ids = np.union1d(ids, self.cluster.take_probes())  # gained, polled at once
         ids = await self._with_hinted(ids)  # watched URLs a sitemap or feed says changed
         records = await self._records(ids)
+        keep_text = self.settings.store_snapshots
+        asking = {
+            uid for uid, r in records.items() if asks_for_text(r, keep_text)
+        }  # URLs without a baseline text: fetched and judged as first polls (docs/history.md)
         requests = [
             FetchRequest(int(i), r.url, r.etag, r.last_modified)
+            if int(i) not in asking
+            else FetchRequest(int(i), r.url, None, None)
             for i in ids.tolist()
             if (r := records.get(int(i))) is not None
         ]
         tally = _Tally()
-        jobs = [_poll_job(r, records[r.url_id]) for r in requests]
+        jobs = [_poll_job(r, records[r.url_id], r.url_id in asking) for r in requests]
         jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies too
         deadline = started + self.settings.effective_slot_deadline()
         # discovery's share, alongside and through the same poller, never a URL polled here
@@ -495,11 +501,12 @@ class CrawlLoop:
                 content_hash = rec.last_hash
                 etag, last_modified = etag or rec.etag, last_modified or rec.last_modified
             else:
-                changed = a.changed
+                changed = changed_of(a.changed, a.content_hash, rec)
                 outcome = "baseline" if changed is None else "hit" if changed else "miss"
                 text = a.text
-                if keep_text and text is not None and outcome != "miss":
-                    # a hit's after, or a baseline's text: the before of the first change
+                if keep_text and text is not None:
+                    # a hit's after, or a baseline's text (or a miss's, asked for): the before
+                    # of the next change (docs/history.md)
                     snapshot = text.decode("utf-8", "replace")  # cut by answer_of
                 content_hash, raw_hash, old_hash = a.content_hash, a.raw_hash, rec.last_hash
             failed = outcome == "error"
@@ -621,9 +628,11 @@ def _url_of(records: dict[int, UrlRecord]) -> Callable[[int], str | None]:
     return lambda url_id: r.url if (r := records.get(url_id)) is not None else None
 
 
-def _poll_job(request: FetchRequest, record: UrlRecord) -> PollJob:
+def _poll_job(request: FetchRequest, record: UrlRecord, asking: bool = False) -> PollJob:
+    """The job of a poll; ``asking`` (``asks_for_text``): judged as a first poll."""
     r = record
+    last_hash, last_raw = (None, None) if asking else (r.last_hash, r.last_raw_hash)
     return PollJob(
         request.url_id, request.url, r.host, request.etag, request.last_modified, r.selector,
-        tuple(r.ignore_patterns), r.last_hash, r.last_raw_hash,
+        tuple(r.ignore_patterns), last_hash, last_raw,
     )  # fmt: skip

@@ -78,4 +78,25 @@ def after_poll(record: UrlRecord, poll: PollRecord) -> UrlRecord:
         last_raw_hash=poll.raw_hash or record.last_raw_hash,
         selector=record.selector,
         ignore_patterns=record.ignore_patterns,
+        # a baseline or a miss that kept its text wrote the URL's baseline text
+        has_text=record.has_text or (poll.snapshot is not None and poll.outcome != "hit"),
     )
+
+
+def asks_for_text(record: UrlRecord, keep_text: bool) -> bool:
+    """Whether the next poll of a URL asks for its text even if unchanged: it has been polled
+    but has no baseline text (watched before the change history existed), so the before of
+    its next change would be unknown. The poll is then judged as a first poll (no previous
+    hashes, no validators: one full fetch and parse, once) and ``changed_of`` compares its
+    hash with the stored one, so a change is still a change (docs/history.md)."""
+    return keep_text and not record.has_text and record.last_hash is not None
+
+
+def changed_of(
+    answer_changed: bool | None, content_hash: str | None, record: UrlRecord
+) -> bool | None:
+    """Whether a judged page changed: the judge's word, or, for a page judged as a first poll
+    because its text was asked for (``asks_for_text``), its hash against the stored one."""
+    if answer_changed is None and record.last_hash is not None:
+        return content_hash != record.last_hash
+    return answer_changed

@@ -212,7 +212,11 @@ def read_change_texts(
     for chunk in _chunks(prev_ids):
         for p in conn.execute(
             select(
-                changes.c.id, changes.c.new_hash, changes.c.snapshot, changes.c.snapshot_format
+                changes.c.id,
+                changes.c.detected_at,
+                changes.c.new_hash,
+                changes.c.snapshot,
+                changes.c.snapshot_format,
             ).where(changes.c.id.in_(chunk))
         ):
             prev[int(p.id)] = p
@@ -227,10 +231,16 @@ def read_change_texts(
         before: str | None = None
         last: Any = prev.get(int(r.prev_id)) if r.prev_id is not None else None
         first: Any = base.get(int(r.url_id))
+        texts = []  # the candidates whose hash is the change's old hash, newest kept
         if last is not None and last.new_hash == r.old_hash:
-            before = decompress(last.snapshot, int(last.snapshot_format))
-        elif first is not None and first.content_hash == r.old_hash:
-            before = decompress(first.snapshot, int(first.snapshot_format))
+            texts.append((last.detected_at, last.snapshot, int(last.snapshot_format)))
+        if first is not None and first.content_hash == r.old_hash:
+            # newer than the last change when the URL's text was asked for after an upgrade
+            # (docs/history.md): the readable form of the same version
+            texts.append((first.recorded_at, first.snapshot, int(first.snapshot_format)))
+        if texts:
+            _, blob, form = max(texts, key=lambda t: t[0])
+            before = decompress(blob, form)
         after = decompress(r.snapshot, int(r.snapshot_format))
         out[int(r.id)] = ChangeText(_info(r, tags), before, after)
     return out

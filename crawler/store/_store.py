@@ -345,7 +345,8 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
             for start in range(0, len(wanted), CHUNK):
                 chunk = wanted[start : start + CHUNK]
                 param: Any = {"ids": chunk} if pg else (json.dumps(chunk),)
-                for i, url, host, etag, lm, h, raw, sel, ign in conn.exec_driver_sql(sql, param):
+                rows = conn.exec_driver_sql(sql, param)
+                for i, url, host, etag, lm, h, raw, sel, ign, has_text in rows:
                     out[i] = UrlRecord(
                         id=i,
                         url=url,
@@ -356,6 +357,7 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
                         last_raw_hash=raw,
                         selector=sel,
                         ignore_patterns=parse_patterns(ign),
+                        has_text=bool(has_text),
                     )
         return out
 
@@ -444,7 +446,8 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
                 change_rows.append(
                     (p.url_id, slot_no, when, p.old_hash, p.content_hash, snapshot, SNAPSHOT_LINES)
                 )
-            elif outcome == "baseline" and snapshot is not None:  # the first change's before
+            elif snapshot is not None:  # a first poll's text, or the text a URL without
+                # one asked for (docs/history.md): the before of its next change
                 baseline_rows.append(
                     _history.baseline_row(p.url_id, slot_no, p.polled_at, p.content_hash, snapshot)
                 )
@@ -731,7 +734,8 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
 
 _URL_RECORD_COLUMNS = (
     "SELECT u.id, u.url, s.host, u.etag, u.last_modified, u.last_hash, u.last_raw_hash, "
-    "u.selector, u.ignore_patterns FROM urls u JOIN sites s ON s.id = u.site_id "
+    "u.selector, u.ignore_patterns, b.url_id IS NOT NULL FROM urls u "
+    "JOIN sites s ON s.id = u.site_id LEFT JOIN change_baselines b ON b.url_id = u.id "
 )
 #: straight to the driver: a slot reads its URLs' records on the crawl's critical path
 _ACTIVE_URLS = "SELECT id, importance FROM urls WHERE removed_at IS NULL ORDER BY id"

@@ -52,6 +52,10 @@ class UrlRecord:
     last_raw_hash: str | None
     selector: str | None
     ignore_patterns: tuple[str, ...]
+    #: the URL has a baseline text (``change_baselines``): the before of its next change is
+    #: known. Without one (a URL watched before the change history existed), its next poll
+    #: asks for the page's text even when unchanged (docs/history.md)
+    has_text: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 import pytest
-from sqlalchemy import text, update
+from sqlalchemy import select, text, update
 from typer.testing import CliRunner
 
 from crawler.cli import app
@@ -20,6 +20,7 @@ from crawler.detect import readable_text
 from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
 from crawler.store import NewUrl, Store, compress_snapshot
+from crawler.store.models import change_baselines as baselines
 from crawler.store.models import urls
 from crawler.testsite import ChangingSite
 from crawler.testsite._pages import PageRenderer
@@ -121,7 +122,8 @@ async def test_three_changes_each_have_their_before_and_after(
 async def test_no_url_sees_a_spurious_change_on_upgrade(empty_database_url: str) -> None:
     """A database of the previous schema whose URLs carry the hashes the previous code
     computed (recorded in tests/detect/test_lines.py): after the upgrade, polls of the same
-    pages are misses, and the changes stored before read as one line."""
+    pages are misses (asking once for each page's text), the changes stored before read as
+    one line, and the next change has the readable text it replaced."""
     site = ChangingSite(np.zeros(7), manual=True, page_size=PAGE_SIZE, seed=1)
     await site.start()
     try:
@@ -149,15 +151,36 @@ async def test_no_url_sees_a_spurious_change_on_upgrade(empty_database_url: str)
         settings = service_settings(empty_database_url, capacity=2.0)
         async with CrawlService(settings) as service:  # upgrades the database as it starts
             await service.run(asyncio.Event(), 6, summaries.append)
+        assert sum(s.hits for s in summaries) == 0
+        assert sum(s.baselines for s in summaries) == 0
+        assert sum(s.misses for s in summaries) >= 2
+        with Store(empty_database_url) as store:
+            with store.engine.connect() as conn:  # their text was asked for, once each
+                kept = dict(
+                    conn.execute(select(baselines.c.url_id, baselines.c.content_hash))
+                    .tuples()
+                    .all()
+                )
+            assert sorted(kept.values()) == sorted(
+                RECORDED[(f"site-{k}-0", "none")] for k in (1, 7)
+            )
+            (old,) = store.list_changes()
+            legacy = store.change_text(old.id)
+        assert legacy is not None and legacy.after == "Page 1 - edition 0"  # one line
+        # page 1 changes: its change has the readable text it replaced as its before
+        site.rates[0] = 1.0
+        site.tick()
+        summaries.clear()
+        async with CrawlService(settings) as service:
+            await service.run(asyncio.Event(), 4, summaries.append)
     finally:
         await site.stop()
-    assert sum(s.hits for s in summaries) == 0
-    assert sum(s.baselines for s in summaries) == 0
-    assert sum(s.misses for s in summaries) >= 2
+    assert sum(s.hits for s in summaries) == 1 == site.truth.true_changes_seen
     with Store(empty_database_url) as store:
-        (old,) = store.list_changes()
-        kept = store.change_text(old.id)
-    assert kept is not None and kept.after == "Page 1 - edition 0"
+        _, new = store.list_changes()
+        found = store.change_text(new.id)
+    assert found is not None
+    assert (found.before, found.after) == (text_of(1, 0), text_of(1, 1))
 
 
 async def test_the_housekeeping_job_applies_the_retention_of_changes(database_url: str) -> None:
