@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from crawler import schedulers
+from crawler.detect import snapshot_limit
 from crawler.fetch import FetchRequest
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers._base import FloatArray, IdArray
@@ -307,7 +308,8 @@ class CrawlLoop:
             ids = np.union1d(ids, self.cluster.take_probes())  # gained, polled at once
         ids = await self._with_hinted(ids)  # watched URLs a sitemap or feed says changed
         records = await self._records(ids)
-        keep_text = self.settings.store_snapshots
+        settings = self.settings  # a text is kept only when snapshots are kept at all
+        keep_text = snapshot_limit(settings.store_snapshots, settings.snapshot_max_bytes) != 0
         asking = {
             uid for uid, r in records.items() if asks_for_text(r, keep_text)
         }  # URLs without a baseline text: fetched and judged as first polls (docs/history.md)

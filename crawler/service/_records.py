@@ -88,7 +88,9 @@ def asks_for_text(record: UrlRecord, keep_text: bool) -> bool:
     but has no baseline text (watched before the change history existed), so the before of
     its next change would be unknown. The poll is then judged as a first poll (no previous
     hashes, no validators: one full fetch and parse, once) and ``changed_of`` compares its
-    hash with the stored one, so a change is still a change (docs/history.md)."""
+    hash with the stored one, so a change is still a change (docs/history.md). ``keep_text``:
+    texts are kept at all (``store_snapshots`` on and ``snapshot_max_bytes`` not 0), else a
+    URL would ask at every poll."""
     return keep_text and not record.has_text and record.last_hash is not None
 
 
