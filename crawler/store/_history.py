@@ -295,6 +295,7 @@ def prune_changes(
                     "snapshot_format": int(c.snapshot_format),
                 }
             )
+    handed.sort(key=lambda row: row["url_id"])  # one lock order for concurrent prunes
     write_baselines(conn, handed)
     ids = [int(v) for v, _ in victims]
     for chunk in _chunks(ids):

@@ -47,7 +47,8 @@ class PollJob(NamedTuple):
 
 class PollAnswer(NamedTuple):
     """What the service records of one poll (no body). The five verdict fields are None
-    unless ``outcome`` is "ok"; ``text`` is the changed page's text, when kept. A poll not
+    unless ``outcome`` is "ok"; ``text`` is the readable text of a changed page or of a first
+    poll (a line per block element: docs/history.md), when kept. A poll not
     made has ``outcome`` "deferred" and the reason in ``deferred``."""
 
     url_id: int
