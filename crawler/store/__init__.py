@@ -28,7 +28,13 @@ from crawler.store._history import ChangeInfo, ChangeText, PruneReport
 from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
 from crawler.store._migrate import alembic_config, head_revision
-from crawler.store._store import Store, compress_snapshot, decompress_snapshot, site_host
+from crawler.store._store import (
+    Store,
+    change_texts_in,
+    compress_snapshot,
+    decompress_snapshot,
+    site_host,
+)
 from crawler.store._types import (
     OUTCOMES,
     AddReport,
@@ -85,6 +91,7 @@ __all__ = [
     "UrlRules",
     "WorkerRow",
     "alembic_config",
+    "change_texts_in",
     "compress_snapshot",
     "decompress_snapshot",
     "head_revision",

@@ -112,6 +112,12 @@ def decompress_snapshot(blob: bytes | None, snapshot_format: int = 0) -> str | N
     return b"\n".join(line for line in lines if line).decode("utf-8", "replace")
 
 
+def change_texts_in(conn: Connection, ids: Sequence[int]) -> dict[int, _history.ChangeText]:
+    """``Store.change_texts`` on a connection the caller holds (e.g. inside its own
+    transaction, next to rows it locks): the changes ``ids`` that exist, with their texts."""
+    return _history.read_change_texts(conn, ids, decompress_snapshot)
+
+
 class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (issue 20)
     """The crawler's database. ``database_url``: ``sqlite:///PATH``, ``postgresql://``,
     ``postgresql+psycopg://`` or ``postgresql+asyncpg://`` (mapped to psycopg: the store
@@ -675,7 +681,7 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
     def change_texts(self, ids: Sequence[int]) -> dict[int, _history.ChangeText]:
         """The changes ``ids`` that exist, each with its before, after, URL and tags."""
         with translate_errors("reading changes"), self.engine.connect() as conn:
-            return _history.read_change_texts(conn, ids, decompress_snapshot)
+            return change_texts_in(conn, ids)
 
     def change_text(self, change_id: int) -> _history.ChangeText | None:
         """One change with its before and after (None: no such change)."""

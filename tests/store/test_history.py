@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 import crawler.store._history
-from crawler.store import Store, compress_snapshot
+from crawler.store import Store, change_texts_in, compress_snapshot
 from crawler.store.models import change_baselines, changes, url_tags
 from tests.store._helpers import add, poll, slot_record
 
@@ -157,3 +157,13 @@ def test_retention_in_small_batches_gives_the_same_result(
     assert done.deleted == 5 + 3
     assert befores_and_afters(store, URL0) == [("a5", "a6")]
     assert befores_and_afters(store, URL1) == [("b3", "b4")]
+
+
+def test_texts_can_be_read_on_the_callers_own_connection(store: Store) -> None:
+    (a,) = add(store, 1)
+    versions(store, a, ["one", "two"])
+    (change,) = store.list_changes()
+    with store.engine.begin() as conn:  # e.g. inside a delivery's own transaction
+        found = change_texts_in(conn, [change.id, 999])
+    assert list(found) == [change.id]
+    assert (found[change.id].before, found[change.id].after) == ("one", "two")
