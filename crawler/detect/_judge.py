@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from crawler.detect._hash import content_hash, exact_hash, skeleton_hash, split_raw_hash
-from crawler.detect._normalize import extract_page
+from crawler.detect._lines import tidy_lines
+from crawler.detect._normalize import Extract, extract_page
 from crawler.detect._rules import NO_RULES, BudgetExceededError, WatchRules, clock
 
 #: Seconds of CPU a page may take to judge before it is abandoned (a failed poll).
@@ -108,8 +109,19 @@ def _judge(item: DetectItem, exact: str | None, deadline: float) -> Verdict:
         return Verdict(digest, raw, changed, None, truncated=page.truncated)
     # a hit or a baseline: its readable text (the bytes of a body that is not text) is kept,
     # as the after of the change, or as the before of the URL's first change
-    text = page.data if page.readable is None else page.readable()
-    return Verdict(digest, raw, changed, text, truncated=page.truncated)
+    return Verdict(digest, raw, changed, _kept_text(page), truncated=page.truncated)
+
+
+def _kept_text(page: Extract) -> bytes:
+    """The readable text of a page, or, when making it passes the page's budget, the text as
+    hashed, split at its own newlines (linear and cheap): the verdict stands either way, as the
+    hash is already known; only the text reads less well (docs/history.md)."""
+    if page.readable is None:
+        return page.data  # not text: the bytes
+    try:
+        return page.readable()
+    except BudgetExceededError:
+        return tidy_lines(page.data)
 
 
 def judge_batch(batch: list[tuple[DetectItem, str]]) -> list[Verdict]:

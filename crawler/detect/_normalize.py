@@ -219,7 +219,7 @@ def extract_page(
         hashed = text
 
         def lines() -> bytes:
-            return block_text(tree, nodes, hashed)
+            return block_text(tree, nodes, hashed, deadline)
 
     else:
         if kind == "xml":
@@ -237,12 +237,12 @@ def extract_page(
         data = collapse_whitespace(remove_patterns(collapse_whitespace(data), patterns, deadline))
 
     def readable() -> bytes:
-        """The readable text; the ignore patterns see its line breaks (see docs/history.md)."""
+        """The readable text; the ignore patterns see its line breaks (see docs/history.md).
+        Raises ``BudgetExceededError`` past ``deadline`` (the judge then keeps the text as
+        hashed, by its own lines)."""
         out = lines()
         if patterns:
             out = tidy_lines(remove_patterns(out, patterns, deadline))
-        if clock() > deadline:
-            raise BudgetExceededError("readable text")
         return out
 
     return Extract(data, True, truncated, readable)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import crawler.detect._lines
 from crawler.detect import (
     DetectItem,
     WatchRules,
@@ -160,3 +161,20 @@ def test_a_page_that_carries_the_break_character_still_hashes_the_same() -> None
     assert text is not None
     assert content_hash(text) == content_hash(normalize(body, HTML))
     assert text.decode().split("\n") == ["odd \ufdd0 text", "next", "two"]
+
+
+def test_a_readable_text_past_the_budget_never_fails_the_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    site = PageRenderer(4000)
+    body = site.render(2, 1, "nonce")
+    before = judge(DetectItem(site.render(2, 0, "nonce"), HTML))
+    readable = readable_text(body, HTML)
+    assert readable is not None
+    monkeypatch.setattr(crawler.detect._lines, "clock", lambda: float("inf"))  # always late
+    late = judge(DetectItem(body, HTML, previous_hash=before.content_hash))
+    assert late.error is None and late.changed is True  # the change is recorded all the same
+    assert late.content_hash == content_hash(normalize(body, HTML))
+    assert late.text is not None and content_hash(late.text) == late.content_hash
+    # the text as hashed, by the page's own newlines: fewer, longer lines
+    assert late.text.count(b"\n") < readable.count(b"\n")
