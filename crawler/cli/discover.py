@@ -216,7 +216,7 @@ def sources_list(
 ) -> None:
     """The sources with their options and counts: discovery polls, new pages found, each
     one's share of all discovery polls; and the expiry rule in force."""
-    from crawler.service._discovery import start_report
+    from crawler.service._discovery import source_problem, start_report
     from crawler.store import DiscoveryStore
 
     settings = settings_from(config, database_url=database_url)
@@ -241,6 +241,7 @@ def sources_list(
                 "budget_per_run": s.budget_per_run, "watch": s.auto_watch,
                 "created_at": r.created_at.isoformat(), "polls": r.polls, "found": r.found,
                 "share_of_polls": r.polls / total if total else None,
+                "problem": source_problem(r),
             }
         )  # fmt: skip
         if starts:
@@ -267,6 +268,13 @@ def sources_list(
         )  # fmt: skip
     out_console.print(table)
     out_console.print(f"discovery share of each slot: {share:g}; expiry: {rule}", highlight=False)
+    for d in documents:
+        if d["problem"]:
+            out_console.print(
+                f"[bold red]skipped by the service:[/] {escape(d['url'])}: {escape(d['problem'])}"
+                " (add it again with a fix)",
+                highlight=False,
+            )
     for d in documents if starts else []:
         pages = Table("read by", "new pages/slot", "share of polls", "read at least every")
         pages.add_column("start page", overflow="fold")

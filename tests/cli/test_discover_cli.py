@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from crawler.cli import app
 from crawler.cli.discover import parse_since
-from crawler.store import DiscoveryStore, Found, SlotDiscovery, Store
+from crawler.store import DiscoveryStore, Found, SlotDiscovery, SourceSpec, Store
 
 NEWS = "https://example.org/news/"
 
@@ -51,7 +51,7 @@ def test_sources_add_list_remove(cli: CliRunner, database_url: str) -> None:
         "url": NEWS, "scope": "domain", "allowed_domains": ["cdn.example.net"],
         "include": ["/news/"], "exclude": [r"\?page="], "topic": "harbor river",
         "max_depth": 3, "budget_per_slot": 4, "budget_per_run": 500, "watch": True,
-        "created_at": None, "polls": 30, "found": 1, "share_of_polls": 0.75,
+        "created_at": None, "polls": 30, "found": 1, "share_of_polls": 0.75, "problem": None,
     }  # fmt: skip
     table = cli.invoke(app, ["sources", "list"])
     assert table.exit_code == 0 and "75%" in table.stdout and "expiry" in table.stdout
@@ -197,3 +197,16 @@ def test_since_takes_ascii_digits_only(cli: CliRunner) -> None:
     result = cli.invoke(app, ["discovered", "--since", "\uff11h"])
     assert result.exit_code == 2 and "--since" in result.stderr
     assert cli.invoke(app, ["discovered", "--limit", str(10**19)]).exit_code == 2
+
+
+def test_a_saved_source_re2_refuses_is_listed_as_skipped(
+    cli: CliRunner, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Saved before ``add`` checked patterns with RE2: the list says the service skips it."""
+    monkeypatch.setenv("COLUMNS", "200")
+    with Store(database_url) as store:
+        DiscoveryStore(store).add_source(SourceSpec(NEWS, exclude=("(?=x)",)))
+    (doc,) = json.loads(cli.invoke(app, ["sources", "list", "--json"]).stdout)["sources"]
+    assert doc["problem"].startswith("exclude pattern '(?=x)' is not a linear-time (RE2)")
+    table = cli.invoke(app, ["sources", "list"]).stdout
+    assert f"skipped by the service: {NEWS}: exclude pattern '(?=x)'" in table
