@@ -295,6 +295,9 @@ class Service:
     peak_rss: dict[int, float] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
     children_seen: set[int] = field(default_factory=set)
+    #: the main process's RSS at its first sample and its peak over the whole run (warm-up
+    #: included: a source's first read, a large listing, happens there)
+    whole_run_rss: list[float] = field(default_factory=list)
 
     def start(self) -> None:
         with self.log.open("ab") as out:
@@ -334,6 +337,16 @@ class Service:
             if baseline or p.pid not in self.start_rss:
                 self.start_rss.setdefault(p.pid, rss)
             self.peak_rss[p.pid] = max(self.peak_rss.get(p.pid, 0.0), rss)
+
+    def sample_main_rss(self) -> None:
+        assert self.proc is not None
+        try:
+            rss = psutil.Process(self.proc.pid).memory_info().rss / 2**20
+        except psutil.Error:
+            return
+        if not self.whole_run_rss:
+            self.whole_run_rss = [rss, rss]
+        self.whole_run_rss[1] = max(self.whole_run_rss[1], rss)
 
     def stop(self) -> float:
         assert self.proc is not None
@@ -431,7 +444,11 @@ async def soak(
     for svc in services:
         svc.start()
     print(f"work dir {work}; slots of {slot_s:g} s; warming up {warmup_s:.0f} s", flush=True)
-    await asyncio.sleep(warmup_s)
+    warm_end = time.monotonic() + warmup_s
+    while time.monotonic() < warm_end:
+        await asyncio.sleep(min(1.0, max(0.0, warm_end - time.monotonic())))
+        for svc in services:
+            svc.sample_main_rss()
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     for svc in services:
         svc.check_alive()
@@ -444,6 +461,7 @@ async def soak(
         for svc in services:
             svc.check_alive()
             svc.sample_rss(baseline=False)
+            svc.sample_main_rss()
         if time.monotonic() >= next_report:
             next_report += 60
             line = []
@@ -497,6 +515,11 @@ async def soak(
                 f"  {svc.name:8s} pid {pid:7d} {svc.names[pid]:20s} {start:7.1f} ->"
                 f" {svc.peak_rss[pid]:7.1f} (+{grow:.1f}){flag}"
             )
+    print("main process RSS (MB) over the whole run, warm-up included (first sample -> peak):")
+    for svc in services:
+        if svc.whole_run_rss:
+            first, peak = svc.whole_run_rss
+            print(f"  {svc.name:8s} {first:7.1f} -> {peak:7.1f} (+{peak - first:.1f})")
     print("\nrestarts:")
     for svc in services:
         replaced = len(svc.children_seen) - len(svc.start_rss)
