@@ -34,7 +34,8 @@ ordinary page every slot.
 
 Printed: the ordinary pages' polls per slot in both services (ratio; the target is >= 0.9),
 every process's RSS at the start of the measured window and its peak (target: within 150 MB
-of the start), restarts (service exits, crawl worker replacements; target 0), how the
+of the start), the main process's peak over the whole run, warm-up included (target: the
+soak's within 100 MB of the control's), restarts (service exits, crawl worker replacements; target 0), how the
 hostile polls ended (outcome and error kind counts), and for the discovery classes each
 source's polls and pages found, the watched URLs and ``discovered`` rows at the end (the
 trap's share of each: a trap held by its caps stays small).
@@ -70,6 +71,8 @@ ORDINARY_PAGES = 100
 HOSTILE_HOSTS = ("127.0.0.20", "127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24")
 GENERAL, SLOW_ROBOTS, CRAWL_DELAY, SILENT, TRICKLE = HOSTILE_HOSTS
 RSS_LIMIT_MB = 150.0
+#: the soak's main process's peak over the whole run (warm-up included) above the control's
+WHOLE_RUN_RSS_LIMIT_MB = 100.0
 POLLS_RATIO_TARGET = 0.9
 DISCOVERY_SHARE = 0.1  # the setting's default, set explicitly: the soak's capacity uses it
 SEED_LINKS = 10  # links of a source page that become its start pages (watched)
@@ -409,7 +412,7 @@ async def soak(
     for name, extra in (("control", []), ("soak", bad)):
         db = work / f"{name}.db"
         capacity = ORDINARY_PAGES + len(extra)
-        if extra:  # room for the sources' start pages and discovery's share of each slot
+        if extra and sources:  # room for the sources' start pages and discovery's share
             starts = len(sources) * (1 + SEED_LINKS)
             capacity = math.ceil((capacity + starts) / (1 - DISCOVERY_SHARE))
         env = service_env(db, capacity, slot_s, deadline_s)
@@ -520,6 +523,14 @@ async def soak(
         if svc.whole_run_rss:
             first, peak = svc.whole_run_rss
             print(f"  {svc.name:8s} {first:7.1f} -> {peak:7.1f} (+{peak - first:.1f})")
+    control_run, soak_run = (svc.whole_run_rss for svc in services)
+    if control_run and soak_run:
+        above = soak_run[1] - control_run[1]
+        ok &= above <= WHOLE_RUN_RSS_LIMIT_MB
+        print(
+            f"  soak's peak above the control's: {above:+.1f} MB (target <= "
+            f"{WHOLE_RUN_RSS_LIMIT_MB:g}: a source's first read falls in the warm-up)"
+        )
     print("\nrestarts:")
     for svc in services:
         replaced = len(svc.children_seen) - len(svc.start_rss)
