@@ -36,9 +36,10 @@ Printed: the ordinary pages' polls per slot in both services (ratio; the target 
 every process's RSS at the start of the measured window and its peak (target: within 150 MB
 of the start), the main process's peak over the whole run, warm-up included (target: the
 soak's within 100 MB of the control's), restarts (service exits, crawl worker
-replacements; target 0), how the hostile polls ended (outcome and error kind counts), and for the discovery classes each
-source's polls and pages found, the watched URLs and ``discovered`` rows at the end (the
-trap's share of each: a trap held by its caps stays small).
+replacements; target 0), how the hostile polls ended (outcome and error kind counts), and
+for the discovery classes each source's polls and pages found, the watched URLs and
+``discovered`` rows at the end (the trap's share of each: a trap held by its caps stays
+small).
 """
 
 from __future__ import annotations
