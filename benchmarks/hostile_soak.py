@@ -23,10 +23,23 @@ The hostile classes (one server on its own loopback hosts, 127.0.0.20-24):
 * operator input: an ignore pattern with catastrophic backtracking in a backtracking engine
   (refused at ``add`` or run in linear time: both are acceptable, the soak says which).
 
+The discovery classes (``benchmarks/_hostile_discovery.py``, hosts 127.0.0.25-28), added to the
+soak service with the real ``crawler sources add``: a source whose ``--include`` backtracks
+catastrophically on its page's links, a valid 49 MB sitemap served as a ~110 KB ``.xml.gz``, a
+4 MB RSS feed of 100,000 items, and a session-id trap (fresh ids in every link on every fetch)
+added with ``--watch``. Both services read at most 10 links of a source page as its start
+pages (``discovery_seed_links``), and the soak's capacity has room for its sources' start
+pages and discovery's share, so that a service that nothing holds back still polls every
+ordinary page every slot.
+
 Printed: the ordinary pages' polls per slot in both services (ratio; the target is >= 0.9),
 every process's RSS at the start of the measured window and its peak (target: within 150 MB
-of the start), restarts (service exits, crawl worker replacements; target 0), and how the
-hostile polls ended (outcome and error kind counts).
+of the start), the main process's peak over the whole run, warm-up included (target: the
+soak's within 100 MB of the control's), restarts (service exits, crawl worker
+replacements; target 0), how the hostile polls ended (outcome and error kind counts), and
+for the discovery classes each source's polls and pages found, the watched URLs and
+``discovered`` rows at the end (the trap's share of each: a trap held by its caps stays
+small).
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ import argparse
 import asyncio
 import contextlib
 import gzip
+import math
 import os
 import signal
 import socket
@@ -50,6 +64,7 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]
 from aiohttp import web
 
+from benchmarks._hostile_discovery import TRAP, DiscoveryHostileSite, DiscoverySource
 from crawler.testsite import ChangingSite, zipf_rates
 
 ORDINARY_HOSTS = 10
@@ -57,7 +72,11 @@ ORDINARY_PAGES = 100
 HOSTILE_HOSTS = ("127.0.0.20", "127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24")
 GENERAL, SLOW_ROBOTS, CRAWL_DELAY, SILENT, TRICKLE = HOSTILE_HOSTS
 RSS_LIMIT_MB = 150.0
+#: the soak's main process's peak over the whole run (warm-up included) above the control's
+WHOLE_RUN_RSS_LIMIT_MB = 100.0
 POLLS_RATIO_TARGET = 0.9
+DISCOVERY_SHARE = 0.1  # the setting's default, set explicitly: the soak's capacity uses it
+SEED_LINKS = 10  # links of a source page that become its start pages (watched)
 
 
 # ----- the hostile server ----------------------------------------------------------------
@@ -247,6 +266,8 @@ def service_env(
             "CRAWLER_FETCH_TIMEOUT_S": "20",
             "CRAWLER_LOG_LEVEL": "WARNING",
             "CRAWLER_SEED": "7",
+            "CRAWLER_DISCOVERY_SHARE": str(DISCOVERY_SHARE),
+            "CRAWLER_DISCOVERY_SEED_LINKS": str(SEED_LINKS),
         }
     )
     return env
@@ -278,6 +299,9 @@ class Service:
     peak_rss: dict[int, float] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
     children_seen: set[int] = field(default_factory=set)
+    #: the main process's RSS at its first sample and its peak over the whole run (warm-up
+    #: included: a source's first read, a large listing, happens there)
+    whole_run_rss: list[float] = field(default_factory=list)
 
     def start(self) -> None:
         with self.log.open("ab") as out:
@@ -318,6 +342,16 @@ class Service:
                 self.start_rss.setdefault(p.pid, rss)
             self.peak_rss[p.pid] = max(self.peak_rss.get(p.pid, 0.0), rss)
 
+    def sample_main_rss(self) -> None:
+        assert self.proc is not None
+        try:
+            rss = psutil.Process(self.proc.pid).memory_info().rss / 2**20
+        except psutil.Error:
+            return
+        if not self.whole_run_rss:
+            self.whole_run_rss = [rss, rss]
+        self.whole_run_rss[1] = max(self.whole_run_rss[1], rss)
+
     def stop(self) -> float:
         assert self.proc is not None
         t0 = time.monotonic()
@@ -337,7 +371,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def soak(minutes: float, slot_s: float, warmup_s: float, deadline_s: float | None) -> int:
+async def soak(
+    minutes: float,
+    slot_s: float,
+    warmup_s: float,
+    deadline_s: float | None,
+    with_discovery: bool = True,
+) -> int:
     site = ChangingSite(
         zipf_rates(ORDINARY_PAGES, 0.9, 1.0), tick_seconds=slot_s, page_size=20_000, seed=3
     )
@@ -357,13 +397,26 @@ async def soak(minutes: float, slot_s: float, warmup_s: float, deadline_s: float
     for raw in raws:
         await raw.start(raw_port)
     bad = hostile_urls(hostile.port, raw_port)
+    discovery = DiscoveryHostileSite()
+    await discovery.start()
+    sources = discovery.sources() if with_discovery else []
+    print(
+        f"discovery classes: sitemap {len(discovery.sitemap) / 1024:.0f} KB gzip,"
+        f" feed {len(discovery.feed) / 2**20:.1f} MB",
+        flush=True,
+    )
 
     work = Path(tempfile.mkdtemp(prefix="hostile-soak-"))
     services: list[Service] = []
     refused: list[tuple[HostileUrl, str]] = []
+    refused_sources: list[tuple[DiscoverySource, str]] = []
     for name, extra in (("control", []), ("soak", bad)):
         db = work / f"{name}.db"
-        env = service_env(db, ORDINARY_PAGES + len(extra), slot_s, deadline_s)
+        capacity = ORDINARY_PAGES + len(extra)
+        if extra and sources:  # room for the sources' start pages and discovery's share
+            starts = len(sources) * (1 + SEED_LINKS)
+            capacity = math.ceil((capacity + starts) / (1 - DISCOVERY_SHARE))
+        env = service_env(db, capacity, slot_s, deadline_s)
         for step in (("db", "upgrade"),):
             done = crawler(env, *step)
             if done.returncode:
@@ -384,12 +437,22 @@ async def soak(minutes: float, slot_s: float, warmup_s: float, deadline_s: float
                 refused.append((bad_url, why))
             else:
                 added += 1
+        for source in sources if extra else []:
+            done = crawler(env, "sources", "add", source.url, *source.options)
+            if done.returncode:
+                why = (done.stderr or done.stdout or "?").strip().splitlines()[-1]
+                refused_sources.append((source, why))
+        print(f"{name}: capacity {capacity} polls per slot", flush=True)
         svc = Service(name, env, db, ORDINARY_PAGES, work / f"{name}.log")
         services.append(svc)
     for svc in services:
         svc.start()
     print(f"work dir {work}; slots of {slot_s:g} s; warming up {warmup_s:.0f} s", flush=True)
-    await asyncio.sleep(warmup_s)
+    warm_end = time.monotonic() + warmup_s
+    while time.monotonic() < warm_end:
+        await asyncio.sleep(min(1.0, max(0.0, warm_end - time.monotonic())))
+        for svc in services:
+            svc.sample_main_rss()
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
     for svc in services:
         svc.check_alive()
@@ -402,6 +465,7 @@ async def soak(minutes: float, slot_s: float, warmup_s: float, deadline_s: float
         for svc in services:
             svc.check_alive()
             svc.sample_rss(baseline=False)
+            svc.sample_main_rss()
         if time.monotonic() >= next_report:
             next_report += 60
             line = []
@@ -418,6 +482,7 @@ async def soak(minutes: float, slot_s: float, warmup_s: float, deadline_s: float
     for raw in raws:
         await raw.stop()
     await hostile.stop()
+    await discovery.stop()
     await site.stop()
 
     results: dict[str, tuple[int, int, Counter[str]]] = {}
@@ -454,6 +519,19 @@ async def soak(minutes: float, slot_s: float, warmup_s: float, deadline_s: float
                 f"  {svc.name:8s} pid {pid:7d} {svc.names[pid]:20s} {start:7.1f} ->"
                 f" {svc.peak_rss[pid]:7.1f} (+{grow:.1f}){flag}"
             )
+    print("main process RSS (MB) over the whole run, warm-up included (first sample -> peak):")
+    for svc in services:
+        if svc.whole_run_rss:
+            first, peak = svc.whole_run_rss
+            print(f"  {svc.name:8s} {first:7.1f} -> {peak:7.1f} (+{peak - first:.1f})")
+    control_run, soak_run = (svc.whole_run_rss for svc in services)
+    if control_run and soak_run:
+        above = soak_run[1] - control_run[1]
+        ok &= above <= WHOLE_RUN_RSS_LIMIT_MB
+        print(
+            f"  soak's peak above the control's: {above:+.1f} MB (target <= "
+            f"{WHOLE_RUN_RSS_LIMIT_MB:g}: a source's first read falls in the warm-up)"
+        )
     print("\nrestarts:")
     for svc in services:
         replaced = len(svc.children_seen) - len(svc.start_rss)
@@ -470,8 +548,46 @@ async def soak(minutes: float, slot_s: float, warmup_s: float, deadline_s: float
     for key, count in results["soak"][2].most_common():
         print(f"  {count:6d} {key}")
     print("\nhostile server requests:", dict(hostile.requests))
+    if sources:
+        print_discovery(services[1].database, sources, refused_sources, discovery)
     print("\nRESULT:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def print_discovery(
+    database: Path,
+    sources: list[DiscoverySource],
+    refused: list[tuple[DiscoverySource, str]],
+    site: DiscoveryHostileSite,
+) -> None:
+    """The discovery classes at the end of the soak: each source's polls and finds, and the
+    watch list and ``discovered`` table with the session-id trap's share of each."""
+    with contextlib.closing(
+        sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)
+    ) as db:
+        rows = {u: (p, f) for u, p, f in db.execute("SELECT url, polls, found FROM sources")}
+        watched = db.execute("SELECT count(*) FROM urls WHERE removed_at IS NULL").fetchone()[0]
+        trap_watched = db.execute(
+            "SELECT count(*) FROM urls WHERE removed_at IS NULL AND url LIKE ?",
+            (f"http://{TRAP}:%",),
+        ).fetchone()[0]
+        found = db.execute("SELECT count(*) FROM discovered").fetchone()[0]
+        trap_found = db.execute(
+            "SELECT count(*) FROM discovered WHERE url LIKE ?", (f"http://{TRAP}:%",)
+        ).fetchone()[0]
+    print("\ndiscovery sources (soak):")
+    why = {s.url: reason for s, reason in refused}
+    for source in sources:
+        if source.url in why:
+            print(f"  {source.kind:32s} refused at sources add: {why[source.url]}")
+            continue
+        polls, finds = rows.get(source.url, (0, 0))
+        print(f"  {source.kind:32s} {polls:6d} polls {finds:7d} found  {source.url}")
+    print("discovery server requests:", dict(site.requests))
+    print(
+        f"session-id trap (--watch), at the end: watched URLs {watched} ({trap_watched} on the"
+        f" trap's host); discovered rows {found} ({trap_found} on the trap's host)"
+    )
 
 
 def window_counts(database: Path, since: str, ordinary: set[str]) -> tuple[int, int, Counter[str]]:
@@ -509,9 +625,22 @@ def main() -> None:
         help="the services' slot_deadline_s (default: the setting's default, the larger of the"
         " slot and the fetch timeout)",
     )
+    parser.add_argument(
+        "--no-discovery",
+        action="store_true",
+        help="without the discovery classes (to tell their effect from the other classes')",
+    )
     args = parser.parse_args()
     sys.exit(
-        asyncio.run(soak(args.minutes, args.slot_seconds, args.warmup_seconds, args.slot_deadline))
+        asyncio.run(
+            soak(
+                args.minutes,
+                args.slot_seconds,
+                args.warmup_seconds,
+                args.slot_deadline,
+                with_discovery=not args.no_discovery,
+            )
+        )
     )
 
 

@@ -133,3 +133,16 @@ def test_fetch_concurrency_is_split_over_the_crawl_workers() -> None:
     assert fetch_config(s, share=2).per_host_concurrency == 3
     with pytest.raises(SettingsError, match="fetch_concurrency"):
         load_settings({"fetch_concurrency": 0})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("CRAWLER_SLOT_SECONDS", "\uff11\uff10"), ("CRAWLER_DISCOVERY_SEED_LINKS", "\u0661\u0660")],
+)
+def test_numbers_in_settings_take_ascii_digits_only(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    """Fullwidth or Arabic-Indic digits are refused (Python's int() and float() take them)."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=name):
+        load_settings()

@@ -15,6 +15,7 @@ from crawler.cli._common import (
     ConfigOption,
     DatabaseOption,
     JsonOption,
+    ascii_float,
     err_console,
     fail,
     out_console,
@@ -66,7 +67,9 @@ def add(
         help="A file of URLs (one per line), a sitemap.xml or an OPML "
         "file; - reads standard input.",
     ),
-    importance: float = typer.Option(1.0, "--importance", help="Value of a change, in (0, 1]."),
+    importance: float = typer.Option(
+        1.0, "--importance", parser=ascii_float, help="Value of a change, in (0, 1]."
+    ),
     selector: str | None = typer.Option(None, "--selector", help="CSS selector to watch."),
     ignore: list[str] = typer.Option(None, "--ignore", help="Regex removed before hashing."),
     tag: list[str] = typer.Option(None, "--tag", help="Tag the URLs (repeatable)."),

@@ -1,9 +1,13 @@
 """Discovery commands: ``crawler sources add/list/remove`` and ``crawler discovered``.
 
 A source's URL is checked with the crawl's own rules (``crawler add``'s ``check_url``); its
-include/exclude patterns must compile with RE2 (as the detector's ignore patterns do: the
-rule for operator-given patterns in this project) and with Python's ``re``, which the scope
-rules of ``crawler.discovery`` run on. Nothing is written when anything is refused (exit 2).
+include/exclude patterns must compile with RE2 through ``crawler.discovery.compile_pattern``,
+the function the service's scope rules run them with (linear time: a remote page's links are
+matched against them); its numbers must fit their database columns (``INTEGER``: up to
+2,147,483,647 on both databases), and an ``--allow-domain`` must not be a public suffix
+(``com``, ``co.uk``, ``github.io``: the whole of it would be in scope), by the Public Suffix
+List the ``publicsuffixlist`` package ships (offline; no fetch at run time). Nothing is
+written when anything is refused (exit 2), and the message names the option.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from crawler.cli._common import (
     ConfigOption,
     DatabaseOption,
     JsonOption,
+    ascii_int,
     err_console,
     fail,
     out_console,
@@ -33,13 +38,17 @@ from crawler.cli.admin import USAGE, open_store
 sources_app = typer.Typer(help="Sources that discovery follows links from.", no_args_is_help=True)
 app.add_typer(sources_app, name="sources")
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([smhdw])$")  # ASCII digits only
+#: the largest value of the database's INTEGER columns (SQLite's are wider; PostgreSQL's not)
+INTEGER_MAX = 2**31 - 1
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
     """``1h``, ``30m``, ``2d`` (that long ago) or an ISO 8601 time (UTC if no zone)."""
     now = now or datetime.now(UTC)
+    if not text.isascii():
+        raise ValueError(f"--since {text!r}: use ASCII digits and letters (30m, 1h, 2d)")
     match = _DURATION.match(text.strip().lower())
     if match:
         return now - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
@@ -53,15 +62,47 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 
 def _check_patterns(patterns: list[str], flag: str) -> tuple[str, ...]:
-    from crawler.cli._validate import validate_rules
+    """The patterns, each compiled as the service will run it (RE2); exit 2 naming the first
+    one that cannot be."""
+    from crawler.discovery import compile_pattern
 
     for pattern in patterns:
         try:
-            validate_rules(None, (pattern,))
-            re.compile(pattern)
-        except (ValueError, re.error) as exc:
-            fail(f"{flag} {pattern!r}: {exc}", USAGE)
+            compile_pattern(pattern)
+        except ValueError as exc:
+            fail(f"{flag} {exc}", USAGE)
     return tuple(patterns)
+
+
+def _check_range(value: int | None, flag: str, low: int, what: str) -> None:
+    """Exit 2 unless ``value`` (None: not given) fits ``low..INTEGER_MAX``."""
+    if value is not None and not low <= value <= INTEGER_MAX:
+        fail(f"{flag} {value}: {what} must be from {low} to {INTEGER_MAX:,}", USAGE)
+
+
+def _check_domains(domains: list[str]) -> tuple[str, ...]:
+    """The allowed domains, lower-case; exit 2 on a public suffix or a name that is no
+    domain."""
+    from publicsuffixlist import PublicSuffixList
+
+    suffixes = PublicSuffixList()
+    out = []
+    for raw in domains:
+        domain = raw.strip().lower().strip(".")
+        if not domain:
+            continue
+        try:
+            ascii_form = domain.encode("idna").decode("ascii")
+        except UnicodeError:
+            fail(f"--allow-domain {raw!r}: not a domain name", USAGE)
+        if suffixes.is_public(ascii_form) or suffixes.is_public(domain):
+            fail(
+                f"--allow-domain {raw!r}: a public suffix (anyone can register under it); "
+                "give a registered domain, e.g. example.com",
+                USAGE,
+            )
+        out.append(domain)
+    return tuple(out)
 
 
 @sources_app.command("add")
@@ -82,10 +123,15 @@ def sources_add(
     topic: str | None = typer.Option(
         None, "--topic", help='Keywords ("kw kw"): record only new pages with half of them.'
     ),
-    max_depth: int = typer.Option(5, "--max-depth", help="Links followed from the source."),
-    budget: int = typer.Option(10, "--budget", help="Pages per slot, at most."),
+    max_depth: int = typer.Option(
+        5, "--max-depth", parser=ascii_int, help="Links followed from the source."
+    ),
+    budget: int = typer.Option(10, "--budget", parser=ascii_int, help="Pages per slot, at most."),
     run_budget: int | None = typer.Option(
-        None, "--run-budget", help="Pages in all before the source stops (default: no limit)."
+        None,
+        "--run-budget",
+        parser=ascii_int,
+        help="Pages in all before the source stops (default: no limit).",
     ),
     watch: bool = typer.Option(False, "--watch", help="Add the new pages to the watch list."),
     config: str | None = ConfigOption,
@@ -94,6 +140,7 @@ def sources_add(
 ) -> None:
     """Discover new pages from URL (added again: its options are replaced)."""
     from crawler.cli._validate import check_url
+    from crawler.discovery import compile_pattern
     from crawler.fetch import AddressPolicy
     from crawler.store import DiscoveryStore, SourceSpec
 
@@ -102,7 +149,10 @@ def sources_add(
         canonical = check_url(url, AddressPolicy(settings.allow_private_addresses))
     except ValueError as exc:
         fail(str(exc), USAGE)
-    domains = tuple(d.strip().lower().strip(".") for d in allow_domain or () if d.strip())
+    _check_range(max_depth, "--max-depth", 0, "the depth")
+    _check_range(budget, "--budget", 1, "the pages per slot")
+    _check_range(run_budget, "--run-budget", 1, "the pages in all")
+    domains = _check_domains(allow_domain or [])
     try:
         spec = SourceSpec(
             canonical,
@@ -118,9 +168,9 @@ def sources_add(
         )
     except ValueError as exc:
         fail(str(exc), USAGE)
-    if spec.include and not any(re.search(p, canonical) for p in spec.include):
+    if spec.include and not any(compile_pattern(p).search(canonical) for p in spec.include):
         fail(f"{canonical} matches none of its own --include patterns", USAGE)
-    if any(re.search(p, canonical) for p in spec.exclude):
+    if any(compile_pattern(p).search(canonical) for p in spec.exclude):
         fail(f"{canonical} matches its own --exclude pattern", USAGE)
     with store_errors():
         source_id, new = DiscoveryStore(open_store(settings)).add_source(spec)
@@ -166,7 +216,7 @@ def sources_list(
 ) -> None:
     """The sources with their options and counts: discovery polls, new pages found, each
     one's share of all discovery polls; and the expiry rule in force."""
-    from crawler.service._discovery import start_report
+    from crawler.service._discovery import source_problem, start_report
     from crawler.store import DiscoveryStore
 
     settings = settings_from(config, database_url=database_url)
@@ -191,6 +241,7 @@ def sources_list(
                 "budget_per_run": s.budget_per_run, "watch": s.auto_watch,
                 "created_at": r.created_at.isoformat(), "polls": r.polls, "found": r.found,
                 "share_of_polls": r.polls / total if total else None,
+                "problem": source_problem(r),
             }
         )  # fmt: skip
         if starts:
@@ -217,6 +268,13 @@ def sources_list(
         )  # fmt: skip
     out_console.print(table)
     out_console.print(f"discovery share of each slot: {share:g}; expiry: {rule}", highlight=False)
+    for d in documents:
+        if d["problem"]:
+            out_console.print(
+                f"[bold red]skipped by the service:[/] {escape(d['url'])}: {escape(d['problem'])}"
+                " (add it again with a fix)",
+                highlight=False,
+            )
     for d in documents if starts else []:
         pages = Table("read by", "new pages/slot", "share of polls", "read at least every")
         pages.add_column("start page", overflow="fold")
@@ -232,7 +290,9 @@ def sources_list(
 def discovered(
     since: str | None = typer.Option(None, "--since", help="1h, 2d or an ISO 8601 time."),
     source: str | None = typer.Option(None, "--source", help="Only what this source found."),
-    limit: int = typer.Option(1000, "--limit", help="At most this many, newest first."),
+    limit: int = typer.Option(
+        1000, "--limit", parser=ascii_int, help="At most this many, newest first."
+    ),
     config: str | None = ConfigOption,
     database_url: str | None = DatabaseOption,
     as_json: bool = JsonOption,
@@ -246,8 +306,7 @@ def discovered(
         wanted = validate_url(source) if source is not None else None
     except ValueError as exc:
         fail(str(exc), USAGE)
-    if limit < 1:
-        fail("--limit must be >= 1", USAGE)
+    _check_range(limit, "--limit", 1, "the number of pages")
     settings = settings_from(config, database_url=database_url)
     with store_errors():
         rows = DiscoveryStore(open_store(settings)).discovered(

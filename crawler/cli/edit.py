@@ -28,6 +28,7 @@ from crawler.cli._common import (
     ConfigOption,
     DatabaseOption,
     JsonOption,
+    ascii_float,
     err_console,
     fail,
     out_console,
@@ -42,8 +43,9 @@ if TYPE_CHECKING:
 
 USAGE = 2
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_WHOLE = re.compile(r"(?:\d+(?:\.\d+)?\s*[smhdw]\s*)+")
+# ASCII digits only: ``\d`` and ``float()`` also take fullwidth and other Unicode digits
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([smhdw])")
+_WHOLE = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?\s*[smhdw]\s*)+")
 
 DurationHelp = "e.g. 90s, 5m, 1h30m, 1d; 'none' (no bound) or 'default' (the setting's)"
 
@@ -57,6 +59,8 @@ def parse_duration(text: str) -> float | None:
     if raw == "default":
         return None
     try:
+        if not raw.isascii():
+            raise ValueError(raw)
         seconds = float(raw)
     except ValueError:
         if not _WHOLE.fullmatch(raw):
@@ -117,7 +121,7 @@ def edit(
     urls: list[str] = typer.Argument(None, help="Watched URLs to change."),
     tagged: list[str] = typer.Option(None, "--tagged", help="Also change the URLs with this tag."),
     importance: float | None = typer.Option(
-        None, "--importance", help="Value of a change, in (0, 1]."
+        None, "--importance", parser=ascii_float, help="Value of a change, in (0, 1]."
     ),
     min_interval: str | None = typer.Option(
         None, "--min-interval", help=f"Least time between two polls ({DurationHelp})."

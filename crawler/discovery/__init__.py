@@ -26,6 +26,7 @@ from crawler.discovery._ordering import (
     ValueOrdering,
 )
 from crawler.discovery._pacing import StartPacer
+from crawler.discovery._patterns import PatternError, UrlPattern, compile_pattern
 from crawler.discovery._seeds import SeedBandit
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url, url_template
 from crawler.discovery._weblog import Weblog
@@ -43,6 +44,7 @@ __all__ = [
     "LastmodTracker",
     "Listed",
     "Listing",
+    "PatternError",
     "Refusal",
     "ReinforcingAgent",
     "Scope",
@@ -50,9 +52,11 @@ __all__ = [
     "SourceBudget",
     "SourceCrawl",
     "StartPacer",
+    "UrlPattern",
     "ValueOrdering",
     "Weblog",
     "canonical_url",
+    "compile_pattern",
     "extract_links",
     "looks_like_listing",
     "make_fleet",

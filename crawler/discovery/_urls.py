@@ -16,6 +16,8 @@ Decisions:
   ``/cal?d=2031-05-03`` and all its neighbours share one template; off by default, because
   ordinary sites number their articles too: ``/article/123`` would share a template with every
   other article) and, over everything, the per-source page budget, which is never exceeded.
+- The include/exclude patterns run on RE2 (``compile_pattern``, ``_patterns.py``): they are
+  matched against every link a remote page offers, so their time must be linear in the URL.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from enum import StrEnum
 
 from w3lib.url import canonicalize_url, url_query_cleaner
 from yarl import URL
+
+from crawler.discovery._patterns import UrlPattern, compile_pattern
 
 #: Query arguments that identify a session or a campaign, never a document.
 SESSION_PARAMETERS: tuple[str, ...] = (
@@ -94,7 +98,8 @@ class Scope:
     ``hosts``: allowed host names (empty = only the source's own host). ``allowed_domains``:
     a host is also allowed when it is one of these or a subdomain of one. ``include``: if
     given, a URL must match at least one pattern; ``exclude``: a URL matching any is refused.
-    Patterns are regular expressions searched anywhere in the canonical URL.
+    Patterns are RE2 regular expressions searched anywhere in the canonical URL (a pattern
+    RE2 cannot run raises ``ValueError`` here, naming it).
     """
 
     hosts: frozenset[str] = frozenset()
@@ -105,17 +110,18 @@ class Scope:
     page_budget: int = 1_000
     max_query_arguments: int = 3
     template_budget: int | None = None
-    _include: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False)
-    _exclude: tuple[re.Pattern[str], ...] = field(default=(), init=False, repr=False)
+    _include: tuple[UrlPattern, ...] = field(default=(), init=False, repr=False)
+    _exclude: tuple[UrlPattern, ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_depth < 0 or self.page_budget < 0 or (self.template_budget or 1) < 1:
             raise ValueError("max_depth and page_budget must be >= 0, template_budget >= 1")
-        try:
-            object.__setattr__(self, "_include", tuple(re.compile(p) for p in self.include))
-            object.__setattr__(self, "_exclude", tuple(re.compile(p) for p in self.exclude))
-        except re.error as exc:
-            raise ValueError(f"invalid scope pattern: {exc}") from None
+        for name, patterns in (("include", self.include), ("exclude", self.exclude)):
+            try:
+                compiled = tuple(compile_pattern(p) for p in patterns)
+            except ValueError as exc:
+                raise ValueError(f"{name} pattern {exc}") from None
+            object.__setattr__(self, f"_{name}", compiled)
 
     @classmethod
     def same_host(cls, source_url: str, **options: object) -> Scope:

@@ -103,6 +103,7 @@ from crawler.store import (
     NewUrl,
     SlotDiscovery,
     SourceRow,
+    SourceSpec,
     Store,
     StoreError,
 )
@@ -233,6 +234,9 @@ class DiscoverySide:
         self._aged_at = -math.inf
         self._was_active = False
         self._robots: dict[str, float] = {}  # URL -> when robots.txt refused it
+        #: sources saved with options this release cannot run (a pattern RE2 refuses): id ->
+        #: (their options, why); skipped, not crawled, until added again
+        self.unusable: dict[int, tuple[SourceSpec, str]] = {}
         #: which sources this process runs (a cluster worker: those of its leased sites)
         self.owns: Callable[[str], bool] | None = None
         # URL -> (ETag, Last-Modified, html, date) of pages read: asked again conditionally
@@ -292,10 +296,17 @@ class DiscoverySide:
             if sid not in current or current[sid].spec != self.sources[sid].row.spec:
                 del self.sources[sid]
                 self._unfeed(sid)
+        for sid in [sid for sid in self.unusable if sid not in current]:
+            del self.unusable[sid]
         for sid, row in current.items():
             if sid in self.sources:
                 self.sources[sid].row = row
+            elif (problem := source_problem(row)) is not None:
+                if self.unusable.get(sid, (None,))[0] != row.spec:  # said once per version
+                    log.error("source %s skipped: %s (add it again with a fix)", row.url, problem)
+                self.unusable[sid] = (row.spec, problem)
             else:
+                self.unusable.pop(sid, None)
                 topic = frozenset(words(row.spec.topic or ""))
                 self.sources[sid] = _Source(row, topic=topic)
         if self.sources and self.known is None:
@@ -815,6 +826,16 @@ class DiscoverySide:
             slot.lead_polls,
             tuple(sorted(slot.unchanged)),
         )
+
+
+def source_problem(row: SourceRow) -> str | None:
+    """Why a saved source cannot be crawled (its scope does not build: an include or exclude
+    pattern RE2 refuses, saved before the check existed), None when it can."""
+    try:
+        _scope(row)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _scope(row: SourceRow) -> Scope:

@@ -14,6 +14,9 @@ Paths:
 * ``/corrupt-gzip``  ``Content-Encoding: gzip`` over bytes that are not gzip;
 * ``/limited``       429 Too Many Requests with ``Retry-After: retry_after_s``;
 * ``/trickle``       the status line and headers, one byte per ``trickle_s``, never finished;
+* ``/news-links``    a page linking ``/aaa.../`` (25 to 40 ``a``, then a slash) and
+  ``/news/1..3``: ``(a+)+$`` takes a backtracking engine 2^n steps per link;
+* ``/news/N``        an ordinary page, like ``/page/N``;
 * ``/robots.txt``    per ``robots``: "none" (404), "slow" (answers after ``robots_delay_s``),
   "crawl-delay" (``Crawl-delay: crawl_delay_s``), "allow" (an empty allow-all file).
 
@@ -69,6 +72,7 @@ class HostileServer:
             "/trickle": self._send_trickle,
             "/limited": self._send_limited,
             "/robots.txt": self._send_robots,
+            "/news-links": self._send_redos,
         }
 
     def url(self, path: str) -> str:
@@ -107,7 +111,7 @@ class HostileServer:
             head = await reader.readuntil(b"\r\n\r\n")
             path = head.split(b" ", 2)[1].decode("latin-1").split("?")[0]
             self.served[path] += 1
-            if path.startswith("/page/"):
+            if path.startswith(("/page/", "/news/")):
                 await self._send_page(writer, path)
             else:
                 route = self._routes.get(path)
@@ -170,6 +174,12 @@ class HostileServer:
             writer.write(bytes([byte]))
             await writer.drain()
             await asyncio.sleep(self.trickle_s)
+
+    async def _send_redos(self, writer: asyncio.StreamWriter) -> None:
+        links = [f'<a href="/{"a" * n}/">{n}</a>' for n in range(25, 41)]
+        links += [f'<a href="/news/{k}">news {k}</a>' for k in range(1, 4)]
+        body = f"<html><body>{''.join(links)}</body></html>".encode()
+        await _send(writer, "200 OK", "text/html; charset=utf-8", body)
 
     async def _send_robots(self, writer: asyncio.StreamWriter) -> None:
         if self.robots == "none":

@@ -154,3 +154,11 @@ def test_sitemap_entries_are_located_by_line(cli: CliRunner, tmp_path: Path) -> 
     assert result.exit_code == 2, result.output
     doc = json.loads(result.stdout)
     assert [(b["url"], b["line"]) for b in doc["invalid"]] == [("http://0x7f.1/", 4)]
+
+
+def test_importance_takes_ascii_digits_only(cli: CliRunner) -> None:
+    result = cli.invoke(app, ["add", "https://example.org/a", "--importance", "\uff10.\uff15"])
+    assert result.exit_code == 2, result.output
+    assert "ASCII digits" in " ".join(result.output.split())
+    assert watched(cli) == set()
+    assert cli.invoke(app, ["add", "https://example.org/a", "--importance", "0.5"]).exit_code == 0

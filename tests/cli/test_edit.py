@@ -39,7 +39,12 @@ def test_durations(text: str, seconds: float | None) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "5x", "m5", "-1m", "0", "0s", "1h 30", "inf", "nan"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "5x", "m5", "-1m", "0", "0s", "1h 30", "inf", "nan",
+     # Unicode digits (fullwidth, Arabic-Indic): Python's \d and float() take them
+     "\uff11\uff10s", "\uff11\uff10", "1h\uff13\uff10m", "\u0663s", "\uff15"],
+)  # fmt: skip
 def test_bad_durations_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
         parse_duration(text)

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from crawler.discovery import Refusal, Scope, SourceBudget, canonical_url, url_template
+from crawler.discovery import (
+    PatternError,
+    Refusal,
+    Scope,
+    SourceBudget,
+    canonical_url,
+    compile_pattern,
+    url_template,
+)
 
 
 @pytest.mark.parametrize(
@@ -54,8 +64,28 @@ def test_scope_same_host_domains_and_patterns() -> None:
     assert narrow.in_scope("http://e.com/news/1")
     assert not narrow.in_scope("http://e.com/sport/1")
     assert not narrow.in_scope("http://e.com/news/archive/1")
-    with pytest.raises(ValueError, match="invalid scope pattern"):
+    with pytest.raises(ValueError, match="include pattern '\\(' is not a linear-time"):
         Scope(include=("(",))
+
+
+def test_scope_patterns_run_on_re2() -> None:
+    """A pattern that backtracks exponentially in Python's ``re`` has the same answers on RE2
+    (which runs it in linear time); what RE2 cannot run is refused, naming the pattern."""
+    scope = Scope(hosts=frozenset({"e.com"}), include=("(a+)+$|news",))
+    assert scope.in_scope("http://e.com/news/1")
+    assert scope.in_scope("http://e.com/" + "a" * 40)  # ends in a's: "(a+)+$" matches
+    assert not scope.in_scope("http://e.com/" + "a" * 40 + "!")
+    assert not scope.in_scope("http://e.com/sport")
+    assert compile_pattern("(a+)+$|news") is compile_pattern("(a+)+$|news")  # compiled once
+    for pattern in (r"(a)\1", "(?=news)", "(?<!x)y", "(?P<n>a)(?P=n)"):
+        with pytest.raises(PatternError, match=re.escape(f"'{pattern}' is not a linear-time")):
+            compile_pattern(pattern)
+        with pytest.raises(ValueError, match="exclude pattern"):
+            Scope(exclude=(pattern,))
+    with pytest.raises(PatternError, match="at most 1,024"):
+        compile_pattern("a" * 1025)
+    with pytest.raises(PatternError, match="empty"):
+        compile_pattern("")
 
 
 def test_budget_refuses_each_kind_of_trap_link() -> None:
