@@ -15,6 +15,7 @@ from types import TracebackType
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
 
+from crawler.delivery import Deliverer
 from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
@@ -61,6 +62,10 @@ class CrawlService:
         self.poller = build_poller(settings)
         self.loop = CrawlLoop(settings, self.store, self.poller, self.metrics)
         self._housekeeping = AsyncIOScheduler(timezone="UTC")
+        #: the outbox's deliverer: a thread of its own beside the crawl (crawler/delivery)
+        self.deliverer: Deliverer | None = None
+        if settings.delivery:
+            self.deliverer = Deliverer(settings, self.metrics, exclusive_lock=settings.cluster)
         self._http: AsyncServer | None = None
         self._lock: ServiceLock | None = None
         self._running = False
@@ -114,6 +119,8 @@ class CrawlService:
             max_instances=1,
         )
         self._housekeeping.start()
+        if self.deliverer is not None:
+            self.deliverer.start()
         return self
 
     async def __aexit__(
@@ -123,6 +130,8 @@ class CrawlService:
         tb: TracebackType | None,
     ) -> None:
         self._housekeeping.shutdown(wait=False)
+        if self.deliverer is not None:
+            await asyncio.to_thread(self.deliverer.stop)
         try:
             await self.loop.flush()
         finally:

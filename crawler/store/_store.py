@@ -26,7 +26,7 @@ from sqlalchemy import (
 from crawler.detect import collapse_whitespace, cut_snapshot
 from crawler.schedulers import SchedulerState
 from crawler.sites import site_of
-from crawler.store import _admin, _bounds, _pg, _sqlite, _state
+from crawler.store import _admin, _bounds, _outbox, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._cluster import ClusterStore, Fence, fence_rows
 from crawler.store._engine import make_engine, sync_url, translate_errors
@@ -363,8 +363,9 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         fence: Fence | None = None,
     ) -> int:
         """Write one slot in ONE transaction: the slot row, its deferred polls per host and
-        reason, its poll log and changes, the URLs' counters and cached headers/hashes, and
-        the scheduler delta
+        reason, its poll log and changes with their outbox events (``_outbox.py``: one
+        ``page.changed`` per change, made from the polls a fence kept), the URLs' counters
+        and cached headers/hashes, and the scheduler delta
         (``Scheduler.take_delta()``: per-URL rows upserted, scalars replaced).
 
         ``fence`` (a cluster worker's leases, issue 20): the polls and scheduler rows of
@@ -415,6 +416,7 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         limit = self.snapshot_max_bytes
         log_rows: list[tuple[Any, ...]] = []
         change_rows: list[tuple[Any, ...]] = []
+        event_rows: list[tuple[Any, ...]] = []  # the outbox: one page.changed per change
         ok: list[tuple[Any, ...]] = []
         bad: list[tuple[Any, ...]] = []
         for p in polls:
@@ -437,6 +439,11 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
                     else None
                 )
                 change_rows.append((p.url_id, slot_no, when, p.old_hash, p.content_hash, snapshot))
+                event_rows.append(
+                    _outbox.change_event(
+                        p.url_id, slot_no, when, p.polled_at, p.old_hash, p.content_hash
+                    )
+                )
             ok.append(
                 (
                     p.url_id, int(hit), int(outcome == "miss"), int(outcome == "not_modified"),
@@ -447,11 +454,13 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         if not pg:
             _sqlite.execute_rows(conn, _sqlite.POLL_LOG, log_rows)
             _sqlite.execute_rows(conn, _sqlite.CHANGES, change_rows)
+            _sqlite.execute_rows(conn, _outbox.SQLITE_INSERT, event_rows)
             _sqlite.execute_rows(conn, _sqlite.OK_UPDATE, ok)
             _sqlite.execute_rows(conn, _sqlite.ERROR_UPDATE, bad)
             return
         _pg.copy_rows(conn, _pg.POLL_LOG_COPY, _pg.POLL_LOG_TYPES, log_rows)
         _pg.copy_rows(conn, _pg.CHANGES_COPY, _pg.CHANGES_TYPES, change_rows)
+        _pg.copy_rows(conn, _outbox.PG_COPY, _outbox.PG_TYPES, event_rows)
         # UPDATE ... FROM applies one row per URL: repeated URLs go one at a time
         if len({p.url_id for p in polls}) == len(polls):
             _pg.update_ok(conn, ok)

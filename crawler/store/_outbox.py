@@ -1,0 +1,455 @@
+"""The outbox in the database: events written with what they report, destinations, and each
+destination's delivery state.
+
+>>> outbox = OutboxStore(store)
+>>> outbox.add_destination(DestinationSpec("https://example.org/hook", secret))
+
+Decisions (crawler/delivery's docstring has the whole design):
+
+- **Events are written in the transaction that commits what they report**: a change's
+  ``page.changed`` row in ``Store.commit_slot`` (beside the change row, by the same
+  executemany on SQLite and the same binary COPY on PostgreSQL: ``change_event``), a new
+  page's ``page.discovered`` in ``DiscoveryStore.record_slot``, where the ``discovered`` row
+  is inserted. A kill -9 keeps both or neither; the events of polls a cluster fence drops are
+  never made (they are built from the polls the fence kept).
+- **Fan-out, not a cursor**: events carry a ``fanned_out`` flag; the deliverer turns a batch
+  of unfanned events into ``deliveries`` rows (one per matching destination) and sets the
+  flag in one transaction. A per-destination id cursor would skip an event whose id was
+  allocated before, but committed after, a larger one (two committers on PostgreSQL); a flag
+  cannot skip. A destination receives the events fanned out after it was added.
+- **Order per URL**: a delivery is due only when no earlier (smaller event id) pending
+  delivery of the same URL to the same destination exists (``claim_due``). A URL's events
+  get growing ids in commit order (one committer per URL at a time: the service, or the
+  site's lease holder in a cluster).
+- **Claiming**: a claimed delivery's ``next_attempt_at`` moves past the send's timeout; a
+  deliverer that dies leaves it due again then (at least once). Only one deliverer runs per
+  database (the service's, or in a cluster the holder of the delivery lock).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
+
+from crawler.store._engine import translate_errors
+from crawler.store._outbox_types import (
+    DEAD,
+    PENDING,
+    DeliveryOutcome,
+    DeliveryRow,
+    DestinationRow,
+    DestinationSpec,
+    DueDelivery,
+    EventRow,
+)
+from crawler.store._sql import among
+from crawler.store.models import changes, deliveries, destinations, events, url_tags, urls
+
+if TYPE_CHECKING:
+    from crawler.store._store import Store
+
+PAGE_CHANGED = "page.changed"
+PAGE_DISCOVERED = "page.discovered"
+
+#: the columns of an event row as the slot commit writes them (SQLite and PostgreSQL COPY)
+SQLITE_INSERT = (
+    "INSERT INTO events (type, url_id, slot, created_at, payload, fanned_out) "
+    "VALUES (?, ?, ?, ?, ?, 0)"
+)
+PG_COPY = "COPY events (type, url_id, slot, created_at, payload) FROM STDIN (FORMAT BINARY)"
+PG_TYPES = ("varchar", "int8", "int8", "timestamptz", "text")
+
+
+def change_event(
+    url_id: int, slot: int, when: Any, detected_at: datetime, old: str | None, new: str | None
+) -> tuple[Any, ...]:
+    """The ``page.changed`` row of one change (``when``: the time as the driver binds it)."""
+    payload = {"detected_at": detected_at.isoformat(), "old_hash": old, "new_hash": new}
+    return (PAGE_CHANGED, url_id, slot, when, json.dumps(payload, separators=(",", ":")))
+
+
+def write_discovered_events(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
+    """``page.discovered`` rows for new ``discovered`` rows, in their transaction."""
+    values = [
+        {
+            "type": PAGE_DISCOVERED,
+            "url_id": None,
+            "slot": None,
+            "created_at": r["found_at"],
+            "payload": json.dumps(
+                {
+                    "url": r["url"],
+                    "source_id": r["source_id"],
+                    "found_at": r["found_at"].isoformat(),
+                    "depth": r["depth"],
+                },
+                separators=(",", ":"),
+            ),
+        }
+        for r in rows
+    ]
+    if values:
+        conn.execute(insert(events), values)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _destination(r: Any) -> DestinationRow:
+    return DestinationRow(
+        id=int(r.id),
+        spec=DestinationSpec(
+            url=r.url,
+            secret=r.secret,
+            tags=tuple(json.loads(r.tags)),
+            event_types=tuple(json.loads(r.event_types)),
+            url_pattern=r.url_pattern,
+        ),
+        created_at=r.created_at,
+        disabled_at=r.disabled_at,
+        disabled_reason=r.disabled_reason,
+        paused_until=r.paused_until,
+    )
+
+
+class OutboxStore:
+    """The outbox's reads and writes on a ``Store``'s engine (sync; run it in a thread)."""
+
+    def __init__(self, store: Store) -> None:
+        self.engine = store.engine
+
+    # ----- destinations ------------------------------------------------------------------
+
+    def add_destination(self, spec: DestinationSpec) -> int:
+        with translate_errors("adding a destination"), self.engine.begin() as conn:
+            new = conn.execute(
+                insert(destinations)
+                .values(
+                    url=spec.url,
+                    secret=spec.secret,
+                    tags=json.dumps(list(spec.tags)),
+                    event_types=json.dumps(list(spec.event_types)),
+                    url_pattern=spec.url_pattern,
+                    created_at=_now(),
+                )
+                .returning(destinations.c.id)
+            ).scalar_one()
+        return int(new)
+
+    def destinations(self) -> list[DestinationRow]:
+        with translate_errors("listing destinations"), self.engine.connect() as conn:
+            rows = conn.execute(select(destinations).order_by(destinations.c.id))
+            return [_destination(r) for r in rows]
+
+    def destination(self, destination_id: int) -> DestinationRow | None:
+        return next((d for d in self.destinations() if d.id == destination_id), None)
+
+    def remove_destination(self, destination_id: int) -> bool:
+        """Delete a destination and its delivery state; False if there is none."""
+        with translate_errors("removing a destination"), self.engine.begin() as conn:
+            conn.execute(delete(deliveries).where(deliveries.c.destination_id == destination_id))
+            gone = conn.execute(delete(destinations).where(destinations.c.id == destination_id))
+            return bool(gone.rowcount)
+
+    def disable_destination(self, destination_id: int, reason: str) -> None:
+        with translate_errors("disabling a destination"), self.engine.begin() as conn:
+            conn.execute(
+                update(destinations)
+                .where(destinations.c.id == destination_id)
+                .values(disabled_at=_now(), disabled_reason=reason)
+            )
+
+    def pause_destination(self, destination_id: int, until: datetime) -> None:
+        with translate_errors("pausing a destination"), self.engine.begin() as conn:
+            conn.execute(
+                update(destinations)
+                .where(destinations.c.id == destination_id)
+                .values(paused_until=until)
+            )
+
+    # ----- the deliverer -------------------------------------------------------------------
+
+    def fan_out(
+        self,
+        matches: Callable[[DestinationRow, EventRow], bool],
+        batch: int = 500,
+        first_delay_s: float = 0.0,
+    ) -> int:
+        """Make the deliveries of up to ``batch`` unfanned events (oldest first), due in
+        ``first_delay_s``, and mark the events; returns how many events."""
+        now = _now()
+        due = now + timedelta(seconds=first_delay_s)
+        with translate_errors("fanning events out"), self.engine.begin() as conn:
+            found = _event_rows(
+                conn,
+                select(events)
+                .where(events.c.fanned_out.is_(False))
+                .order_by(events.c.id)
+                .limit(batch),
+            )
+            if not found:
+                return 0
+            active = [
+                _destination(r)
+                for r in conn.execute(
+                    select(destinations).where(destinations.c.disabled_at.is_(None))
+                )
+            ]
+            rows = [
+                {
+                    "event_id": e.id,
+                    "destination_id": d.id,
+                    "url_id": e.url_id,
+                    "status": PENDING,
+                    "attempts": 0,
+                    "next_attempt_at": due,
+                    "last_status": None,
+                    "last_error": None,
+                    "updated_at": now,
+                }
+                for e in found
+                for d in active
+                if matches(d, e)
+            ]
+            if rows:
+                conn.execute(insert(deliveries), rows)
+            ids = [e.id for e in found]
+            conn.execute(
+                update(events).where(among(conn, events.c.id, ids)).values(fanned_out=True)
+            )
+            return len(found)
+
+    def claim_due(
+        self, limit: int, hold: timedelta, skip: Collection[int] = ()
+    ) -> list[DueDelivery]:
+        """Up to ``limit`` due deliveries, each the oldest pending one of its URL for its
+        destination, of destinations neither disabled, paused nor in ``skip``; claimed for
+        ``hold``."""
+        now = _now()
+        earlier = deliveries.alias("earlier")
+        blocked = (
+            select(earlier.c.event_id)
+            .where(
+                earlier.c.destination_id == deliveries.c.destination_id,
+                earlier.c.url_id == deliveries.c.url_id,
+                earlier.c.status == PENDING,
+                earlier.c.event_id < deliveries.c.event_id,
+            )
+            .exists()
+        )
+        query = (
+            select(
+                deliveries.c.event_id,
+                deliveries.c.destination_id,
+                deliveries.c.attempts,
+                destinations.c.url,
+                destinations.c.secret,
+            )
+            .join(destinations, destinations.c.id == deliveries.c.destination_id)
+            .where(
+                deliveries.c.status == PENDING,
+                deliveries.c.next_attempt_at <= now,
+                destinations.c.disabled_at.is_(None),
+                (destinations.c.paused_until.is_(None)) | (destinations.c.paused_until <= now),
+                ~blocked,
+                destinations.c.id.not_in(sorted(skip)),
+            )
+            .order_by(deliveries.c.event_id)
+            .limit(limit)
+        )
+        with translate_errors("claiming deliveries"), self.engine.begin() as conn:
+            due = conn.execute(query).all()
+            if not due:
+                return []
+            found = {
+                e.id: e
+                for e in _event_rows(
+                    conn, select(events).where(among(conn, events.c.id, [r[0] for r in due]))
+                )
+            }
+            for row in due:
+                conn.execute(
+                    update(deliveries)
+                    .where(deliveries.c.event_id == row[0], deliveries.c.destination_id == row[1])
+                    .values(next_attempt_at=now + hold, updated_at=now)
+                )
+        return [
+            DueDelivery(found[e], int(d), url, secret, int(attempts))
+            for e, d, attempts, url, secret in due
+        ]
+
+    def record(self, outcomes: Sequence[DeliveryOutcome]) -> None:
+        """Write what the attempts did (one transaction)."""
+        if not outcomes:
+            return
+        now = _now()
+        with translate_errors("recording deliveries"), self.engine.begin() as conn:
+            for o in outcomes:
+                conn.execute(
+                    update(deliveries)
+                    .where(
+                        deliveries.c.event_id == o.event_id,
+                        deliveries.c.destination_id == o.destination_id,
+                    )
+                    .values(
+                        status=o.status,
+                        attempts=deliveries.c.attempts + 1,
+                        next_attempt_at=o.next_at or now,
+                        last_status=o.http_status,
+                        last_error=o.error,
+                        updated_at=now,
+                    )
+                )
+
+    def backlog(self) -> tuple[int, datetime | None]:
+        """(events not delivered yet: pending deliveries and unfanned events, the time of
+        the oldest of them)."""
+        with translate_errors("measuring the outbox"), self.engine.connect() as conn:
+            n_pending, oldest_pending = conn.execute(
+                select(func.count(), func.min(events.c.created_at))
+                .select_from(deliveries)
+                .join(events, events.c.id == deliveries.c.event_id)
+                .where(deliveries.c.status == PENDING)
+            ).one()
+            n_unfanned, oldest_unfanned = conn.execute(
+                select(func.count(), func.min(events.c.created_at)).where(
+                    events.c.fanned_out.is_(False)
+                )
+            ).one()
+        times = [t for t in (oldest_pending, oldest_unfanned) if t is not None]
+        return int(n_pending) + int(n_unfanned), min(times) if times else None
+
+    # ----- the operator --------------------------------------------------------------------
+
+    def list_deliveries(self, *, failed: bool = False, limit: int = 100) -> list[DeliveryRow]:
+        """The latest deliveries (newest first); ``failed``: only the dead-lettered ones."""
+        query = (
+            select(
+                deliveries.c.event_id,
+                events.c.type,
+                urls.c.url,
+                events.c.payload,
+                events.c.created_at,
+                deliveries.c.destination_id,
+                deliveries.c.status,
+                deliveries.c.attempts,
+                deliveries.c.next_attempt_at,
+                deliveries.c.last_status,
+                deliveries.c.last_error,
+            )
+            .join(events, events.c.id == deliveries.c.event_id)
+            .outerjoin(urls, urls.c.id == events.c.url_id)
+            .order_by(deliveries.c.event_id.desc(), deliveries.c.destination_id)
+            .limit(limit)
+        )
+        if failed:
+            query = query.where(deliveries.c.status == DEAD)
+        with translate_errors("listing events"), self.engine.connect() as conn:
+            return [
+                DeliveryRow(
+                    int(r[0]),
+                    r[1],
+                    r[2] or json.loads(r[3]).get("url"),
+                    r[4],
+                    int(r[5]),
+                    r[6],
+                    int(r[7]),
+                    r[8],
+                    r[9],
+                    r[10],
+                )
+                for r in conn.execute(query)
+            ]
+
+    def replay(self, event_id: int | None = None) -> int:
+        """Send again: event ``event_id`` to every destination that had it (any status), or
+        (None) every dead-lettered delivery. Returns how many deliveries were reset."""
+        cond = (
+            deliveries.c.event_id == event_id
+            if event_id is not None
+            else and_(deliveries.c.status == DEAD)
+        )
+        now = _now()
+        with translate_errors("replaying events"), self.engine.begin() as conn:
+            done = conn.execute(
+                update(deliveries)
+                .where(cond)
+                .values(status=PENDING, attempts=0, next_attempt_at=now, updated_at=now)
+            )
+            return int(done.rowcount)
+
+    def change_texts(
+        self, url_id: int, slot: int | None, old_hash: str | None, new_hash: str | None
+    ) -> tuple[str | None, str | None]:
+        """(text before, text after) of a URL's change (its row: ``url_id``, ``slot``,
+        ``new_hash``): after is its snapshot; before is the snapshot of the URL's previous
+        change if that one ended on ``old_hash``, else None."""
+        from crawler.store._store import decompress_snapshot
+
+        query = select(changes.c.id, changes.c.snapshot).where(
+            changes.c.url_id == url_id, changes.c.new_hash == new_hash
+        )
+        if slot is not None:
+            query = query.where(changes.c.slot == slot)
+        with translate_errors("reading change texts"), self.engine.connect() as conn:
+            row = conn.execute(query.order_by(changes.c.id.desc()).limit(1)).first()
+            if row is None:
+                return None, None
+            after = decompress_snapshot(row.snapshot)
+            if old_hash is None:
+                return None, after
+            previous = conn.execute(
+                select(changes.c.new_hash, changes.c.snapshot)
+                .where(changes.c.url_id == url_id, changes.c.id < row.id)
+                .order_by(changes.c.id.desc())
+                .limit(1)
+            ).first()
+        if previous is None or previous.new_hash != old_hash:
+            return None, after
+        return decompress_snapshot(previous.snapshot), after
+
+    def event_count(self, event_type: str | None = None) -> int:
+        query = select(func.count()).select_from(events)
+        if event_type is not None:
+            query = query.where(events.c.type == event_type)
+        with translate_errors("counting events"), self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+
+def _event_rows(conn: Connection, query: Any) -> list[EventRow]:
+    """Events with their URL and its tags."""
+    rows = conn.execute(query).all()
+    ids = sorted({int(r.url_id) for r in rows if r.url_id is not None})
+    url_of: dict[int, str] = {}
+    tags: dict[int, list[str]] = {}
+    if ids:
+        for uid, url in conn.execute(
+            select(urls.c.id, urls.c.url).where(among(conn, urls.c.id, ids))
+        ):
+            url_of[int(uid)] = url
+        for uid, tag in conn.execute(
+            select(url_tags.c.url_id, url_tags.c.tag).where(among(conn, url_tags.c.url_id, ids))
+        ):
+            tags.setdefault(int(uid), []).append(tag)
+    out = []
+    for r in rows:
+        payload = json.loads(r.payload)
+        uid = None if r.url_id is None else int(r.url_id)
+        out.append(
+            EventRow(
+                id=int(r.id),
+                type=r.type,
+                url_id=uid,
+                slot=None if r.slot is None else int(r.slot),
+                created_at=r.created_at,
+                payload=payload,
+                url=url_of.get(uid) if uid is not None else payload.get("url"),
+                tags=tuple(sorted(tags.get(uid, []))) if uid is not None else (),
+            )
+        )
+    return out
