@@ -115,6 +115,11 @@ class Deliverer:
                 lock = await self._take_lock()
                 if lock is None:
                     return
+            # the one deliverer now (the service's lock, or the cluster's delivery lock):
+            # what a killed deliverer had claimed is due again, sent with the same ids
+            released = await self._release_claims()
+            if released:
+                log.info("delivery: %d send(s) of a stopped deliverer are due again", released)
             while not self._stop.is_set():
                 try:
                     busy = await self.step()
@@ -131,6 +136,16 @@ class Deliverer:
             if lock is not None:
                 lock.release()
             self.store.close()
+
+    async def _release_claims(self) -> int:
+        assert self.outbox is not None and self._stop is not None
+        while not self._stop.is_set():
+            try:
+                return await asyncio.to_thread(self.outbox.release_claims)
+            except StoreError as exc:
+                log.warning("delivery: %s; trying again", exc)
+                await self._wait(LOCK_RETRY_S)
+        return 0
 
     async def _take_lock(self) -> ServiceLock | None:
         """Cluster mode: wait for the delivery lock (one deliverer per database)."""

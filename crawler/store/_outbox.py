@@ -210,6 +210,7 @@ class OutboxStore:
                     "next_attempt_at": due,
                     "last_status": None,
                     "last_error": None,
+                    "claimed_at": None,
                     "updated_at": now,
                 }
                 for e in found
@@ -276,12 +277,24 @@ class OutboxStore:
                 conn.execute(
                     update(deliveries)
                     .where(deliveries.c.event_id == row[0], deliveries.c.destination_id == row[1])
-                    .values(next_attempt_at=now + hold, updated_at=now)
+                    .values(next_attempt_at=now + hold, claimed_at=now, updated_at=now)
                 )
         return [
             DueDelivery(found[e], int(d), url, secret, int(attempts))
             for e, d, attempts, url, secret in due
         ]
+
+    def release_claims(self) -> int:
+        """Make the deliveries claimed by a deliverer that died due now; call it only as
+        the database's one deliverer (its lock held). Returns how many."""
+        now = _now()
+        with translate_errors("releasing claims"), self.engine.begin() as conn:
+            done = conn.execute(
+                update(deliveries)
+                .where(deliveries.c.status == PENDING, deliveries.c.claimed_at.is_not(None))
+                .values(next_attempt_at=now, claimed_at=None, updated_at=now)
+            )
+            return int(done.rowcount)
 
     def record(self, outcomes: Sequence[DeliveryOutcome]) -> None:
         """Write what the attempts did (one transaction)."""
@@ -302,6 +315,7 @@ class OutboxStore:
                         next_attempt_at=o.next_at or now,
                         last_status=o.http_status,
                         last_error=o.error,
+                        claimed_at=None,
                         updated_at=now,
                     )
                 )

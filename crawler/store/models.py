@@ -420,6 +420,9 @@ class Delivery(Base):
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime())
     last_status: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(Text)
+    #: set while a deliverer sends it; a new deliverer (the one lock holder) makes such
+    #: deliveries due at once: their sender died with them
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 

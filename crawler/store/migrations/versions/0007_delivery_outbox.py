@@ -64,6 +64,7 @@ def upgrade() -> None:
         sa.Column("next_attempt_at", TS, nullable=False),
         sa.Column("last_status", sa.Integer(), nullable=True),
         sa.Column("last_error", sa.Text(), nullable=True),
+        sa.Column("claimed_at", TS, nullable=True),
         sa.Column("updated_at", TS, nullable=False),
         sa.ForeignKeyConstraint(
             ["destination_id"],
