@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextvars
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,9 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+)
+from pydantic_settings import (
+    SettingsError as PydanticSettingsError,
 )
 
 ENV_PREFIX = "CRAWLER_"
@@ -394,6 +398,13 @@ def load_settings(
         return Settings(**flags)
     except ValidationError as exc:
         raise SettingsError(_describe(exc)) from None
+    except PydanticSettingsError as exc:  # an environment value that is not JSON
+        name = re.search(r'field "(\w+)"', str(exc))
+        field = name[1] if name else "settings"
+        raise SettingsError(
+            f"invalid setting {field} ({ENV_PREFIX}{field.upper()}): not valid JSON, "
+            'e.g. [0, 5, 300] for a list or {"N": 64} for an object'
+        ) from None
     finally:
         _config_file.reset(token)
 

@@ -66,9 +66,8 @@ class Receiver:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
-        server = site._server
-        assert server is not None
-        self.port = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        server: Any = site._server
+        self.port = int(server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy import select
@@ -20,7 +21,9 @@ from tests.service.test_restart import crawler_env
 pytestmark = pytest.mark.slow
 
 
-async def run_and_signal(env: dict[str, str], database_url: str, until: object, sig: int) -> None:
+async def run_and_signal(
+    env: dict[str, str], database_url: str, until: Callable[[], bool], sig: int
+) -> None:
     """Start ``crawler run``; when ``until()`` is true (checked every 0.2 s), send ``sig``."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "crawler", "run", env=env,
@@ -28,7 +31,7 @@ async def run_and_signal(env: dict[str, str], database_url: str, until: object, 
     )  # fmt: skip
     try:
         for _ in range(1200):
-            if proc.returncode is not None or await asyncio.to_thread(until):  # type: ignore[operator]
+            if proc.returncode is not None or await asyncio.to_thread(until):
                 break
             await asyncio.sleep(0.2)
         assert proc.returncode is None, "crawler run ended early"

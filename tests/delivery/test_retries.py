@@ -8,7 +8,6 @@ import asyncio
 import os
 from collections import defaultdict
 
-import numpy as np
 import pytest
 from sqlalchemy import func, select
 
@@ -64,12 +63,14 @@ async def test_outage_then_recovery_delivers_everything_in_order(
         async with CrawlService(settings) as service:
             crawl = asyncio.create_task(service.run(stop))
             await asyncio.sleep(1.5)
-            refused_attempts = receiver.attempts
+            per_mode: dict[str, int] = {}
             for mode in ("500", "hang", "429"):
                 receiver.mode = mode
                 if receiver._runner is None:
                     await receiver.start()
+                before = receiver.attempts
                 await asyncio.sleep(1.5)
+                per_mode[mode] = receiver.attempts - before
             assert not receiver.received  # nothing got through the outage
             outage_attempts = receiver.attempts
             receiver.mode = "ok"
@@ -85,7 +86,9 @@ async def test_outage_then_recovery_delivers_everything_in_order(
     assert n > 10
     assert len(set(receiver.ids())) == n  # every change arrived (duplicates: same id)
     assert all(r.verified for r in receiver.received)
-    assert refused_attempts == 0
+    # 429 with Retry-After: 1 pauses the destination: at most two rounds of its sends
+    # (a quarter of delivery_concurrency each) in the 1.5 s, where 500s were retried freely
+    assert per_mode["429"] <= 2 * (32 // 4), per_mode
     # back-off: during the outage each event was tried a few times, not in a tight loop
     assert 0 < outage_attempts <= 8 * n
     assert max(tried) >= 3
@@ -126,4 +129,3 @@ async def test_dead_letters_wait_and_replay_sends_them(
     assert len(set(receiver.ids())) == n and all(r.verified for r in receiver.received)
     for url, numbers in in_order_per_url(receiver).items():
         assert numbers == sorted(numbers), url
-    assert np.all(np.diff([len(v) for v in in_order_per_url(receiver).values()]) <= n)

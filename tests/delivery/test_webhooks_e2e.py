@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import pytest
@@ -62,14 +63,14 @@ async def test_one_signed_event_per_true_change(database_url: str, receiver: Rec
     quiet = {site.url(k) for k in range(21, 26)}
     assert not [r for r in changed if r.body["data"]["url"] in quiet]
     # in order per URL: a URL's event ids grow, and its hashes chain old -> new
-    by_url: dict[str, list[dict[str, object]]] = defaultdict(list)
+    by_url: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in changed:
         by_url[str(r.body["data"]["url"])].append(r.body["data"])
     for url, datas in by_url.items():
         numbers = [int(str(d["event_id"]).removeprefix("msg_")) for d in datas]
         assert numbers == sorted(numbers), url
-        for before, after in pairwise(datas):
-            assert after["old_hash"] == before["new_hash"], url
+        for earlier, later in pairwise(datas):
+            assert later["old_hash"] == earlier["new_hash"], url
         assert url in {site.url(k) for k in range(1, 21)} and ids[url]
     # a diff for every change after a URL's first, and it turns the old text into the new
     some = [d for datas in by_url.values() for d in datas[1:]]
