@@ -168,6 +168,6 @@ def destinations_test(
     else:
         out_console.print(f"{msg_id} -> {status if status is not None else 'no answer'}")
         if error or text:
-            out_console.print(escape(error or text))
+            out_console.print(escape(error or text), soft_wrap=True)
     if not ok:
         raise typer.Exit(1)
