@@ -24,8 +24,9 @@ import httpx
 
 from crawler.fetch import AddressPolicy, parse_retry_after
 
-#: how much of a receiver's answer is kept for ``crawler events`` and the test command
-ANSWER_CHARS = 300
+#: how much of a receiver's answer is read and kept (``crawler events``, the test command);
+#: the rest is never read, however much a receiver sends
+ANSWER_BYTES = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +50,7 @@ class WebhookSender:
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout_s),
             follow_redirects=False,
-            headers={"user-agent": user_agent},
+            headers={"user-agent": user_agent, "accept-encoding": "identity"},
             trust_env=False,
         )
 
@@ -79,8 +80,15 @@ class WebhookSender:
         if refused is not None:
             return Answer(None, refused)
         try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await self.client.post(url, content=body.encode(), headers=headers)
+            async with (
+                asyncio.timeout(self.timeout_s),
+                self.client.stream("POST", url, content=body.encode(), headers=headers) as response,
+            ):
+                head = b""
+                async for chunk in response.aiter_raw():  # the start only: memory stays bounded
+                    head += chunk
+                    if len(head) >= ANSWER_BYTES:
+                        break
         except TimeoutError:
             return Answer(None, f"no answer within {self.timeout_s:g} s")
         except httpx.HTTPError as exc:
@@ -88,7 +96,8 @@ class WebhookSender:
         retry_after = None
         if response.status_code in (429, 503):
             retry_after = parse_retry_after(response.headers.get("retry-after"))
-        return Answer(response.status_code, None, retry_after, response.text[:ANSWER_CHARS])
+        text = head[:ANSWER_BYTES].decode("utf-8", "replace")
+        return Answer(response.status_code, None, retry_after, text)
 
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -7,8 +7,10 @@ import base64
 import json
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from aiohttp import web
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from crawler.delivery import (
@@ -138,3 +140,28 @@ def test_retry_schedule_setting_from_the_environment(monkeypatch: pytest.MonkeyP
         monkeypatch.setenv("CRAWLER_DELIVERY_RETRY_SCHEDULE", bad)
         with pytest.raises(SettingsError, match="CRAWLER_DELIVERY_RETRY_SCHEDULE"):
             load_settings()
+
+
+async def test_a_huge_answer_is_not_read_whole() -> None:
+    async def huge(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(status=500)
+        await response.prepare(request)
+        for _ in range(2_000):  # 128 MB if it were all read
+            await response.write(b"x" * 65_536)
+        return response
+
+    app = web.Application()
+    app.router.add_post("/hook", huge)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server: Any = site._server
+    port = server.sockets[0].getsockname()[1]
+    sender = WebhookSender(AddressPolicy(True), 5.0, "test")
+    try:
+        answer = await sender.send(f"http://127.0.0.1:{port}/hook", {}, "{}")
+    finally:
+        await sender.aclose()
+        await runner.cleanup()
+    assert answer.status == 500 and answer.text == "x" * 300
