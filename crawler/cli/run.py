@@ -19,7 +19,9 @@ ALREADY_RUNNING = 3
 
 
 def _flag_annotation(annotation: Any) -> Any:
-    """The flag's type: the setting's type without None; dicts are JSON text."""
+    """The flag's type: the setting's type without None; dicts and lists are JSON text."""
+    if annotation in (dict, list) or get_origin(annotation) in (dict, list):
+        return Optional[str]  # noqa: UP045  (JSON text)
     args = [a for a in get_args(annotation) if a is not type(None)]
     kind = args[0] if get_origin(annotation) is not Literal and args else annotation
     if kind in (dict, list) or get_origin(kind) in (dict, list):

@@ -37,6 +37,8 @@ async def wait_delivered(database_url: str, timeout: float = 30.0) -> None:
 
 @pytest.mark.slow
 async def test_one_signed_event_per_true_change(database_url: str, receiver: Receiver) -> None:
+    narrow = Receiver()
+    await narrow.start()
     # 20 changing pages and 5 whose only difference between polls is the nonce
     rates = np.concatenate([zipf_rates(20, 0.6, 1.0), np.zeros(5)])
     site = ChangingSite(rates, tick_seconds=0.05, page_size=2_000, seed=5)
@@ -44,17 +46,40 @@ async def test_one_signed_event_per_true_change(database_url: str, receiver: Rec
     try:
         with Store(database_url) as store:
             ids = dict(store.add_urls([NewUrl(u) for u in site.urls()]).added)
-            OutboxStore(store).add_destination(DestinationSpec(receiver.url, receiver.secret))
+            outbox = OutboxStore(store)
+            outbox.add_destination(DestinationSpec(receiver.url, receiver.secret))
+            # a second destination wants only pages 1 to 3, by an RE2 pattern on the URL
+            outbox.add_destination(
+                DestinationSpec(narrow.url, narrow.secret, url_pattern=r"/page/[1-3]$")
+            )
         settings = service_settings(database_url, delivery_retry_schedule=[0, 0.2, 0.5])
         async with CrawlService(settings) as service:
             await service.run(asyncio.Event(), 150)
             await wait_delivered(database_url)
+            await asyncio.sleep(2.5)  # the outbox's gauges are refreshed every 2 s
+            metrics = {
+                (s.name, tuple(sorted(s.labels.items()))): s.value
+                for m in service.registry.collect()
+                for s in m.samples
+            }
         with Store(database_url) as store, store.engine.connect() as conn:
             n_changes = conn.execute(select(changes.c.id)).all()
             states = {s for (s,) in conn.execute(select(deliveries.c.status))}
     finally:
         await site.stop()
+        await narrow.stop()
     changed = [r for r in receiver.received if r.body["type"] == "page.changed"]
+    wanted = {site.url(k) for k in (1, 2, 3)}
+    assert {r.msg_id for r in narrow.received} == {
+        r.msg_id for r in changed if r.body["data"]["url"] in wanted
+    }
+    assert narrow.received and all(r.verified for r in narrow.received)
+    assert metrics[("crawler_delivery_events_written_total", ())] == len(changed)
+    labels = (("destination", "1"), ("outcome", "delivered"))
+    delivered = ("crawler_delivery_attempts_total", labels)
+    assert metrics[delivered] == len(changed)
+    assert metrics[("crawler_delivery_outbox_depth", ())] == 0
+    assert metrics[("crawler_delivery_oldest_pending_age_seconds", ())] == 0
     assert site.truth.true_changes_seen > 20
     assert len(changed) == len(n_changes) == site.truth.true_changes_seen
     assert len(set(receiver.ids())) == len(changed)  # one event per change, each its own id
