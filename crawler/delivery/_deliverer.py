@@ -183,9 +183,10 @@ class Deliverer:
         per_destination = max(1, settings.delivery_concurrency // 4)
         due: list[DueDelivery] = []
         if room > 0:
-            full = [d for d, n in self._busy.items() if n >= per_destination]
             hold = timedelta(seconds=settings.delivery_timeout_s + CLAIM_MARGIN_S)
-            due = await asyncio.to_thread(self.outbox.claim_due, room, hold, full)
+            due = await asyncio.to_thread(
+                self.outbox.claim_due, room, hold, per_destination, dict(self._busy)
+            )
         for item in due:
             self._busy[item.destination_id] += 1
             task = asyncio.create_task(self._deliver(item))
@@ -230,6 +231,9 @@ class Deliverer:
             await self._judge(item, answer)
         except StoreError as exc:  # the claim expires and the event is tried again
             log.warning("delivery of %s: %s", message_id(item.event.id), exc)
+        except Exception as exc:  # a bug or an unforeseen answer: a failed attempt, counted
+            log.exception("delivery of %s failed unexpectedly", message_id(item.event.id))
+            await self._judge(item, Answer(None, f"internal error: {type(exc).__name__}: {exc}"))
         finally:
             self._busy[item.destination_id] -= 1
 

@@ -91,7 +91,7 @@ class WebhookSender:
                         break
         except TimeoutError:
             return Answer(None, f"no answer within {self.timeout_s:g} s")
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return Answer(None, f"{type(exc).__name__}: {exc}".strip(": "))
         retry_after = None
         if response.status_code in (429, 503):

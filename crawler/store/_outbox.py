@@ -29,7 +29,7 @@ Decisions (crawler/delivery's docstring has the whole design):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -226,11 +226,16 @@ class OutboxStore:
             return len(found)
 
     def claim_due(
-        self, limit: int, hold: timedelta, skip: Collection[int] = ()
+        self,
+        limit: int,
+        hold: timedelta,
+        share: int | None = None,
+        busy: Mapping[int, int] | None = None,
     ) -> list[DueDelivery]:
         """Up to ``limit`` due deliveries, each the oldest pending one of its URL for its
-        destination, of destinations neither disabled, paused nor in ``skip``; claimed for
-        ``hold``."""
+        destination, of destinations neither disabled nor paused; with ``share``, at most
+        ``share - busy[d]`` of destination ``d`` (``busy``: its sends in flight). Claimed
+        for ``hold``."""
         now = _now()
         earlier = deliveries.alias("earlier")
         blocked = (
@@ -243,28 +248,29 @@ class OutboxStore:
             )
             .exists()
         )
-        query = (
-            select(
-                deliveries.c.event_id,
-                deliveries.c.destination_id,
-                deliveries.c.attempts,
-                destinations.c.url,
-                destinations.c.secret,
-            )
-            .join(destinations, destinations.c.id == deliveries.c.destination_id)
+        heads = (
+            select(deliveries.c.event_id, deliveries.c.destination_id, deliveries.c.attempts)
             .where(
                 deliveries.c.status == PENDING,
                 deliveries.c.next_attempt_at <= now,
-                destinations.c.disabled_at.is_(None),
-                (destinations.c.paused_until.is_(None)) | (destinations.c.paused_until <= now),
                 ~blocked,
-                destinations.c.id.not_in(sorted(skip)),
             )
             .order_by(deliveries.c.event_id)
-            .limit(limit)
         )
+        ready = select(destinations.c.id, destinations.c.url, destinations.c.secret).where(
+            destinations.c.disabled_at.is_(None),
+            (destinations.c.paused_until.is_(None)) | (destinations.c.paused_until <= now),
+        )
+        due: list[tuple[int, int, int, str, str]] = []
         with translate_errors("claiming deliveries"), self.engine.begin() as conn:
-            due = conn.execute(query).all()
+            for dest_id, url, secret in conn.execute(ready.order_by(destinations.c.id)).all():
+                room = limit - len(due)
+                if share is not None:
+                    room = min(room, share - (busy or {}).get(int(dest_id), 0))
+                if room <= 0:
+                    continue
+                query = heads.where(deliveries.c.destination_id == dest_id).limit(room)
+                due += [(int(e), int(d), int(a), url, secret) for e, d, a in conn.execute(query)]
             if not due:
                 return []
             found = {
@@ -279,10 +285,7 @@ class OutboxStore:
                     .where(deliveries.c.event_id == row[0], deliveries.c.destination_id == row[1])
                     .values(next_attempt_at=now + hold, claimed_at=now, updated_at=now)
                 )
-        return [
-            DueDelivery(found[e], int(d), url, secret, int(attempts))
-            for e, d, attempts, url, secret in due
-        ]
+        return [DueDelivery(found[e], d, url, secret, n) for e, d, n, url, secret in due]
 
     def release_claims(self) -> int:
         """Make the deliveries claimed by a deliverer that died due now; call it only as

@@ -112,6 +112,11 @@ def test_fan_out_filters_and_order_per_url(store: Store) -> None:
         (ids[0], 1, all_id), (ids[1], 1, all_id),
     ]  # fmt: skip
     assert outbox.claim_due(10, HOLD) == []  # claimed: not due again, nor the next ones
+    assert outbox.release_claims() == 2
+    # a destination's share: at most share - busy of its sends at once
+    assert len(outbox.claim_due(10, HOLD, share=3, busy={all_id: 2})) == 1
+    assert len(outbox.claim_due(10, HOLD, share=3, busy={})) == 1  # the other URL's head
+    assert outbox.claim_due(10, HOLD) == []
     now = datetime.now(UTC)
     outbox.record(
         [
