@@ -23,7 +23,7 @@ from crawler.service._cluster import ClusterMember
 from crawler.service._loop import CrawlLoop, SlotSummary
 from crawler.service._pollers import build_poller
 from crawler.settings import Settings
-from crawler.store import ServiceLock, Store, StoreError
+from crawler.store import OutboxStore, ServiceLock, Store, StoreError
 
 log = logging.getLogger("crawler.service")
 
@@ -157,7 +157,7 @@ class CrawlService:
         return True, "ok"
 
     async def prune(self) -> None:
-        """Drop poll-log rows older than the retention setting."""
+        """Drop poll-log rows and delivered events older than the retention setting."""
         cutoff = datetime.now(UTC) - timedelta(days=self.settings.poll_log_retention_days)
         try:
             removed = await asyncio.to_thread(self.store.prune_poll_log, cutoff)
@@ -166,6 +166,13 @@ class CrawlService:
             return
         if removed:
             log.info("pruned %d poll-log rows older than %s", removed, cutoff.isoformat())
+        try:  # the outbox: delivered events (pending and dead ones stay)
+            gone = await asyncio.to_thread(OutboxStore(self.store).prune, cutoff)
+        except StoreError as exc:
+            log.warning("outbox not pruned: %s", exc)
+            return
+        if gone:
+            log.info("pruned %d delivered events older than %s", gone, cutoff.isoformat())
 
     async def run(
         self,

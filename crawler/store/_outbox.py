@@ -38,6 +38,7 @@ from sqlalchemy import Connection, and_, delete, func, insert, select, update
 from crawler.store._engine import translate_errors
 from crawler.store._outbox_types import (
     DEAD,
+    DELIVERED,
     PENDING,
     DeliveryOutcome,
     DeliveryRow,
@@ -340,6 +341,27 @@ class OutboxStore:
             ).one()
         times = [t for t in (oldest_pending, oldest_unfanned) if t is not None]
         return int(n_pending) + int(n_unfanned), min(times) if times else None
+
+    def prune(self, older_than: datetime) -> int:
+        """Delete what is done with, created before ``older_than``: delivered deliveries,
+        then fanned-out events left with no delivery (pending and dead ones stay). Returns
+        how many events."""
+        old = select(events.c.id).where(events.c.created_at < older_than).scalar_subquery()
+        with translate_errors("pruning the outbox"), self.engine.begin() as conn:
+            conn.execute(
+                delete(deliveries).where(
+                    deliveries.c.status == DELIVERED, deliveries.c.event_id.in_(old)
+                )
+            )
+            left = select(deliveries.c.event_id).where(deliveries.c.event_id == events.c.id)
+            done = conn.execute(
+                delete(events).where(
+                    events.c.created_at < older_than,
+                    events.c.fanned_out.is_(True),
+                    ~left.exists(),
+                )
+            )
+            return int(done.rowcount)
 
     # ----- the operator --------------------------------------------------------------------
 

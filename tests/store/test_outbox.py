@@ -156,3 +156,24 @@ def test_disabled_and_paused_destinations_get_nothing(store: Store) -> None:
     assert [d.destination_id for d in outbox.claim_due(10, HOLD)] == [paused]
     assert outbox.remove_destination(paused) and not outbox.remove_destination(paused)
     assert [d.id for d in outbox.destinations()] == [gone]
+
+
+def test_prune_keeps_what_is_not_delivered(store: Store) -> None:
+    ids = add(store, 3)
+    outbox = OutboxStore(store)
+    dest = outbox.add_destination(DestinationSpec("https://a.example/", "whsec_a"))
+    polls = [poll(i, "hit", content_hash="h") for i in ids]
+    store.commit_slot(slot_record(1, polls), polls)
+    outbox.fan_out(every)
+    due = outbox.claim_due(10, HOLD)
+    now = datetime.now(UTC)
+    outbox.record(
+        [
+            DeliveryOutcome(due[0].event.id, dest, DELIVERED, now, 204),
+            DeliveryOutcome(due[1].event.id, dest, DEAD, now, 500, "x"),
+        ]
+    )  # due[2] stays pending
+    assert outbox.prune(now - timedelta(days=1)) == 0  # too young
+    assert outbox.prune(now + timedelta(seconds=1)) == 1
+    assert outbox.event_count() == 2
+    assert {r.status for r in outbox.list_deliveries()} == {DEAD, PENDING}
