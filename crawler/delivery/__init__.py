@@ -23,7 +23,8 @@ Decisions (docs/delivery.md has the operator's view):
   out after it was added.
 - **At least once, in order per URL**: a delivery is claimed (its next attempt pushed past
   the send's timeout) before it is sent and recorded after; a deliverer killed in between
-  leaves it due again when the claim expires, and it is sent again with the same id. A
+  leaves the claim, which the next deliverer releases when it starts (or it expires), and
+  the event is sent again with the same id. A
   delivery is due only while no earlier delivery of the same URL to the same destination is
   pending, so a URL's events arrive in order (a dead-lettered one no longer holds the next
   back). Events of different URLs go in parallel (``delivery_concurrency``, a quarter of it

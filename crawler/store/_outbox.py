@@ -21,9 +21,10 @@ Decisions (crawler/delivery's docstring has the whole design):
   delivery of the same URL to the same destination exists (``claim_due``). A URL's events
   get growing ids in commit order (one committer per URL at a time: the service, or the
   site's lease holder in a cluster).
-- **Claiming**: a claimed delivery's ``next_attempt_at`` moves past the send's timeout; a
-  deliverer that dies leaves it due again then (at least once). Only one deliverer runs per
-  database (the service's, or in a cluster the holder of the delivery lock).
+- **Claiming**: a claimed delivery gets ``claimed_at`` and its ``next_attempt_at`` moves
+  past the send's timeout. Only one deliverer runs per database (the service's, or in a
+  cluster the holder of the delivery lock), so when one starts, every claim left is a dead
+  deliverer's: ``release_claims`` makes them due at once (at least once, same ids).
 """
 
 from __future__ import annotations
