@@ -53,6 +53,7 @@ from crawler.fetch import ERROR_KINDS as FETCH_ERROR_KINDS
 __all__ = [
     "COMMIT_BUCKETS",
     "DEFERRED_REASONS",
+    "DELIVERY_OUTCOMES",
     "ERROR_KINDS",
     "OUTCOMES",
     "POLL_BUCKETS",
@@ -72,6 +73,9 @@ ERROR_KINDS: Final[tuple[str, ...]] = (*FETCH_ERROR_KINDS, *JUDGE_ERROR_KINDS)
 #: Why a poll was deferred (label values of ``crawler_polls_deferred_total``): see
 #: ``crawler.workers.DEFERRED_REASONS``.
 DEFERRED_REASONS: Final[tuple[str, ...]] = ("politeness", "backoff", "timeout", "shutdown")
+
+#: What one attempt to deliver an event did (``crawler_delivery_attempts_total``).
+DELIVERY_OUTCOMES: Final[tuple[str, ...]] = ("delivered", "failed", "dead", "gone")
 
 #: One HTTP poll: a fast 304 on loopback takes a few ms, a slow origin up to the timeout.
 POLL_BUCKETS: Final[tuple[float, ...]] = (
@@ -282,6 +286,7 @@ class CrawlerMetrics:
         self.scheduler_info = Info("crawler_scheduler", "The scheduler in use.", registry=reg)
         self.build_info = Info("crawler_build", "Version of the crawler.", registry=reg)
         self._init_cluster(reg)  # issue 20: the cluster worker's and coordinator's figures
+        self._init_delivery(reg)
 
         # Pre-bound children: no label lookup on the hot path; every series exists at 0.
         self._poll_outcome = {o: self.polls_total.labels(outcome=o) for o in OUTCOMES}
@@ -602,6 +607,43 @@ class CrawlerMetrics:
             if value > seen.get(key, 0):
                 counter.inc(value - seen.get(key, 0))
             seen[key] = max(value, seen.get(key, 0))
+
+    # ------------------------------------------------------------------ delivery
+    def _init_delivery(self, reg: CollectorRegistry) -> None:
+        """The outbox and its webhooks (crawler/delivery). Updated from the delivery thread
+        (prometheus_client's metrics are thread-safe); in a cluster only the worker holding
+        the delivery lock delivers, so ``sum`` over instances is the cluster's figure."""
+        self.delivery_events_written_total = Counter(
+            "crawler_delivery_events_written",
+            "Events taken from the outbox and fanned out to the destinations (each once).",
+            registry=reg,
+        )
+        self.delivery_attempts_total = Counter(
+            "crawler_delivery_attempts",
+            "Attempts to deliver an event, by destination id and outcome: delivered, "
+            "failed (retried later), dead (dead-lettered) or gone (410: destination disabled).",
+            ["destination", "outcome"],
+            registry=reg,
+        )
+        self.delivery_outbox_depth = Gauge(
+            "crawler_delivery_outbox_depth",
+            "Deliveries not done yet: pending ones and events not fanned out.",
+            registry=reg,
+        )
+        self.delivery_oldest_pending_age_seconds = Gauge(
+            "crawler_delivery_oldest_pending_age_seconds",
+            "Age of the oldest event not delivered yet (0: none).",
+            registry=reg,
+        )
+
+    def observe_delivery_attempt(self, destination: int, outcome: str) -> None:
+        if outcome not in DELIVERY_OUTCOMES:
+            raise ValueError(f"unknown delivery outcome {outcome!r}")
+        self.delivery_attempts_total.labels(str(destination), outcome).inc()
+
+    def set_outbox(self, depth: int, oldest_age_s: float) -> None:
+        self.delivery_outbox_depth.set(depth)
+        self.delivery_oldest_pending_age_seconds.set(oldest_age_s)
 
     # ------------------------------------------------------------------ reading
     @property

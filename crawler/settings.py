@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextvars
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,12 +26,18 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+from pydantic_settings import (
+    SettingsError as PydanticSettingsError,
+)
 
 ENV_PREFIX = "CRAWLER_"
 CONFIG_ENV = "CRAWLER_CONFIG"
 PROJECT_URL = "https://github.com/crawler-project/crawler"
 DEFAULT_USER_AGENT = f"crawler/0.1 (incremental change monitor; +{PROJECT_URL})"
 DATABASE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg", "postgresql+asyncpg")
+
+#: the Standard Webhooks schedule: at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h
+DEFAULT_RETRY_SCHEDULE: tuple[float, ...] = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
 
 #: the TOML file read by the next Settings() built in this context (set by load_settings)
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
@@ -217,6 +224,36 @@ class Settings(BaseSettings):
         "yield falls (up to 100 slots)",
     )
 
+    # delivery (crawler/delivery, docs/delivery.md): the outbox's events to webhooks
+    delivery: bool = Field(
+        True,
+        description="deliver the outbox's events to the destinations (crawler destinations "
+        "add) from a thread beside the crawl; false = events wait in the outbox",
+    )
+    delivery_retry_schedule: list[float] = Field(
+        default_factory=lambda: list(DEFAULT_RETRY_SCHEDULE),
+        description="seconds before each attempt to deliver an event, a JSON list (the "
+        "first is the first attempt's); after the last the event is dead-lettered",
+    )
+    delivery_timeout_s: float = Field(
+        15.0, gt=0, le=300, description="seconds a destination has to answer one event"
+    )
+    delivery_concurrency: int = Field(
+        32, ge=1, le=1024, description="events being sent at once, all destinations together"
+    )
+    delivery_batch: int = Field(
+        200, ge=1, le=10_000, description="outbox rows read at a time (bounded memory)"
+    )
+    delivery_poll_s: float = Field(
+        0.5, gt=0, le=60, description="seconds between looks at an idle outbox"
+    )
+    delivery_diff_max_bytes: int = Field(
+        64 * 1024,
+        ge=0,
+        description="longest diff in a page.changed payload, in bytes (a longer one is cut "
+        "and marked diff_truncated)",
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -253,6 +290,15 @@ class Settings(BaseSettings):
     def _check_capacity(cls, value: float | None) -> float | None:
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise ValueError("capacity must be a positive number of polls per slot (or unset)")
+        return value
+
+    @field_validator("delivery_retry_schedule")
+    @classmethod
+    def _check_retry_schedule(cls, value: list[float]) -> list[float]:
+        if not 1 <= len(value) <= 50:
+            raise ValueError("the retry schedule needs 1 to 50 delays, e.g. [0, 5, 300]")
+        if any(not math.isfinite(v) or v < 0 or v > 7 * 86400 for v in value):
+            raise ValueError("each retry delay must be 0 to 604800 seconds")
         return value
 
     @field_validator("user_agent")
@@ -364,6 +410,13 @@ def load_settings(
         return Settings(**flags)
     except ValidationError as exc:
         raise SettingsError(_describe(exc)) from None
+    except PydanticSettingsError as exc:  # an environment value that is not JSON
+        name = re.search(r'field "(\w+)"', str(exc))
+        field = name[1] if name else "settings"
+        raise SettingsError(
+            f"invalid setting {field} ({ENV_PREFIX}{field.upper()}): not valid JSON, "
+            'e.g. [0, 5, 300] for a list or {"N": 64} for an object'
+        ) from None
     finally:
         _config_file.reset(token)
 

@@ -19,20 +19,23 @@ ALREADY_RUNNING = 3
 
 
 def _flag_annotation(annotation: Any) -> Any:
-    """The flag's type: the setting's type without None; dicts are JSON text."""
+    """The flag's type: the setting's type without None; dicts and lists are JSON text."""
+    if annotation in (dict, list) or get_origin(annotation) in (dict, list):
+        return Optional[str]  # noqa: UP045  (JSON text)
     args = [a for a in get_args(annotation) if a is not type(None)]
     kind = args[0] if get_origin(annotation) is not Literal and args else annotation
-    if kind is dict or get_origin(kind) is dict:
+    if kind in (dict, list) or get_origin(kind) in (dict, list):
         return Optional[str]  # noqa: UP045  (typer reads this annotation at run time)
     return Optional[kind]  # noqa: UP045
 
 
 def _run(config: str | None, max_slots: int | None, **flags: Any) -> None:
-    if isinstance(flags.get("scheduler_params"), str):
-        try:
-            flags["scheduler_params"] = json.loads(flags["scheduler_params"])
-        except json.JSONDecodeError as exc:
-            fail(f"--scheduler-params is not JSON: {exc}")
+    for name in ("scheduler_params", "delivery_retry_schedule"):
+        if isinstance(flags.get(name), str):
+            try:
+                flags[name] = json.loads(flags[name])
+            except json.JSONDecodeError as exc:
+                fail(f"--{name.replace('_', '-')} is not JSON: {exc}")
     try:
         settings = load_settings(flags, config)
     except SettingsError as exc:
@@ -70,7 +73,7 @@ def _build_signature() -> tuple[inspect.Signature, dict[str, Any]]:
         ),
     ]
     for name, field in Settings.model_fields.items():
-        default = "{}" if field.default_factory is not None else field.default
+        default = field.get_default(call_default_factory=True)
         text = (field.description or name.replace("_", " ")).rstrip(".")
         text += f" (env CRAWLER_{name.upper()}, default {default!r})"
         if name == "scheduler_params":

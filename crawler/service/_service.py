@@ -15,6 +15,7 @@ from types import TracebackType
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
 
+from crawler.delivery import Deliverer
 from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
@@ -22,7 +23,7 @@ from crawler.service._cluster import ClusterMember
 from crawler.service._loop import CrawlLoop, SlotSummary
 from crawler.service._pollers import build_poller
 from crawler.settings import Settings
-from crawler.store import ServiceLock, Store, StoreError
+from crawler.store import OutboxStore, ServiceLock, Store, StoreError
 
 log = logging.getLogger("crawler.service")
 
@@ -61,6 +62,10 @@ class CrawlService:
         self.poller = build_poller(settings)
         self.loop = CrawlLoop(settings, self.store, self.poller, self.metrics)
         self._housekeeping = AsyncIOScheduler(timezone="UTC")
+        #: the outbox's deliverer: a thread of its own beside the crawl (crawler/delivery)
+        self.deliverer: Deliverer | None = None
+        if settings.delivery:
+            self.deliverer = Deliverer(settings, self.metrics, exclusive_lock=settings.cluster)
         self._http: AsyncServer | None = None
         self._lock: ServiceLock | None = None
         self._running = False
@@ -114,6 +119,8 @@ class CrawlService:
             max_instances=1,
         )
         self._housekeeping.start()
+        if self.deliverer is not None:
+            self.deliverer.start()
         return self
 
     async def __aexit__(
@@ -123,6 +130,8 @@ class CrawlService:
         tb: TracebackType | None,
     ) -> None:
         self._housekeeping.shutdown(wait=False)
+        if self.deliverer is not None:
+            await asyncio.to_thread(self.deliverer.stop)
         try:
             await self.loop.flush()
         finally:
@@ -148,7 +157,8 @@ class CrawlService:
         return True, "ok"
 
     async def prune(self) -> None:
-        """Drop poll-log rows older than the retention setting, and changes past theirs."""
+        """Drop poll-log rows and delivered events older than the retention setting, and
+        changes past theirs."""
         cutoff = datetime.now(UTC) - timedelta(days=self.settings.poll_log_retention_days)
         try:
             removed = await asyncio.to_thread(self.store.prune_poll_log, cutoff)
@@ -157,6 +167,13 @@ class CrawlService:
             return
         if removed:
             log.info("pruned %d poll-log rows older than %s", removed, cutoff.isoformat())
+        try:  # the outbox: delivered events (pending and dead ones stay)
+            gone = await asyncio.to_thread(OutboxStore(self.store).prune, cutoff)
+        except StoreError as exc:
+            log.warning("outbox not pruned: %s", exc)
+        else:
+            if gone:
+                log.info("pruned %d delivered events older than %s", gone, cutoff.isoformat())
         await self.prune_changes()
 
     async def prune_changes(self) -> None:

@@ -28,6 +28,18 @@ from crawler.store._history import ChangeInfo, ChangeText, PruneReport
 from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
 from crawler.store._migrate import alembic_config, head_revision
+from crawler.store._outbox import PAGE_CHANGED, PAGE_DISCOVERED, OutboxStore
+from crawler.store._outbox_types import (
+    DEAD,
+    DELIVERED,
+    PENDING,
+    DeliveryOutcome,
+    DeliveryRow,
+    DestinationRow,
+    DestinationSpec,
+    DueDelivery,
+    EventRow,
+)
 from crawler.store._store import (
     Store,
     change_texts_in,
@@ -55,15 +67,26 @@ from crawler.store._types import (
 )
 
 __all__ = [
+    "DEAD",
+    "DELIVERED",
     "OUTCOMES",
+    "PAGE_CHANGED",
+    "PAGE_DISCOVERED",
+    "PENDING",
     "AddReport",
     "ChangeInfo",
     "ChangeRow",
     "ChangeText",
     "ClusterStateRow",
     "DeferredHost",
+    "DeliveryOutcome",
+    "DeliveryRow",
+    "DestinationRow",
+    "DestinationSpec",
     "DiscoveredRow",
     "DiscoveryStore",
+    "DueDelivery",
+    "EventRow",
     "FailureRow",
     "Fence",
     "Found",
@@ -71,6 +94,7 @@ __all__ = [
     "LeaseRow",
     "NewUrl",
     "NotCoordinator",
+    "OutboxStore",
     "Outcome",
     "PollRecord",
     "PollRow",

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Row, and_, bindparam, select, update
 
 from crawler.store._engine import translate_errors
+from crawler.store._outbox import write_discovered_events
 from crawler.store._sql import among
 from crawler.store._types import NewUrl
 from crawler.store._upsert import upsert
@@ -279,6 +280,7 @@ class DiscoveryStore:
                 "last_linked_at": f.found_at, "expired_at": None, "expire_reason": None,
             }  # fmt: skip
         upsert(conn, discovered, list(rows.values()), ["url"])
+        write_discovered_events(conn, rows.values())  # the outbox, in the same transaction
         return {url: row["source_id"] for url, row in rows.items()}
 
     def _watch(self, found_urls: list[str]) -> list[tuple[str, int]]:

@@ -26,7 +26,7 @@ from sqlalchemy import (
 from crawler.detect import collapse_whitespace, cut_snapshot
 from crawler.schedulers import SchedulerState
 from crawler.sites import site_of
-from crawler.store import _admin, _bounds, _history, _pg, _sqlite, _state
+from crawler.store import _admin, _bounds, _history, _outbox, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._cluster import ClusterStore, Fence, fence_rows
 from crawler.store._engine import make_engine, sync_url, translate_errors
@@ -377,8 +377,9 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         fence: Fence | None = None,
     ) -> int:
         """Write one slot in ONE transaction: the slot row, its deferred polls per host and
-        reason, its poll log and changes, the URLs' counters and cached headers/hashes, and
-        the scheduler delta
+        reason, its poll log and changes with their outbox events (``_outbox.py``: one
+        ``page.changed`` per change, made from the polls a fence kept), the URLs' counters
+        and cached headers/hashes, and the scheduler delta
         (``Scheduler.take_delta()``: per-URL rows upserted, scalars replaced).
 
         ``fence`` (a cluster worker's leases, issue 20): the polls and scheduler rows of
@@ -429,6 +430,7 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         limit = self.snapshot_max_bytes
         log_rows: list[tuple[Any, ...]] = []
         change_rows: list[tuple[Any, ...]] = []
+        event_rows: list[tuple[Any, ...]] = []  # the outbox: one page.changed per change
         ok: list[tuple[Any, ...]] = []
         bad: list[tuple[Any, ...]] = []
         baseline_rows: list[dict[str, Any]] = []
@@ -452,6 +454,11 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
                 change_rows.append(
                     (p.url_id, slot_no, when, p.old_hash, p.content_hash, snapshot, SNAPSHOT_LINES)
                 )
+                event_rows.append(
+                    _outbox.change_event(
+                        p.url_id, slot_no, when, p.polled_at, p.old_hash, p.content_hash
+                    )
+                )
             elif snapshot is not None:  # a first poll's text, or the text a URL without
                 # one asked for (docs/history.md): the before of its next change
                 baseline_rows.append(
@@ -469,11 +476,13 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         if not pg:
             _sqlite.execute_rows(conn, _sqlite.POLL_LOG, log_rows)
             _sqlite.execute_rows(conn, _sqlite.CHANGES, change_rows)
+            _sqlite.execute_rows(conn, _outbox.SQLITE_INSERT, event_rows)
             _sqlite.execute_rows(conn, _sqlite.OK_UPDATE, ok)
             _sqlite.execute_rows(conn, _sqlite.ERROR_UPDATE, bad)
             return
         _pg.copy_rows(conn, _pg.POLL_LOG_COPY, _pg.POLL_LOG_TYPES, log_rows)
         _pg.copy_rows(conn, _pg.CHANGES_COPY, _pg.CHANGES_TYPES, change_rows)
+        _pg.copy_rows(conn, _outbox.PG_COPY, _outbox.PG_TYPES, event_rows)
         # UPDATE ... FROM applies one row per URL: repeated URLs go one at a time
         if len({p.url_id for p in polls}) == len(polls):
             _pg.update_ok(conn, ok)

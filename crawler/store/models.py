@@ -384,3 +384,73 @@ cluster_leases: Table = _tables["cluster_leases"]
 cluster_state: Table = _tables["cluster_state"]
 sources: Table = _tables["sources"]
 discovered: Table = _tables["discovered"]
+
+
+# ----- delivery: the outbox and its destinations (crawler/store/_outbox.py) -----------------
+
+
+class Event(Base):
+    """One event of the outbox (``page.changed``, ``page.discovered``, ...), written in the
+    transaction that commits what it reports. Its id, with the prefix ``msg_``, is the
+    webhook id every destination receives; ids of one URL grow in commit order.
+    ``fanned_out`` turns true once the deliverer has made the event's ``deliveries`` rows."""
+
+    __tablename__ = "events"
+    __table_args__ = (Index(None, "fanned_out", "id"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    type: Mapped[str] = mapped_column(String(64))
+    url_id: Mapped[int | None] = mapped_column(BigInteger)
+    slot: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    payload: Mapped[str] = mapped_column(Text)  # JSON object: the facts known at commit
+    fanned_out: Mapped[bool] = mapped_column(Boolean, server_default=false())
+
+
+class Destination(Base):
+    """Where events go: a webhook URL, its ``whsec_`` secret and its filters (JSON lists of
+    tags and event types, empty = all; an RE2 pattern the URL must match, or none).
+    ``disabled_at`` is set when it answered 410 Gone; ``paused_until`` by 429/503 with
+    Retry-After (nothing is sent to it before)."""
+
+    __tablename__ = "destinations"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    url: Mapped[str] = mapped_column(Text)
+    secret: Mapped[str] = mapped_column(Text)
+    tags: Mapped[str] = mapped_column(Text)
+    event_types: Mapped[str] = mapped_column(Text)
+    url_pattern: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    disabled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+    paused_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Delivery(Base):
+    """One event for one destination: ``pending`` (due at ``next_attempt_at``; a claimed
+    one is pushed past the send's timeout, so a deliverer that dies leaves it due again),
+    ``delivered`` or ``dead`` (the retry schedule ran out: listable, replayable)."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        Index(None, "status", "next_attempt_at"),
+        Index(None, "destination_id", "url_id", "status", "event_id"),
+    )
+    event_id: Mapped[int] = mapped_column(BigId, ForeignKey("events.id"), primary_key=True)
+    destination_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("destinations.id"), primary_key=True
+    )
+    url_id: Mapped[int | None] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    #: set while a deliverer sends it; a new deliverer (the one lock holder) makes such
+    #: deliveries due at once: their sender died with them
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+events: Table = _tables["events"]
+destinations: Table = _tables["destinations"]
+deliveries: Table = _tables["deliveries"]

@@ -1,0 +1,91 @@
+"""Delivery: what the crawl detected, sent out as signed webhooks, from an outbox.
+
+>>> deliverer = Deliverer(settings, metrics, exclusive_lock=settings.cluster)
+>>> deliverer.start()   # a thread beside the crawl ... deliverer.stop()
+
+Decisions (docs/delivery.md has the operator's view):
+
+- **Outbox in the slot's transaction.** Each change's ``page.changed`` event row is written by
+  ``Store.commit_slot`` beside the change row (SQLite executemany, PostgreSQL binary COPY),
+  and each new page's ``page.discovered`` by ``DiscoveryStore.record_slot`` beside its
+  ``discovered`` row: a kill -9 keeps the event with what it reports or loses both. The
+  events of polls a cluster fence drops are never made (built from the polls it kept).
+  The list of event types is open (``EVENT_TYPES``): health events are rows like any other.
+- **Stable ids**: an event's id is its bigint row id with a ``msg_`` prefix: the
+  ``webhook-id`` of every attempt and replay, so a receiver deduplicates by it. Ids are
+  sortable; a URL's events get growing ids in commit order.
+- **Delivery state: a ``deliveries`` row per (event, destination)** (status
+  pending/delivered/dead, attempts, next attempt, last answer), made by fan-out: the
+  deliverer turns unfanned events into rows for the destinations whose filters match
+  (types, tags, an RE2 URL pattern) and flags the events, in one transaction. A cursor per
+  destination was rejected: on PostgreSQL an id allocated earlier can commit later, and a
+  cursor past it would skip it; a flag cannot. A new destination receives the events fanned
+  out after it was added.
+- **At least once, in order per URL**: a delivery is claimed (its next attempt pushed past
+  the send's timeout) before it is sent and recorded after; a deliverer killed in between
+  leaves the claim, which the next deliverer releases when it starts (or it expires), and
+  the event is sent again with the same id. A
+  delivery is due only while no earlier delivery of the same URL to the same destination is
+  pending, so a URL's events arrive in order (a dead-lettered one no longer holds the next
+  back). Events of different URLs go in parallel (``delivery_concurrency``, a quarter of it
+  per destination).
+- **Beside the crawl, never in its way**: the deliverer is a daemon thread with its own
+  event loop, its own database engine (connections) and its own httpx client; the crawl
+  loop only writes rows. A destination that hangs holds at most its share of the sends,
+  for ``delivery_timeout_s``. A destination that is down grows the ``deliveries`` table;
+  the deliverer reads ``delivery_batch`` rows at a time, so memory stays bounded.
+- **Retries**: the Standard Webhooks schedule (``delivery_retry_schedule``: at once, 5 s,
+  5 min, 30 min, 2 h, 5 h, 10 h, 10 h) with ±20 % jitter; 429/503 with Retry-After pause
+  the destination until then; 410 disables it; after the last attempt the delivery is
+  dead (``crawler events --failed``; ``crawler events replay``).
+- **Who delivers in a cluster**: one deliverer per database, the worker holding the
+  ``delivery`` advisory lock (exclusive, session-level: it passes to another worker when the
+  holder dies). Rejected: every worker claiming rows with ``FOR UPDATE SKIP LOCKED``: it
+  needs the per-URL order kept across workers (a claim of a URL's head must lock the URL),
+  and one deliverer's parallel sends are not the bottleneck of a webhook fan-out. A worker
+  killed mid-send leaves claims that expire: the next holder sends them again, same ids.
+- **Signatures** by the reference ``standardwebhooks`` library (``_signing.py``).
+- **The diff** comes from one function, ``change_diff``, over the change history: the
+  text before is the previous change's after or the baseline (None when not known).
+"""
+
+from crawler.delivery._deliverer import DELIVERY_ROLE, Deliverer
+from crawler.delivery._diff import change_diff, unified_diff
+from crawler.delivery._events import (
+    EVENT_TYPES,
+    PAGE_FAILING,
+    PAGE_RECOVERED,
+    PAGE_STOPPED_CHANGING,
+    TEST,
+    message_id,
+    parse_message_id,
+)
+from crawler.delivery._filters import compile_pattern, matches
+from crawler.delivery._payload import event_body, test_body
+from crawler.delivery._retry import RetryPolicy
+from crawler.delivery._sender import Answer, WebhookSender
+from crawler.delivery._signing import check_secret, generate_secret, signed_headers
+
+__all__ = [
+    "DELIVERY_ROLE",
+    "EVENT_TYPES",
+    "PAGE_FAILING",
+    "PAGE_RECOVERED",
+    "PAGE_STOPPED_CHANGING",
+    "TEST",
+    "Answer",
+    "Deliverer",
+    "RetryPolicy",
+    "WebhookSender",
+    "change_diff",
+    "check_secret",
+    "compile_pattern",
+    "event_body",
+    "generate_secret",
+    "matches",
+    "message_id",
+    "parse_message_id",
+    "signed_headers",
+    "test_body",
+    "unified_diff",
+]

@@ -1,0 +1,63 @@
+"""What a page.changed payload reads at send time: the diff and the URL's learned rate.
+
+The learned rate is what ``crawler show`` prints for the URL (``Store.url_detail``'s
+per-scheduler fields): for the ``bayes`` scheduler, its sufficient statistics turned into a
+rate by the scheduler's own ``estimate_rates`` (changes per slot, with its priors), given
+here in changes per day. The other schedulers learn no rate: ``change_rate`` is null.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from crawler.delivery._diff import change_diff
+from crawler.delivery._payload import Context
+from crawler.schedulers.bayes import estimate_rates
+from crawler.settings import Settings
+from crawler.store import PAGE_CHANGED, EventRow, OutboxStore, Store
+
+DAY_S = 86_400.0
+
+
+def event_context(
+    store: Store, outbox: OutboxStore, settings: Settings, event: EventRow
+) -> Context:
+    if event.type != PAGE_CHANGED or event.url_id is None:
+        return Context()
+    diff = change_diff(
+        outbox,
+        event.url_id,
+        event.slot,
+        event.payload.get("old_hash"),
+        event.payload.get("new_hash"),
+    )
+    rate = learned_rate(store, settings, event.url) if event.url else None
+    interval = DAY_S / rate if rate else None
+    return Context(diff=diff, change_rate=rate, expected_interval_s=interval)
+
+
+def learned_rate(store: Store, settings: Settings, url: str) -> float | None:
+    """Changes per day the scheduler learned for ``url`` (None: it learns no rate, or has
+    not observed the URL yet)."""
+    if settings.scheduler != "bayes":
+        return None
+    detail = store.url_detail(url, recent=0)
+    fields = detail.state.get("bayes") if detail is not None else None
+    if not fields or fields.get("corrupt"):
+        return None
+    try:
+        per_slot = estimate_rates(
+            np.array([fields["hit_time"]], dtype=np.float64),
+            np.array([fields["miss_time"]], dtype=np.float64),
+            np.array([fields["hit_count"]], dtype=np.float64),
+            np.array([fields["miss_count"]], dtype=np.float64),
+            float(settings.scheduler_params.get("prior_hits", 0.5)),
+            float(settings.scheduler_params.get("prior_misses", 0.5)),
+        )[0]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not math.isfinite(per_slot) or per_slot <= 0:
+        return None
+    return float(per_slot) * DAY_S / settings.slot_seconds

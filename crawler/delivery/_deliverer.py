@@ -1,0 +1,268 @@
+"""The deliverer: a thread with its own event loop, database engine and HTTP client that
+fans the outbox out to the destinations and sends what is due, beside the crawl.
+
+One pass (``step``): fan out up to a batch of new events; record the answers of the sends
+that finished; claim as many due deliveries as there is room for (``delivery_concurrency``
+in all, a quarter of it per destination, so one hanging destination cannot take every
+place) and start their sends as tasks; publish the outbox's depth and age. The pass
+repeats at once while there is work, else after ``delivery_poll_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+from crawler.delivery._context import event_context
+from crawler.delivery._events import message_id
+from crawler.delivery._filters import matches
+from crawler.delivery._payload import event_body
+from crawler.delivery._retry import RetryPolicy
+from crawler.delivery._sender import Answer, WebhookSender
+from crawler.delivery._signing import signed_headers
+from crawler.fetch import AddressPolicy
+from crawler.metrics import CrawlerMetrics
+from crawler.settings import Settings
+from crawler.store import (
+    DEAD,
+    DELIVERED,
+    PENDING,
+    DeliveryOutcome,
+    DueDelivery,
+    OutboxStore,
+    ServiceLock,
+    ServiceLockHeld,
+    Store,
+    StoreError,
+)
+
+log = logging.getLogger("crawler.delivery")
+
+#: the role of the lock a cluster's deliverer holds (one deliverer per database)
+DELIVERY_ROLE = "delivery"
+#: seconds between a waiting cluster worker's tries for the delivery lock
+LOCK_RETRY_S = 5.0
+#: seconds between two measures of the outbox's depth and age
+BACKLOG_EVERY_S = 2.0
+#: a claim outlives the send's timeout by this much before the delivery is due again
+CLAIM_MARGIN_S = 30.0
+
+
+class Deliverer:
+    """``start()`` runs it in a daemon thread; ``stop()`` ends it (sends in flight are
+    abandoned: their claims expire and they are sent again, with the same id)."""
+
+    def __init__(
+        self, settings: Settings, metrics: CrawlerMetrics | None = None, *, exclusive_lock: bool
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.exclusive_lock = exclusive_lock
+        self.policy = RetryPolicy(settings.delivery_retry_schedule)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._stopping = threading.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._busy: Counter[int] = Counter()
+        self._done: list[DeliveryOutcome] = []
+        self._backlog_at = 0.0
+        self.store: Store | None = None
+        self.outbox: OutboxStore | None = None
+        self.sender: WebhookSender | None = None
+
+    # ----- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name="crawler-delivery", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopping.set()
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            with contextlib.suppress(RuntimeError):  # its loop has already ended
+                loop.call_soon_threadsafe(stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except Exception:  # never take the service down: the outbox keeps the events
+            log.exception("delivery stopped by an unexpected error; events stay in the outbox")
+
+    async def _run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        if self._stopping.is_set():
+            return
+        self.store = Store(self.settings.database_url)  # its own engine and connections
+        self.outbox = OutboxStore(self.store)
+        self.sender = WebhookSender(
+            AddressPolicy(self.settings.allow_private_addresses),
+            self.settings.delivery_timeout_s,
+            self.settings.user_agent,
+        )
+        lock: ServiceLock | None = None
+        try:
+            if self.exclusive_lock:
+                lock = await self._take_lock()
+                if lock is None:
+                    return
+            # the one deliverer now (the service's lock, or the cluster's delivery lock):
+            # what a killed deliverer had claimed is due again, sent with the same ids
+            released = await self._release_claims()
+            if released:
+                log.info("delivery: %d send(s) of a stopped deliverer are due again", released)
+            while not self._stop.is_set():
+                try:
+                    busy = await self.step()
+                except StoreError as exc:
+                    log.warning("delivery: %s; trying again", exc)
+                    busy = False
+                if not busy:
+                    await self._wait(self.settings.delivery_poll_s)
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self.sender.aclose()
+            if lock is not None:
+                lock.release()
+            self.store.close()
+
+    async def _release_claims(self) -> int:
+        assert self.outbox is not None and self._stop is not None
+        while not self._stop.is_set():
+            try:
+                return await asyncio.to_thread(self.outbox.release_claims)
+            except StoreError as exc:
+                log.warning("delivery: %s; trying again", exc)
+                await self._wait(LOCK_RETRY_S)
+        return 0
+
+    async def _take_lock(self) -> ServiceLock | None:
+        """Cluster mode: wait for the delivery lock (one deliverer per database)."""
+        assert self.store is not None and self._stop is not None
+        while not self._stop.is_set():
+            try:
+                lock = await asyncio.to_thread(self.store.acquire_service_lock, role=DELIVERY_ROLE)
+                log.info("delivering the cluster's events from this worker")
+                return lock
+            except ServiceLockHeld:
+                pass
+            except StoreError as exc:
+                log.warning("delivery lock: %s; trying again", exc)
+            await self._wait(LOCK_RETRY_S)
+        return None
+
+    async def _wait(self, seconds: float) -> None:
+        assert self._stop is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+
+    # ----- one pass ----------------------------------------------------------------------
+
+    async def step(self) -> bool:
+        """Fan out, record, claim and start sends; True if anything moved."""
+        assert self.outbox is not None
+        settings = self.settings
+        fanned = await asyncio.to_thread(
+            self.outbox.fan_out, matches, settings.delivery_batch, self.policy.first_delay
+        )
+        if fanned and self.metrics is not None:
+            self.metrics.delivery_events_written_total.inc(fanned)
+        recorded = await self._record()
+        room = settings.delivery_concurrency - len(self._tasks)
+        per_destination = max(1, settings.delivery_concurrency // 4)
+        due: list[DueDelivery] = []
+        if room > 0:
+            hold = timedelta(seconds=settings.delivery_timeout_s + CLAIM_MARGIN_S)
+            due = await asyncio.to_thread(
+                self.outbox.claim_due, room, hold, per_destination, dict(self._busy)
+            )
+        for item in due:
+            self._busy[item.destination_id] += 1
+            task = asyncio.create_task(self._deliver(item))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        await self._measure()
+        if not (fanned or recorded or due) and self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=settings.delivery_poll_s,
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            return True
+        return bool(fanned or recorded or due)
+
+    async def _record(self) -> int:
+        assert self.outbox is not None
+        done, self._done = self._done, []
+        if done:
+            try:
+                await asyncio.to_thread(self.outbox.record, done)
+            except StoreError:
+                self._done = done + self._done  # written at the next pass
+                raise
+        return len(done)
+
+    async def _measure(self) -> None:
+        if self.metrics is None or time.monotonic() - self._backlog_at < BACKLOG_EVERY_S:
+            return
+        assert self.outbox is not None
+        self._backlog_at = time.monotonic()
+        depth, oldest = await asyncio.to_thread(self.outbox.backlog)
+        age = 0.0 if oldest is None else max(0.0, (datetime.now(UTC) - oldest).total_seconds())
+        self.metrics.set_outbox(depth, age)
+
+    async def _deliver(self, item: DueDelivery) -> None:
+        assert self.store is not None and self.outbox is not None and self.sender is not None
+        try:
+            context = await asyncio.to_thread(
+                event_context, self.store, self.outbox, self.settings, item.event
+            )
+            body = event_body(item.event, context, self.settings.delivery_diff_max_bytes)
+            headers = signed_headers(item.secret, message_id(item.event.id), body)
+            answer = await self.sender.send(item.destination_url, headers, body)
+            await self._judge(item, answer)
+        except StoreError as exc:  # the claim expires and the event is tried again
+            log.warning("delivery of %s: %s", message_id(item.event.id), exc)
+        except Exception as exc:  # a bug or an unforeseen answer: a failed attempt, counted
+            log.exception("delivery of %s failed unexpectedly", message_id(item.event.id))
+            await self._judge(item, Answer(None, f"internal error: {type(exc).__name__}: {exc}"))
+        finally:
+            self._busy[item.destination_id] -= 1
+
+    async def _judge(self, item: DueDelivery, answer: Answer) -> None:
+        """Turn an answer into the delivery's next state (and the destination's: 410
+        disables it, 429/503 with Retry-After pauses it)."""
+        assert self.outbox is not None
+        now = datetime.now(UTC)
+        ids = (item.event.id, item.destination_id)
+        if answer.ok:
+            self._outcome(item, DeliveryOutcome(*ids, DELIVERED, now, answer.status), "delivered")
+            return
+        error = answer.error or f"HTTP {answer.status}: {answer.text[:200]}"
+        if answer.status == 410:
+            reason = f"answered 410 Gone to {message_id(item.event.id)}"
+            await asyncio.to_thread(self.outbox.disable_destination, item.destination_id, reason)
+            log.warning("destination %d disabled: %s", item.destination_id, reason)
+            self._outcome(item, DeliveryOutcome(*ids, PENDING, now, 410, error), "gone")
+            return
+        delay = self.policy.next_delay(item.attempts + 1, answer.retry_after)
+        if delay is None:
+            self._outcome(item, DeliveryOutcome(*ids, DEAD, now, answer.status, error), "dead")
+            return
+        at = now + timedelta(seconds=delay)
+        if answer.retry_after is not None:
+            await asyncio.to_thread(self.outbox.pause_destination, item.destination_id, at)
+        self._outcome(item, DeliveryOutcome(*ids, PENDING, at, answer.status, error), "failed")
+
+    def _outcome(self, item: DueDelivery, outcome: DeliveryOutcome, label: str) -> None:
+        self._done.append(outcome)
+        if self.metrics is not None:
+            self.metrics.observe_delivery_attempt(item.destination_id, label)

@@ -1,0 +1,103 @@
+"""One signed POST to a destination, under the crawl's address policy.
+
+Decisions:
+
+* httpx's ``AsyncClient``: one per deliverer, redirects not followed (a webhook that moved
+  answers 3xx, recorded as a failure: a redirect could lead past the address policy), no
+  cookies kept, ``timeout_s`` for the whole exchange (``asyncio.timeout`` around it, since
+  httpx's timeouts are per phase).
+* The address policy is the fetcher's own ``AddressPolicy`` (private addresses refused
+  unless ``allow_private_addresses``; cloud metadata and link-local always): every address
+  the destination's host resolves to is checked before each send, and one refused address
+  refuses the send. httpx then resolves the name again; a DNS answer that changes between
+  the two lookups (rebinding) is the residual risk, noted in docs/delivery.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+from crawler.fetch import AddressPolicy, parse_retry_after
+
+#: how much of a receiver's answer is read and kept (``crawler events``, the test command);
+#: the rest is never read, however much a receiver sends
+ANSWER_BYTES = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a destination answered (``status`` None: no HTTP answer, see ``error``)."""
+
+    status: int | None
+    error: str | None = None
+    retry_after: float | None = None
+    text: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+class WebhookSender:
+    def __init__(self, policy: AddressPolicy, timeout_s: float, user_agent: str) -> None:
+        self.policy = policy
+        self.timeout_s = timeout_s
+        self.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s),
+            follow_redirects=False,
+            headers={"user-agent": user_agent, "accept-encoding": "identity"},
+            trust_env=False,
+        )
+
+    async def refusal(self, url: str) -> str | None:
+        """Why the policy refuses ``url``'s host (None: it may be contacted)."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return f"not an http(s) URL: {url}"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                parts.hostname, port, type=socket.SOCK_STREAM
+            )
+        except OSError as exc:
+            return f"cannot resolve {parts.hostname}: {exc}"
+        for *_, address in infos:
+            reason = self.policy.refusal(str(address[0]))
+            if reason is not None:
+                return (
+                    f"{parts.hostname} resolves to {address[0]} ({reason}): refused by the "
+                    "address policy (see allow_private_addresses)"
+                )
+        return None
+
+    async def send(self, url: str, headers: dict[str, str], body: str) -> Answer:
+        refused = await self.refusal(url)
+        if refused is not None:
+            return Answer(None, refused)
+        try:
+            async with (
+                asyncio.timeout(self.timeout_s),
+                self.client.stream("POST", url, content=body.encode(), headers=headers) as response,
+            ):
+                head = b""
+                async for chunk in response.aiter_raw():  # the start only: memory stays bounded
+                    head += chunk
+                    if len(head) >= ANSWER_BYTES:
+                        break
+        except TimeoutError:
+            return Answer(None, f"no answer within {self.timeout_s:g} s")
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            return Answer(None, f"{type(exc).__name__}: {exc}".strip(": "))
+        retry_after = None
+        if response.status_code in (429, 503):
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+        text = head[:ANSWER_BYTES].decode("utf-8", "replace")
+        return Answer(response.status_code, None, retry_after, text)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

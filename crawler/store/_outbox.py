@@ -1,0 +1,309 @@
+"""The outbox in the database: events written with what they report, destinations, and each
+destination's delivery state.
+
+>>> outbox = OutboxStore(store)
+>>> outbox.add_destination(DestinationSpec("https://example.org/hook", secret))
+
+Decisions (crawler/delivery's docstring has the whole design):
+
+- **Events are written in the transaction that commits what they report**: a change's
+  ``page.changed`` row in ``Store.commit_slot`` (beside the change row, by the same
+  executemany on SQLite and the same binary COPY on PostgreSQL: ``change_event``), a new
+  page's ``page.discovered`` in ``DiscoveryStore.record_slot``, where the ``discovered`` row
+  is inserted. A kill -9 keeps both or neither; the events of polls a cluster fence drops are
+  never made (they are built from the polls the fence kept).
+- **Fan-out, not a cursor**: events carry a ``fanned_out`` flag; the deliverer turns a batch
+  of unfanned events into ``deliveries`` rows (one per matching destination) and sets the
+  flag in one transaction. A per-destination id cursor would skip an event whose id was
+  allocated before, but committed after, a larger one (two committers on PostgreSQL); a flag
+  cannot skip. A destination receives the events fanned out after it was added.
+- **Order per URL**: a delivery is due only when no earlier (smaller event id) pending
+  delivery of the same URL to the same destination exists (``claim_due``). A URL's events
+  get growing ids in commit order (one committer per URL at a time: the service, or the
+  site's lease holder in a cluster).
+- **Claiming**: a claimed delivery gets ``claimed_at`` and its ``next_attempt_at`` moves
+  past the send's timeout. Only one deliverer runs per database (the service's, or in a
+  cluster the holder of the delivery lock), so when one starts, every claim left is a dead
+  deliverer's: ``release_claims`` makes them due at once (at least once, same ids).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from crawler.store._engine import translate_errors
+from crawler.store._outbox_admin import OutboxAdmin, destination_row
+from crawler.store._outbox_types import (
+    PENDING,
+    DeliveryOutcome,
+    DestinationRow,
+    DueDelivery,
+    EventRow,
+)
+from crawler.store._sql import among
+from crawler.store.models import deliveries, destinations, events, url_tags, urls
+
+if TYPE_CHECKING:
+    from crawler.store._store import Store
+
+PAGE_CHANGED = "page.changed"
+PAGE_DISCOVERED = "page.discovered"
+
+#: the columns of an event row as the slot commit writes them (SQLite and PostgreSQL COPY)
+SQLITE_INSERT = (
+    "INSERT INTO events (type, url_id, slot, created_at, payload, fanned_out) "
+    "VALUES (?, ?, ?, ?, ?, 0)"
+)
+PG_COPY = "COPY events (type, url_id, slot, created_at, payload) FROM STDIN (FORMAT BINARY)"
+PG_TYPES = ("varchar", "int8", "int8", "timestamptz", "text")
+
+
+def change_event(
+    url_id: int, slot: int, when: Any, detected_at: datetime, old: str | None, new: str | None
+) -> tuple[Any, ...]:
+    """The ``page.changed`` row of one change (``when``: the time as the driver binds it)."""
+    payload = {"detected_at": detected_at.isoformat(), "old_hash": old, "new_hash": new}
+    return (PAGE_CHANGED, url_id, slot, when, json.dumps(payload, separators=(",", ":")))
+
+
+def write_discovered_events(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
+    """``page.discovered`` rows for new ``discovered`` rows, in their transaction."""
+    values = [
+        {
+            "type": PAGE_DISCOVERED,
+            "url_id": None,
+            "slot": None,
+            "created_at": r["found_at"],
+            "payload": json.dumps(
+                {
+                    "url": r["url"],
+                    "source_id": r["source_id"],
+                    "found_at": r["found_at"].isoformat(),
+                    "depth": r["depth"],
+                },
+                separators=(",", ":"),
+            ),
+        }
+        for r in rows
+    ]
+    if values:
+        conn.execute(insert(events), values)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class OutboxStore(OutboxAdmin):
+    """The outbox's reads and writes on a ``Store``'s engine (sync; run it in a thread)."""
+
+    def __init__(self, store: Store) -> None:
+        self.engine = store.engine
+
+    # ----- the deliverer -------------------------------------------------------------------
+
+    def fan_out(
+        self,
+        matches: Callable[[DestinationRow, EventRow], bool],
+        batch: int = 500,
+        first_delay_s: float = 0.0,
+    ) -> int:
+        """Make the deliveries of up to ``batch`` unfanned events (oldest first), due in
+        ``first_delay_s``, and mark the events; returns how many events."""
+        now = _now()
+        due = now + timedelta(seconds=first_delay_s)
+        with translate_errors("fanning events out"), self.engine.begin() as conn:
+            found = _event_rows(
+                conn,
+                select(events)
+                .where(events.c.fanned_out.is_(False))
+                .order_by(events.c.id)
+                .limit(batch),
+            )
+            if not found:
+                return 0
+            active = [
+                destination_row(r)
+                for r in conn.execute(
+                    select(destinations).where(destinations.c.disabled_at.is_(None))
+                )
+            ]
+            rows = [
+                {
+                    "event_id": e.id,
+                    "destination_id": d.id,
+                    "url_id": e.url_id,
+                    "status": PENDING,
+                    "attempts": 0,
+                    "next_attempt_at": due,
+                    "last_status": None,
+                    "last_error": None,
+                    "claimed_at": None,
+                    "updated_at": now,
+                }
+                for e in found
+                for d in active
+                if matches(d, e)
+            ]
+            if rows:
+                conn.execute(insert(deliveries), rows)
+            ids = [e.id for e in found]
+            conn.execute(
+                update(events).where(among(conn, events.c.id, ids)).values(fanned_out=True)
+            )
+            return len(found)
+
+    def claim_due(
+        self,
+        limit: int,
+        hold: timedelta,
+        share: int | None = None,
+        busy: Mapping[int, int] | None = None,
+    ) -> list[DueDelivery]:
+        """Up to ``limit`` due deliveries, each the oldest pending one of its URL for its
+        destination, of destinations neither disabled nor paused; with ``share``, at most
+        ``share - busy[d]`` of destination ``d`` (``busy``: its sends in flight). Claimed
+        for ``hold``."""
+        now = _now()
+        earlier = deliveries.alias("earlier")
+        blocked = (
+            select(earlier.c.event_id)
+            .where(
+                earlier.c.destination_id == deliveries.c.destination_id,
+                earlier.c.url_id == deliveries.c.url_id,
+                earlier.c.status == PENDING,
+                earlier.c.event_id < deliveries.c.event_id,
+            )
+            .exists()
+        )
+        heads = (
+            select(deliveries.c.event_id, deliveries.c.destination_id, deliveries.c.attempts)
+            .where(
+                deliveries.c.status == PENDING,
+                deliveries.c.next_attempt_at <= now,
+                ~blocked,
+            )
+            .order_by(deliveries.c.event_id)
+        )
+        ready = select(destinations.c.id, destinations.c.url, destinations.c.secret).where(
+            destinations.c.disabled_at.is_(None),
+            (destinations.c.paused_until.is_(None)) | (destinations.c.paused_until <= now),
+        )
+        due: list[tuple[int, int, int, str, str]] = []
+        with translate_errors("claiming deliveries"), self.engine.begin() as conn:
+            for dest_id, url, secret in conn.execute(ready.order_by(destinations.c.id)).all():
+                room = limit - len(due)
+                if share is not None:
+                    room = min(room, share - (busy or {}).get(int(dest_id), 0))
+                if room <= 0:
+                    continue
+                query = heads.where(deliveries.c.destination_id == dest_id).limit(room)
+                due += [(int(e), int(d), int(a), url, secret) for e, d, a in conn.execute(query)]
+            if not due:
+                return []
+            found = {
+                e.id: e
+                for e in _event_rows(
+                    conn, select(events).where(among(conn, events.c.id, [r[0] for r in due]))
+                )
+            }
+            for row in due:
+                conn.execute(
+                    update(deliveries)
+                    .where(deliveries.c.event_id == row[0], deliveries.c.destination_id == row[1])
+                    .values(next_attempt_at=now + hold, claimed_at=now, updated_at=now)
+                )
+        return [DueDelivery(found[e], d, url, secret, n) for e, d, n, url, secret in due]
+
+    def release_claims(self) -> int:
+        """Make the deliveries claimed by a deliverer that died due now; call it only as
+        the database's one deliverer (its lock held). Returns how many."""
+        now = _now()
+        with translate_errors("releasing claims"), self.engine.begin() as conn:
+            done = conn.execute(
+                update(deliveries)
+                .where(deliveries.c.status == PENDING, deliveries.c.claimed_at.is_not(None))
+                .values(next_attempt_at=now, claimed_at=None, updated_at=now)
+            )
+            return int(done.rowcount)
+
+    def record(self, outcomes: Sequence[DeliveryOutcome]) -> None:
+        """Write what the attempts did (one transaction)."""
+        if not outcomes:
+            return
+        now = _now()
+        with translate_errors("recording deliveries"), self.engine.begin() as conn:
+            for o in outcomes:
+                conn.execute(
+                    update(deliveries)
+                    .where(
+                        deliveries.c.event_id == o.event_id,
+                        deliveries.c.destination_id == o.destination_id,
+                    )
+                    .values(
+                        status=o.status,
+                        attempts=deliveries.c.attempts + 1,
+                        next_attempt_at=o.next_at or now,
+                        last_status=o.http_status,
+                        last_error=o.error,
+                        claimed_at=None,
+                        updated_at=now,
+                    )
+                )
+
+    def backlog(self) -> tuple[int, datetime | None]:
+        """(events not delivered yet: pending deliveries and unfanned events, the time of
+        the oldest of them)."""
+        with translate_errors("measuring the outbox"), self.engine.connect() as conn:
+            n_pending, oldest_pending = conn.execute(
+                select(func.count(), func.min(events.c.created_at))
+                .select_from(deliveries)
+                .join(events, events.c.id == deliveries.c.event_id)
+                .where(deliveries.c.status == PENDING)
+            ).one()
+            n_unfanned, oldest_unfanned = conn.execute(
+                select(func.count(), func.min(events.c.created_at)).where(
+                    events.c.fanned_out.is_(False)
+                )
+            ).one()
+        times = [t for t in (oldest_pending, oldest_unfanned) if t is not None]
+        return int(n_pending) + int(n_unfanned), min(times) if times else None
+
+
+def _event_rows(conn: Connection, query: Any) -> list[EventRow]:
+    """Events with their URL and its tags."""
+    rows = conn.execute(query).all()
+    ids = sorted({int(r.url_id) for r in rows if r.url_id is not None})
+    url_of: dict[int, str] = {}
+    tags: dict[int, list[str]] = {}
+    if ids:
+        for uid, url in conn.execute(
+            select(urls.c.id, urls.c.url).where(among(conn, urls.c.id, ids))
+        ):
+            url_of[int(uid)] = url
+        for uid, tag in conn.execute(
+            select(url_tags.c.url_id, url_tags.c.tag).where(among(conn, url_tags.c.url_id, ids))
+        ):
+            tags.setdefault(int(uid), []).append(tag)
+    out = []
+    for r in rows:
+        payload = json.loads(r.payload)
+        uid = None if r.url_id is None else int(r.url_id)
+        out.append(
+            EventRow(
+                id=int(r.id),
+                type=r.type,
+                url_id=uid,
+                slot=None if r.slot is None else int(r.slot),
+                created_at=r.created_at,
+                payload=payload,
+                url=url_of.get(uid) if uid is not None else payload.get("url"),
+                tags=tuple(sorted(tags.get(uid, []))) if uid is not None else (),
+            )
+        )
+    return out
