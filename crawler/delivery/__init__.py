@@ -50,7 +50,7 @@ Decisions (docs/delivery.md has the operator's view):
 """
 
 from crawler.delivery._deliverer import DELIVERY_ROLE, Deliverer
-from crawler.delivery._diff import change_diff, unified_diff
+from crawler.delivery._diff import change_diff
 from crawler.delivery._events import (
     EVENT_TYPES,
     PAGE_FAILING,
@@ -65,6 +65,7 @@ from crawler.delivery._payload import event_body, test_body
 from crawler.delivery._retry import RetryPolicy
 from crawler.delivery._sender import Answer, WebhookSender
 from crawler.delivery._signing import check_secret, generate_secret, signed_headers
+from crawler.detect import unified_diff
 
 __all__ = [
     "DELIVERY_ROLE",
