@@ -26,7 +26,9 @@ from crawler.discovery._ordering import (
     ValueOrdering,
 )
 from crawler.discovery._pacing import StartPacer
+from crawler.discovery._relisting import ListingPacer
 from crawler.discovery._seeds import SeedBandit
+from crawler.discovery._sitemaps import SitemapError
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url, url_template
 from crawler.discovery._weblog import Weblog
 
@@ -43,10 +45,12 @@ __all__ = [
     "LastmodTracker",
     "Listed",
     "Listing",
+    "ListingPacer",
     "Refusal",
     "ReinforcingAgent",
     "Scope",
     "SeedBandit",
+    "SitemapError",
     "SourceBudget",
     "SourceCrawl",
     "StartPacer",

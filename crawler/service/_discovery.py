@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import math
@@ -81,9 +82,12 @@ from yarl import URL
 from crawler.detect import decode
 from crawler.discovery import (
     MAX_AGE,
+    Listing,
+    ListingPacer,
     Refusal,
     Scope,
     SeedBandit,
+    SitemapError,
     SourceBudget,
     SourceCrawl,
     StartPacer,
@@ -94,6 +98,7 @@ from crawler.discovery import (
 )
 from crawler.discovery._features import words
 from crawler.fetch import validate_url
+from crawler.listings import ListingLimits, ListingReader
 from crawler.metrics import CrawlerMetrics
 from crawler.settings import Settings
 from crawler.sites import site_of
@@ -145,6 +150,13 @@ MAX_HINTED = 10_000
 #: the last LEAD_WINDOW slots (the current slot's included), at least MIN_LEAD_RESERVE
 LEAD_WINDOW = 20
 MIN_LEAD_RESERVE = 2
+#: entries of a sitemap read at most to find its most recent ones (the protocol's limit)
+LISTING_READ_ENTRIES = 50_000
+#: listing failures that may not happen again with the same body (the rest are remembered
+#: with its hash: the same bytes are not read again to fail the same way)
+TRANSIENT_LISTING_FAILURES = frozenset({"timeout", "worker_lost"})
+#: sitemap indexes found looping, warned about once each (then forgotten past this many)
+MAX_LOOP_WARNED = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +201,10 @@ class _Slot:
     picked: set[str]
     deadline: float
     bodies: dict[str, str | None] = field(default_factory=dict)  # polled here: html or None
-    # disc-feeds: the raw body of a sitemap or feed (read as bytes: it may be gzip), and the
-    # URLs answered 304 to a conditional poll (their links read last time stand)
-    listings: dict[str, bytes] = field(default_factory=dict)
+    # disc-feeds: a sitemap or feed read (in the listing worker) or why it could not be, and
+    # the URLs answered 304 to a conditional poll or with the same listing body as last time
+    # (their links read last time stand)
+    listings: dict[str, Listing | SitemapError] = field(default_factory=dict)
     unchanged: set[str] = field(default_factory=set)
     dates: dict[str, float | None] = field(default_factory=dict)
     record: SlotDiscovery = field(default_factory=SlotDiscovery)
@@ -260,6 +273,22 @@ class DiscoverySide:
         self._hinted: OrderedDict[str, None] = OrderedDict()
         self._hint_polls = 0  # how many of this slot's re-polls were hinted
         self._waiting: deque[int] = deque(maxlen=LEAD_WINDOW)  # leads + hints at slot starts
+        # sitemaps and feeds: read in a worker process with a deadline (crawler.listings), and
+        # again at most as often as they change (crawler.discovery._relisting)
+        self.listings = ListingReader(
+            ListingLimits(
+                settings.discovery_listing_max_bytes,
+                LISTING_READ_ENTRIES,
+                settings.discovery_listing_entries,
+            ),
+            settings.discovery_listing_timeout_s,
+        )
+        self.relisting = ListingPacer(settings.discovery_listing_max_interval_slots)
+        self._loop_warned: set[str] = set()
+
+    def close(self) -> None:
+        """Stop the listing worker (the service is leaving)."""
+        self.listings.close()
 
     # ----- sources and capacity ----------------------------------------------------------
 
@@ -580,7 +609,7 @@ class DiscoverySide:
             first = source.row.url
             if first not in slot.picked and first not in slot.bodies:
                 return first  # its first poll: its links become the start pages
-            self._start(source, slot.bodies.get(first), first in slot.listings)  # not again
+            self._start(source, slot.bodies.get(first), self._is_listing(first, slot))  # once
         crawl = source.crawl
         if crawl is None or source.fed:  # disc-fix: its start pages are read by the scheduler
             return None
@@ -590,6 +619,10 @@ class DiscoverySide:
                 break
             if url in slot.picked or self._disallowed(url):  # not again, or not allowed
                 crawl.fetched(url, None, published=None, now=self.clock())
+                continue
+            if not self.relisting.due(url, self._slot_no):  # a listing read again later
+                unchanged = self.relisting.failing(url) is None  # its links read last stand
+                crawl.fetched(url, None, published=None, now=self.clock(), not_modified=unchanged)
                 continue
             if url in slot.bodies:  # polled already in this slot: its body again
                 self._report(source, url, slot)
@@ -639,23 +672,67 @@ class DiscoverySide:
                 self._read.move_to_end(url)
                 slot.bodies[url], slot.dates[url] = cached[2], cached[3]
                 self._links(slot, cached[2], url)
+                if url in self.relisting:
+                    self.relisting.unchanged(url, self._slot_no)
                 continue
             if a.outcome != "ok" or a.body is None:
                 slot.errors += a.outcome == "error"
                 slot.bodies[url] = None
                 slot.dates[url] = None
+                reason = a.error_kind or f"{a.outcome} {a.status or ''}".strip()
+                self._listing_failed(url, reason, known=url in self.relisting)
                 continue
             slot.downloaded.append(url)
-            if looks_like_listing(a.body):  # disc-feeds: a sitemap or feed, read natively
-                slot.listings[url] = a.body
-            html, slot.dates[url] = page_of(a.body, a.content_type, a.last_modified)
+            if looks_like_listing(a.body):  # a sitemap or feed: read off the event loop
+                html, slot.dates[url] = "", _published("", a.last_modified)
+                await self._read_listing(slot, url, a.body, a.final_url or url)
+            else:
+                html, slot.dates[url] = page_of(a.body, a.content_type, a.last_modified)
+                self._links(slot, html, a.final_url or url)
             slot.bodies[url] = html
-            self._links(slot, html, a.final_url or url)
             if a.etag or a.last_modified:
                 self._read[url] = (a.etag, a.last_modified, html, slot.dates[url])
                 self._read.move_to_end(url)
                 while len(self._read) > MAX_READ_PAGES:
                     self._read.popitem(last=False)
+
+    async def _read_listing(self, slot: _Slot, url: str, body: bytes, base: str) -> None:
+        """A sitemap or feed: its body hashed first, read (in the listing worker) only when
+        the hash differs from the last read's; a listing that failed with these very bytes
+        fails again without being read."""
+        digest = hashlib.blake2b(body, digest_size=16).digest()
+        if self.relisting.same_body(url, digest):
+            reason = self.relisting.failing(url)
+            if reason is None:
+                slot.unchanged.add(url)  # the crawl replays the links it read last time
+                self.relisting.unchanged(url, self._slot_no)
+            else:
+                slot.listings[url] = SitemapError(reason, "the same body as last time")
+                self._listing_failed(url, reason, known=True, digest=digest)
+            return
+        read = await self.listings.read(body, base)
+        slot.listings[url] = read
+        if isinstance(read, SitemapError):
+            kept = None if read.reason in TRANSIENT_LISTING_FAILURES else digest
+            self._listing_failed(url, f"{read.reason} {read.detail}".strip(), True, kept)
+        else:
+            self.relisting.changed(url, self._slot_no, digest)
+
+    def _listing_failed(
+        self, url: str, reason: str, known: bool, digest: bytes | None = None
+    ) -> None:
+        """A read failed: read again at doubling intervals; a listing (``known``) or a
+        source's own page is warned about at the first failure of a run, then at DEBUG."""
+        first = self.relisting.failed(url, self._slot_no, reason, digest)
+        watched = known or any(s.row.url == url for s in self.sources.values())
+        level = logging.WARNING if first and watched else logging.DEBUG
+        log.log(
+            level,
+            "discovery: %s could not be read (%s); read again in %d slots",
+            url,
+            reason,
+            self.relisting.interval(url),
+        )
 
     @staticmethod
     def _links(slot: _Slot, html: str, base: str) -> None:
@@ -667,9 +744,15 @@ class DiscoverySide:
 
     def _fetched(self, source: _Source, url: str, slot: _Slot) -> None:
         if source.crawl is None:
-            self._start(source, slot.bodies.get(url), url in slot.listings)
+            listing = self._is_listing(url, slot)
+            self._start(source, slot.bodies.get(url), listing)
+            if listing and self.relisting.failing(url) is None:
+                self.relisting.forget(url)  # its crawl has not read it yet: read it again
             return
         self._report(source, url, slot)
+
+    def _is_listing(self, url: str, slot: _Slot) -> bool:
+        return url in slot.listings or (url in slot.unchanged and url in self.relisting)
 
     def _start(self, source: _Source, html: str | None, listing: bool = False) -> None:
         """Build a source's crawl: its start pages from its saved state, else its page's
@@ -720,17 +803,27 @@ class DiscoverySide:
         published = slot.dates.get(url)
         now = self.clock()
         before = len(crawl.found)
-        listing = slot.listings.get(url)  # disc-feeds: sitemaps, feeds, 304s
-        unread = crawl.listing_errors.total()
+        listing = slot.listings.get(url)  # disc-feeds: sitemaps and feeds, read already
+        loops = crawl.listing_errors["loop"]
         crawl.fetched(
             url,
-            html if listing is None else listing,
+            html if listing is None else None,
             published=published,
             now=now,
             not_modified=url in slot.unchanged,
+            listing=listing,
         )
-        if crawl.listing_errors.total() > unread:  # disc-feeds: a hostile or broken listing
-            log.warning("source %s: %s could not be read as a sitemap or feed", source.row.url, url)
+        if crawl.listing_errors["loop"] > loops:  # an index listing itself: warned once
+            if len(self._loop_warned) >= MAX_LOOP_WARNED:
+                self._loop_warned.clear()
+            level = logging.DEBUG if url in self._loop_warned else logging.WARNING
+            self._loop_warned.add(url)
+            log.log(
+                level,
+                "source %s: sitemap index %s lists itself or an index above it (not followed)",
+                source.row.url,
+                url,
+            )
         hints = crawl.take_hints()  # disc-feeds: a sitemap's or feed's moved lastmod dates
         if hints and self.known is not None:
             known = [h.url for h in hints if h.url in self.known]
