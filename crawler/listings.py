@@ -123,20 +123,28 @@ class ListingReader:
             self._worker = PipeWorker(asyncio.get_running_loop(), serve, encode_pickle)
             self._ready = self._worker.submit([])
 
+    async def ready(self) -> bool:
+        """Start the worker and wait until it answers; False when it did not start."""
+        self.start()
+        ready = self._ready
+        assert ready is not None
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), START_TIMEOUT_S)
+        except (TimeoutError, WorkerLostError):
+            self._discard()
+            return False
+        return True
+
     async def read(self, body: bytes, base_url: str) -> Listing | SitemapError:
         """The listing ``body`` holds, or why it could not be read (``timeout`` past the
         deadline, ``worker_lost`` when the worker died)."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:  # one read at a time: the deadline is the read's own
-            self.start()
-            worker, ready = self._worker, self._ready
-            assert worker is not None and ready is not None
-            try:
-                await asyncio.wait_for(asyncio.shield(ready), START_TIMEOUT_S)
-            except (TimeoutError, WorkerLostError) as exc:
-                self._discard()
-                return SitemapError("worker_lost", f"listing reader did not start: {exc!r}")
+            if not await self.ready():
+                return SitemapError("worker_lost", "the listing worker did not start")
+            worker = self._worker
+            assert worker is not None
             future = worker.submit([(body, base_url, self.limits)])
             try:
                 answers = await asyncio.wait_for(future, self.timeout_s)

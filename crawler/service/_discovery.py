@@ -157,6 +157,10 @@ LISTING_READ_ENTRIES = 50_000
 TRANSIENT_LISTING_FAILURES = frozenset({"timeout", "worker_lost"})
 #: sitemap indexes found looping, warned about once each (then forgotten past this many)
 MAX_LOOP_WARNED = 10_000
+#: listings read and waiting for their crawl to want them again (the oldest dropped first)
+MAX_FRESH_LISTINGS = 1_000
+#: share of a slot a listing read is waited for before it goes on in the background
+LISTING_GRACE = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,9 +289,27 @@ class DiscoverySide:
         )
         self.relisting = ListingPacer(settings.discovery_listing_max_interval_slots)
         self._loop_warned: set[str] = set()
+        # listings being read (never waited for by a slot), and those read and not yet handed
+        # to the crawl that polled them: it gets them the next time it wants the listing
+        self._reading: dict[str, asyncio.Task[None]] = {}
+        self._fresh: OrderedDict[str, Listing | SitemapError] = OrderedDict()
+
+    async def prepare(self) -> None:
+        """With sources, start the listing worker and wait until it answers (a second or
+        two, with the service's start rather than in its first slots)."""
+        try:
+            sources = await asyncio.to_thread(self.store.sources)
+        except StoreError as exc:
+            log.warning("discovery sources not read at start (read at the first slot): %s", exc)
+            return
+        if sources and self.settings.discovery_share > 0:
+            await self.listings.ready()
 
     def close(self) -> None:
-        """Stop the listing worker (the service is leaving)."""
+        """Stop the listing reads and their worker (the service is leaving)."""
+        for task in self._reading.values():
+            task.cancel()
+        self._reading.clear()
         self.listings.close()
 
     # ----- sources and capacity ----------------------------------------------------------
@@ -329,6 +351,8 @@ class DiscoverySide:
                 self.sources[sid] = _Source(row, topic=topic)
         if self.sources and self.known is None:
             self.known = await asyncio.to_thread(self.store.known_urls)
+        if self.sources:
+            self.listings.start()  # the listing worker takes a second to start: now
         active = self.active
         changed, self._was_active = active != self._was_active, active
         self._waiting.append(len(self._leads) + len(self._hinted))
@@ -620,7 +644,11 @@ class DiscoverySide:
             if url in slot.picked or self._disallowed(url):  # not again, or not allowed
                 crawl.fetched(url, None, published=None, now=self.clock())
                 continue
-            if not self.relisting.due(url, self._slot_no):  # a listing read again later
+            if (fresh := self._fresh.pop(url, None)) is not None:  # read since: its links
+                slot.listings[url], slot.bodies[url], slot.dates[url] = fresh, "", None
+                self._report(source, url, slot)
+                continue
+            if url in self._reading or not self.relisting.due(url, self._slot_no):
                 unchanged = self.relisting.failing(url) is None  # its links read last stand
                 crawl.fetched(url, None, published=None, now=self.clock(), not_modified=unchanged)
                 continue
@@ -697,9 +725,10 @@ class DiscoverySide:
                     self._read.popitem(last=False)
 
     async def _read_listing(self, slot: _Slot, url: str, body: bytes, base: str) -> None:
-        """A sitemap or feed: its body hashed first, read (in the listing worker) only when
-        the hash differs from the last read's; a listing that failed with these very bytes
-        fails again without being read."""
+        """A sitemap or feed: its body hashed first and read (in the listing worker, in the
+        background: no slot waits for it) only when the hash differs from the last read's.
+        Until the read is done the crawl keeps the links it read last time; a listing that
+        failed with these very bytes fails again without being read."""
         digest = hashlib.blake2b(body, digest_size=16).digest()
         if self.relisting.same_body(url, digest):
             reason = self.relisting.failing(url)
@@ -710,8 +739,33 @@ class DiscoverySide:
                 slot.listings[url] = SitemapError(reason, "the same body as last time")
                 self._listing_failed(url, reason, known=True, digest=digest)
             return
-        read = await self.listings.read(body, base)
-        slot.listings[url] = read
+        task = self._reading.get(url)
+        if task is None:
+            task = asyncio.create_task(self._read_off_loop(url, body, base, digest))
+            self._reading[url] = task
+        # an ordinary listing is read in milliseconds: waited for a little (then used in this
+        # slot); a long read goes on in the background, and the slot does not wait for it
+        grace = min(LISTING_GRACE * self.settings.slot_seconds, slot.deadline - time.monotonic())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), max(0.0, grace))
+        if (read := self._fresh.pop(url, None)) is not None:
+            slot.listings[url] = read
+        else:
+            slot.unchanged.add(url)  # being read: the links read last time stand meanwhile
+
+    async def _read_off_loop(self, url: str, body: bytes, base: str, digest: bytes) -> None:
+        """Read a listing in the worker; its result waits in ``_fresh`` for its crawl."""
+        try:
+            read = await self.listings.read(body, base)
+        except Exception as exc:  # never the service's end: a failed read of this listing
+            log.exception("listing %s not read", url)
+            read = SitemapError("worker_lost", repr(exc))
+        finally:
+            self._reading.pop(url, None)
+        self._fresh[url] = read
+        self._fresh.move_to_end(url)
+        while len(self._fresh) > MAX_FRESH_LISTINGS:
+            self._fresh.popitem(last=False)
         if isinstance(read, SitemapError):
             kept = None if read.reason in TRANSIENT_LISTING_FAILURES else digest
             self._listing_failed(url, f"{read.reason} {read.detail}".strip(), True, kept)
@@ -744,15 +798,16 @@ class DiscoverySide:
 
     def _fetched(self, source: _Source, url: str, slot: _Slot) -> None:
         if source.crawl is None:
-            listing = self._is_listing(url, slot)
-            self._start(source, slot.bodies.get(url), listing)
-            if listing and self.relisting.failing(url) is None:
+            self._start(source, slot.bodies.get(url), self._is_listing(url, slot))
+            if isinstance(slot.listings.get(url), Listing):
                 self.relisting.forget(url)  # its crawl has not read it yet: read it again
             return
         self._report(source, url, slot)
 
     def _is_listing(self, url: str, slot: _Slot) -> bool:
-        return url in slot.listings or (url in slot.unchanged and url in self.relisting)
+        if url in slot.listings or url in self._reading or url in self._fresh:
+            return True
+        return url in slot.unchanged and url in self.relisting
 
     def _start(self, source: _Source, html: str | None, listing: bool = False) -> None:
         """Build a source's crawl: its start pages from its saved state, else its page's
