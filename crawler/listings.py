@@ -113,7 +113,8 @@ class ListingReader:
         self._worker: PipeWorker | None = None
         self._ready: asyncio.Future[list[Any]] | None = None
         self._lock: asyncio.Lock | None = None
-        #: reads abandoned at the deadline, and workers lost, since the start (for logs)
+        #: reads asked, reads abandoned at the deadline, workers lost, since the start
+        self.reads = 0
         self.timeouts = 0
         self.lost = 0
 
@@ -145,6 +146,7 @@ class ListingReader:
                 return SitemapError("worker_lost", "the listing worker did not start")
             worker = self._worker
             assert worker is not None
+            self.reads += 1
             future = worker.submit([(body, base_url, self.limits)])
             try:
                 answers = await asyncio.wait_for(future, self.timeout_s)
