@@ -49,7 +49,8 @@ from crawler.ipc import (
 #: the longest the worker may take to start and answer its first (empty) request
 START_TIMEOUT_S = 60.0
 
-#: a read's answer: ("ok", kind, ((url, lastmod), ...), truncated) or ("error", reason, detail)
+#: a read's answer: ("ok", kind, ((url, lastmod), ...), truncated, too_large) or
+#: ("error", reason, detail)
 Answer = tuple[Any, ...]
 
 
@@ -74,7 +75,7 @@ def read_one(body: bytes, base_url: str, limits: ListingLimits) -> Answer:
     if isinstance(listing, SitemapError):
         return ("error", listing.reason, listing.detail)
     items = tuple((item.url, item.lastmod) for item in listing.items)
-    return ("ok", listing.kind, items, listing.truncated)
+    return ("ok", listing.kind, items, listing.truncated, listing.too_large)
 
 
 def answer_of(answer: Answer) -> Listing | SitemapError:
@@ -82,7 +83,7 @@ def answer_of(answer: Answer) -> Listing | SitemapError:
     if answer[0] == "error":
         return SitemapError(str(answer[1]), str(answer[2]))
     items = tuple(Listed(url, lastmod) for url, lastmod in answer[2])
-    return Listing(answer[1], items, bool(answer[3]))
+    return Listing(answer[1], items, bool(answer[3]), bool(answer[4]))
 
 
 def serve(requests: Connection, answers: Connection) -> None:

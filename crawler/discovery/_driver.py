@@ -327,6 +327,8 @@ class SourceCrawl:
         if isinstance(listing, SitemapError):
             self.listing_errors[listing.reason] += 1
             return []
+        if listing.too_large:  # read to its size bound only: its first entries are used
+            self.listing_errors["too_large"] += 1
         admitted: list[tuple[float, str]] = []
         dates: dict[str, float | None] = {}
         index = listing.kind == "sitemapindex"

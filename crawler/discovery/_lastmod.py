@@ -45,6 +45,8 @@ class Listing:
     items: tuple[Listed, ...]
     #: more entries than were read or kept: the rest were dropped
     truncated: bool = False
+    #: a sitemap read only to its size bound (the entries before it kept)
+    too_large: bool = False
 
 
 SNIFF_BYTES = 65_536
@@ -100,7 +102,8 @@ def read_listing(
         if isinstance(sitemap, SitemapError):
             return sitemap
         items = tuple(Listed(_resolved(base_url, e.loc), e.lastmod) for e in sitemap.entries)
-        return Listing(sitemap.kind, _newest(items, newest), sitemap.truncated)
+        kept = _newest(items, newest)
+        return Listing(sitemap.kind, kept, sitemap.truncated, sitemap.too_large)
     if root in _FEED_ROOTS:
         cap = max_entries if newest is None else min(newest, max_entries)
         feed = parse_feed(body, base_url=base_url, max_bytes=max_bytes, max_entries=cap)

@@ -23,9 +23,10 @@ Decisions:
   A real sitemap of 50,000 URLs with dates is about 5-8 MB; a site with more splits it (the
   protocol's index), and big crawlers read only the first part of larger ones. The bound is
   what a hostile 130 KB body may cost the reader, so it is kept at what real sitemaps need.
-  Passing it is a failure (``too_large``), not a cut: the entries read before it are **not**
-  used, as the fetcher refuses a body over its bound rather than keeping a prefix (one rule
-  for "too big" everywhere; a sitemap cut at the entry cap first is not too large).
+  Past it, reading stops: the entries read before it are kept (a real sitemap of 10 MB still
+  gives its first 40,000 URLs) and the sitemap is marked ``too_large`` (the caller records it
+  as a failed read and warns); with no entry read before it (a body of padding) it is a
+  :class:`SitemapError` (``too_large``). A sitemap cut at the entry cap first is not too large.
 - **Bad input is an error value, not an exception**: :func:`parse_sitemap` returns a
   :class:`SitemapError` with a reason (``too_large``, ``bad_gzip``, ``forbidden_xml``,
   ``malformed``, ``not_a_sitemap``) so the caller can record it as a failed read.
@@ -74,6 +75,7 @@ class Sitemap:
     kind: SitemapKind
     entries: tuple[SitemapEntry, ...]
     truncated: bool = False  # more than max_entries entries: reading stopped there
+    too_large: bool = False  # past max_bytes: reading stopped there (the entries before kept)
 
 
 @dataclass(frozen=True)
@@ -91,10 +93,10 @@ def inflated(body: bytes, max_bytes: int = MAX_BYTES) -> Iterator[bytes]:
     ``_TooLargeError`` before yielding past ``max_bytes`` and ``zlib.error`` on a corrupt stream
     (:func:`read_pieces` turns both into a :class:`SitemapError`)."""
     if not body.startswith(GZIP_MAGIC):
+        for at in range(0, min(len(body), max_bytes), CHUNK):
+            yield body[at : min(at + CHUNK, max_bytes)]
         if len(body) > max_bytes:
             raise _TooLargeError(f"{len(body)} bytes > {max_bytes}")
-        for at in range(0, len(body), CHUNK):
-            yield body[at : at + CHUNK]
         return
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     data = memoryview(body)
@@ -109,9 +111,10 @@ def inflated(body: bytes, max_bytes: int = MAX_BYTES) -> Iterator[bytes]:
                     break
             elif inflater.eof:
                 break  # trailing bytes after the gzip member are ignored, as gzip does
-        produced += len(piece)
-        if produced > max_bytes:
+        if produced + len(piece) > max_bytes:
+            yield piece[: max_bytes - produced]
             raise _TooLargeError(f"decompressed past {max_bytes} bytes")
+        produced += len(piece)
         yield piece
         if inflater.eof:
             break
@@ -223,7 +226,10 @@ def parse_sitemap(
     except _CapReachedError:
         pass
     except _TooLargeError as error:
-        return SitemapError("too_large", str(error))
+        if not handler.entries:
+            return SitemapError("too_large", str(error))
+        kind: SitemapKind = "urlset" if handler.kind == "urlset" else "sitemapindex"
+        return Sitemap(kind, tuple(handler.entries), True, too_large=True)
     except zlib.error as error:
         return SitemapError("bad_gzip", str(error))
     except defusedxml.DefusedXmlException as error:
@@ -234,5 +240,5 @@ def parse_sitemap(
         return SitemapError("malformed", str(error))
     if not handler.kind:
         return SitemapError("malformed", "no root element")
-    kind: SitemapKind = "urlset" if handler.kind == "urlset" else "sitemapindex"
-    return Sitemap(kind, tuple(handler.entries), handler.truncated)
+    read: SitemapKind = "urlset" if handler.kind == "urlset" else "sitemapindex"
+    return Sitemap(read, tuple(handler.entries), handler.truncated)

@@ -155,8 +155,9 @@ LISTING_READ_ENTRIES = 50_000
 #: listing failures that may not happen again with the same body (the rest are remembered
 #: with its hash: the same bytes are not read again to fail the same way)
 TRANSIENT_LISTING_FAILURES = frozenset({"timeout", "worker_lost"})
-#: sitemap indexes found looping, warned about once each (then forgotten past this many)
-MAX_LOOP_WARNED = 10_000
+#: listings warned about (a loop, a cut at the size bound), once each (then forgotten past
+#: this many)
+MAX_WARNED = 10_000
 #: listings read and waiting for their crawl to want them again (the oldest dropped first)
 MAX_FRESH_LISTINGS = 1_000
 #: share of a slot a listing read is waited for before it goes on in the background
@@ -288,7 +289,7 @@ class DiscoverySide:
             settings.discovery_listing_timeout_s,
         )
         self.relisting = ListingPacer(settings.discovery_listing_max_interval_slots)
-        self._loop_warned: set[str] = set()
+        self._warned: set[tuple[str, str]] = set()
         # listings being read (never waited for by a slot), and those read and not yet handed
         # to the crawl that polled them: it gets them the next time it wants the listing
         self._reading: dict[str, asyncio.Task[None]] = {}
@@ -771,6 +772,22 @@ class DiscoverySide:
             self._listing_failed(url, f"{read.reason} {read.detail}".strip(), True, kept)
         else:
             self.relisting.changed(url, self._slot_no, digest)
+            if read.too_large:
+                self._warn_once(
+                    "too_large",
+                    url,
+                    f"discovery: sitemap {url} is larger than discovery_listing_max_bytes="
+                    f"{self.settings.discovery_listing_max_bytes}: only its first "
+                    f"{len(read.items)} entries were read (raise the setting to read more)",
+                )
+
+    def _warn_once(self, what: str, url: str, message: str) -> None:
+        """A WARNING the first time ``what`` happens to ``url``, DEBUG afterwards."""
+        key = (what, url)
+        if len(self._warned) >= MAX_WARNED:
+            self._warned.clear()
+        log.log(logging.DEBUG if key in self._warned else logging.WARNING, "%s", message)
+        self._warned.add(key)
 
     def _listing_failed(
         self, url: str, reason: str, known: bool, digest: bytes | None = None
@@ -869,15 +886,11 @@ class DiscoverySide:
             listing=listing,
         )
         if crawl.listing_errors["loop"] > loops:  # an index listing itself: warned once
-            if len(self._loop_warned) >= MAX_LOOP_WARNED:
-                self._loop_warned.clear()
-            level = logging.DEBUG if url in self._loop_warned else logging.WARNING
-            self._loop_warned.add(url)
-            log.log(
-                level,
-                "source %s: sitemap index %s lists itself or an index above it (not followed)",
-                source.row.url,
+            self._warn_once(
+                "loop",
                 url,
+                f"source {source.row.url}: sitemap index {url} lists itself or an index above "
+                "it (not followed)",
             )
         hints = crawl.take_hints()  # disc-feeds: a sitemap's or feed's moved lastmod dates
         if hints and self.known is not None:

@@ -178,3 +178,14 @@ def test_a_sitemap_index_listing_itself_or_its_parent_is_not_followed() -> None:
     assert again is not None
     crawl.fetched(again, None, published=None, now=0.0, listing=error)
     assert crawl.listing_errors["too_large"] == 1
+
+
+def test_a_sitemap_past_the_size_bound_keeps_the_entries_before_it() -> None:
+    body = _urlset(100_000)  # 3.2 MB
+    for packed in (body, gzip.compress(body)):
+        sitemap = parse_sitemap(packed, max_bytes=1_000_000, max_entries=200_000)
+        assert isinstance(sitemap, Sitemap) and sitemap.too_large and sitemap.truncated
+        assert 25_000 < len(sitemap.entries) < 35_000  # about 1 MB of 32-byte entries
+        assert sitemap.entries[0].loc == "http://h/p/0"
+    listing = read_listing(body, "http://h/", max_bytes=1_000_000, newest=10)
+    assert isinstance(listing, Listing) and listing.too_large and len(listing.items) == 10
