@@ -1,19 +1,21 @@
 """Sitemaps and feeds read in a worker process, with a deadline, off the event loop.
 
 The service's discovery reads every sitemap and feed it fetches (``crawler.discovery``'s
-``read_listing``: bytes in, entries out). Read on the event loop, a hostile listing stalls
-every slot: a 130 KB gzip inflating to a valid 49 MB sitemap took the loop 4.7 s and the
-process 350 MB more (the whole document built, then cut to its first entries); a 5 MB feed
-of 100,000 items blocked the loop 8-12 s a read. The reader now streams and stops at its caps
-(``crawler.discovery``), and runs here, in one worker process of its own:
+``read_listing``: bytes in, entries out). Read on the event loop, a hostile listing stalled
+every slot: a gzip body of a few hundred KB inflating to a valid 49 MB sitemap took the loop
+4.7 s and the process 300 MB more (the whole document built, then cut to its first entries); a
+5 MB feed of 100,000 items blocked the loop 8-12 s a read. The reader now streams and stops at
+its caps (``crawler.discovery``), and runs here, in one worker process of its own:
 
 - **A process, not a thread.** Parsing is pure Python (expat's callbacks, feedparser), so a
-  thread holds the GIL for most of it and the loop still waits: measured with
+  thread holds the GIL for most of it and the loop still waits. Measured with
   ``benchmarks/listing_reads.py`` (the longest event-loop stall while one listing is read,
-  the machine shared with other jobs): the 49 MB sitemap 0.9 s inline, 0.2-0.9 s in a thread,
-  under 0.02 s in the process; the 100,000-item feed, cut at 1,000 items, 0.3 s inline,
-  0.1-0.3 s in a thread, under 0.02 s in the process. The process costs about 40 MB
-  (``crawler.discovery`` and its imports, not the service's) and a second to start, once.
+  median of 3 interleaved rounds, the machine shared with other jobs): the 49 MB sitemap,
+  streamed to 50,000 entries, 1.8 s inline, 0.14 s in a thread, 0.027 s in the process; the
+  100,000-item feed, cut at 1,000 items, 0.43 s inline, 0.031 s in a thread, 0.018 s in the
+  process (what is left is the pickling of the body and of the answer). The process costs
+  about 40 MB (``crawler.discovery`` and its imports, not the service's) and a second to
+  start, once, with the service when it has sources.
 - **A deadline** (``timeout_s``). A read that takes longer is abandoned: the worker is killed
   (it is busy in C or Python code that cannot be interrupted otherwise) and started again for
   the next read, and the read is a failure (``timeout``) of that listing, never a crash. A
