@@ -31,8 +31,8 @@ from tests.service.conftest import service_settings
 
 ORDINARY_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 HOSTILE_HOST = "127.0.0.5"
-SLOT_S = 0.2
-RUN_S = 8.0
+SLOT_S = 0.25
+RUN_S = 12.0
 POLLS_RATIO = 0.9
 RSS_GROWTH_MB = 100.0
 
@@ -167,7 +167,7 @@ async def _run(database_url: str, servers: Servers, source: str | None, **extra:
     return Run(counts, max(rss) - rss[0], worker_growth, reads)
 
 
-@pytest.mark.slow  # two 8 s runs of the service each
+@pytest.mark.slow  # two 12 s runs of the service each
 @pytest.mark.parametrize("source", ["/sitemap.xml.gz", "/feed.xml"])
 async def test_a_hostile_listing_leaves_other_hosts_their_polls_and_memory(
     database_url: str, servers: Servers, source: str
