@@ -174,6 +174,11 @@ class ListingReader:
         worker.close(wait=False)
 
     def close(self) -> None:
+        """Stop the worker: it leaves by itself when idle; one busy with a read is killed."""
         worker, self._worker, self._ready = self._worker, None, None
-        if worker is not None:
-            worker.close(wait=True)
+        if worker is None:
+            return
+        if worker.load:
+            with contextlib.suppress(OSError):
+                worker.process.kill()
+        worker.close(wait=not worker.load)
