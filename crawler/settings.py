@@ -223,6 +223,37 @@ class Settings(BaseSettings):
         "to be read every discovery_start_interval_slots; below it the interval grows as the "
         "yield falls (up to 100 slots)",
     )
+    # crawler/listings.py, crawler/discovery/_relisting.py: sitemaps and feeds, hostile or not
+    discovery_listing_max_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        le=50 * 1024 * 1024,
+        description="the most a sitemap or feed may inflate to (gzip) or weigh; past it the "
+        "read fails as too_large (the protocol allows 50 MB; real sitemaps of 50,000 URLs take "
+        "5-8 MB, and this bounds what a small hostile body may cost)",
+    )
+    discovery_listing_entries: int = Field(
+        1_000,
+        ge=1,
+        le=50_000,
+        description="the most recent entries of a sitemap or feed a source's crawl reads (a "
+        "sitemap is read to 50,000 entries to find them; a feed is cut at this many items)",
+    )
+    discovery_listing_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=600,
+        description="a sitemap or feed not read within this many seconds (in the listing "
+        "worker process) is abandoned and counted a failed read of that listing",
+    )
+    discovery_listing_max_interval_slots: int = Field(
+        16,
+        ge=1,
+        le=100_000,
+        description="a sitemap or feed is read again 1 slot after it changed, at doubling "
+        "intervals up to this many slots while it does not change (a 304 or the same body) "
+        "or fails (refused, unreadable, looping)",
+    )
 
     # delivery (crawler/delivery, docs/delivery.md): the outbox's events to webhooks
     delivery: bool = Field(

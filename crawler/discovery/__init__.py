@@ -27,7 +27,9 @@ from crawler.discovery._ordering import (
 )
 from crawler.discovery._pacing import StartPacer
 from crawler.discovery._patterns import PatternError, UrlPattern, compile_pattern
+from crawler.discovery._relisting import ListingPacer
 from crawler.discovery._seeds import SeedBandit
+from crawler.discovery._sitemaps import SitemapError
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url, url_template
 from crawler.discovery._weblog import Weblog
 
@@ -44,11 +46,13 @@ __all__ = [
     "LastmodTracker",
     "Listed",
     "Listing",
+    "ListingPacer",
     "PatternError",
     "Refusal",
     "ReinforcingAgent",
     "Scope",
     "SeedBandit",
+    "SitemapError",
     "SourceBudget",
     "SourceCrawl",
     "StartPacer",

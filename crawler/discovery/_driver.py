@@ -50,7 +50,13 @@ from yarl import URL
 from crawler.discovery._features import DIMENSIONS, text_state, words
 from crawler.discovery._fleets import make_fleet
 from crawler.discovery._forager import MAX_AGE, MAX_STEP, Fleet, Forager
-from crawler.discovery._lastmod import LastmodTracker, Listed, looks_like_listing, read_listing
+from crawler.discovery._lastmod import (
+    LastmodTracker,
+    Listed,
+    Listing,
+    looks_like_listing,
+    read_listing,
+)
 from crawler.discovery._links import extract_links, page_text
 from crawler.discovery._ordering import Vector
 from crawler.discovery._seeds import SeedBandit
@@ -59,6 +65,8 @@ from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url
 
 START_CHOICES = ("weblog", "bandit", "round_robin")
 MAX_HINTS = 10_000  # "lastmod moved" hints kept for the caller until it takes them
+MAX_LISTED_IN = 10_000  # sitemaps remembered with the index that listed them (then forgotten)
+MAX_INDEX_DEPTH = 100  # sitemap indexes followed up when looking for a cycle
 
 
 @dataclass
@@ -156,6 +164,8 @@ class SourceCrawl:
         self.lastmod = LastmodTracker()
         self.hints: deque[Listed] = deque(maxlen=MAX_HINTS)  # the newest kept
         self.listing_errors: Counter[str] = Counter()
+        #: a sitemap listed by an index -> the index that listed it first (cycles are dropped)
+        self._listed_in: dict[str, str] = {}
         self.not_modified = 0  # fetches answered 304 (no download)
 
     def new_slot(self) -> None:
@@ -238,11 +248,13 @@ class SourceCrawl:
         published: float | None,
         now: float,
         not_modified: bool = False,
+        listing: Listing | SitemapError | None = None,
     ) -> bool:
         """Report the fetch of the URL ``next_url`` returned (``html`` None: it failed; bytes:
         the raw body, which may be a sitemap or a feed, plain or gzip; ``not_modified``: a
-        conditional request answered 304, so the links read last time stand). True when the
-        page was new (and rewarded)."""
+        conditional request answered 304, so the links read last time stand; ``listing``: the
+        body was a sitemap or feed the caller read already, ``html`` is then ignored). True
+        when the page was new (and rewarded)."""
         if self._pending is None or self._pending != url or self._step is None:
             raise ValueError(f"{url!r} is not the URL handed out by next_url")
         self._pending = None
@@ -251,17 +263,18 @@ class SourceCrawl:
         depth = self.budget.depth.get(url, 0)
         links: list[tuple[str, Vector]] = []
         state = np.zeros(self.dimensions)
-        listing = False
         cached = self._cache.get(url) if not_modified else None
         if not_modified:
             self.not_modified += 1
             html = None
             if cached is not None:
                 state, links = cached
+        elif listing is not None:
+            links = self._read_listing(url, listing, depth, step)
+            html = None
         elif isinstance(html, bytes):
             if looks_like_listing(html):
-                listing = True
-                links = self._read_listing(url, html, depth, step)
+                links = self._read_listing(url, read_listing(html, url), depth, step)
                 html = None
             else:
                 html = html.decode("utf-8", "replace")
@@ -281,7 +294,7 @@ class SourceCrawl:
         else:  # a linked page downloaded at this step
             step.forager.frontier.update_state(url, state)
         relevant = False
-        if html is not None and not listing and url not in self.known:
+        if html is not None and url not in self.known:
             date = now if published is None else published
             for sent in step.forager.select_to_send([(url, date)], now):
                 verdict = self.fleet.agent.receive(step.forager, sent, date, now)
@@ -306,19 +319,32 @@ class SourceCrawl:
             self.bandit.credit(seed, amount)
 
     def _read_listing(
-        self, url: str, body: bytes, depth: int, step: _Step
+        self, url: str, listing: Listing | SitemapError, depth: int, step: _Step
     ) -> list[tuple[str, Vector]]:
-        """A sitemap's or feed's URLs as links (most recent first); hints from moved dates."""
-        listing = read_listing(body, url)
+        """A sitemap's or feed's URLs as links (most recent first); hints from moved dates.
+        A sitemap index listing itself or one of the indexes that led to it (a cycle) has that
+        entry dropped and counted as a ``loop`` error."""
         if isinstance(listing, SitemapError):
             self.listing_errors[listing.reason] += 1
             return []
+        if listing.too_large:  # read to its size bound only: its first entries are used
+            self.listing_errors["too_large"] += 1
         admitted: list[tuple[float, str]] = []
         dates: dict[str, float | None] = {}
+        index = listing.kind == "sitemapindex"
+        above = self._indexes_above(url) if index else set()
+        loops = 0
         for item in listing.items:
             target = self.budget.admit(item.url, url, depth + 1)
             if isinstance(target, Refusal):
                 continue
+            if index:
+                if target == url or target in above:
+                    loops += 1
+                    continue
+                if len(self._listed_in) >= MAX_LISTED_IN:
+                    self._listed_in.clear()
+                self._listed_in.setdefault(target, url)
             dates[target] = item.lastmod
             admitted.append((-(item.lastmod or float("-inf")), target))
             if listing.kind == "sitemapindex" and self.bandit is not None:
@@ -329,8 +355,19 @@ class SourceCrawl:
             if self.bandit is not None:
                 self.bandit.hint(item.url)
         self._credit(step.forager, float(len(moved)))
+        if loops:
+            self.listing_errors["loop"] += 1
         admitted.sort(key=lambda pair: pair[0])
         return [(u, text_state(" ".join(words(URL(u).path)), self.dimensions)) for _, u in admitted]
+
+    def _indexes_above(self, url: str) -> set[str]:
+        """The sitemap indexes that led to ``url`` (the one that listed it first, and so on)."""
+        above: set[str] = set()
+        parent = self._listed_in.get(url)
+        while parent is not None and parent not in above and len(above) < MAX_INDEX_DEPTH:
+            above.add(parent)
+            parent = self._listed_in.get(parent)
+        return above
 
     def _hand_out(self, url: str) -> str:
         self._pending = url

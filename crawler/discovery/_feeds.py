@@ -7,8 +7,17 @@ Decisions:
   be the hand-written parser the project avoids. It has no type hints, so it stays behind the
   typed :func:`parse_feed`. It is given bytes only (a string may be taken for a URL or a path
   and fetched), with HTML sanitizing and relative-URI rewriting off (we read links and dates,
-  never content). Measured here: 50,000 RSS items (4.4 MB) in 2.2 s (ElementTree: 0.3 s), so
-  the body is bounded (``max_bytes``, 10 MB by default) and at most ``max_entries`` kept.
+  never content). Measured here: 50,000 RSS items (4.4 MB) in 2.2 s (ElementTree: 0.3 s).
+- **Cut before feedparser, not after.** feedparser builds every entry of the document before
+  we see one, so a cap applied afterwards bounds nothing: a 4 MB feed of 100,000 items took
+  5-8 s a read. The body (inflated if gzip, at most ``max_bytes``) is therefore cut after its
+  ``max_entries``-th closing ``</item>`` or ``</entry>`` and joined to the document's own tail
+  (what follows its last item: the closing ``</channel></rss>`` or ``</feed>``), so feedparser
+  reads a well-formed feed of ``max_entries`` items and keeps all its leniency for ordinary
+  feeds, which are far below the cut (a feed is newest first: the cut drops the oldest). The
+  closing tags are found with one compiled pattern of the library's ``re`` (no nested
+  quantifier: linear in the body), in C. Measured on that feed (4.0 MB, 100,000 items):
+  feedparser on the whole of it 8.4 s; cut at 1,000 items, 0.08 s in all.
 - **Hostile input.** A feed declaring entities is refused before parsing (``forbidden_xml``):
   legitimate feeds do not declare any, and feedparser leaves entity expansion to expat, which
   expands a 5-level "billion laughs" to a megabyte before its own amplification limit stops
@@ -24,6 +33,7 @@ Decisions:
 from __future__ import annotations
 
 import calendar
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +43,23 @@ import feedparser
 
 from crawler.discovery._sitemaps import SitemapError, decompress
 
-MAX_FEED_BYTES = 10 * 1024 * 1024
-MAX_FEED_ENTRIES = 10_000
+MAX_FEED_BYTES = 8 * 1024 * 1024
+MAX_FEED_ENTRIES = 1_000
+#: the end of an RSS ``<item>`` or an Atom ``<entry>`` (any namespace prefix, any case)
+_ITEM_END = re.compile(rb"</(?:[a-z_][a-z0-9_.-]*:)?(?:item|entry)\s*>", re.IGNORECASE)
+
+
+def first_items(raw: bytes, max_entries: int) -> tuple[bytes, bool]:
+    """The feed cut after its ``max_entries``-th item, joined to its own tail (what follows
+    its last item), and whether anything was cut."""
+    cut = last = -1
+    for count, match in enumerate(_ITEM_END.finditer(raw), 1):
+        if count == max_entries:
+            cut = match.end()
+        last = match.end()
+    if cut < 0 or cut == last:
+        return raw, False
+    return raw[:cut] + raw[last:], True
 
 
 @dataclass(frozen=True)
@@ -82,12 +107,13 @@ def parse_feed(
         return raw
     if b"<!entity" in raw.lower():
         return SitemapError("forbidden_xml", "entity declaration")
+    raw, cut = first_items(raw, max_entries)
     parsed: Any = feedparser.parse(raw, sanitize_html=False, resolve_relative_uris=False)
     version = str(parsed.get("version") or "")
     if not version:
         return SitemapError("not_a_feed", "no RSS or Atom root")
     entries: list[FeedEntry] = []
-    truncated = False
+    truncated = cut
     for entry in parsed.entries:
         link = _link(entry)
         if link is None:

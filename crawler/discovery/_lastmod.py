@@ -20,6 +20,7 @@ but not reported (a site restoring an older copy is not news).
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import Literal
 from urllib.parse import urljoin
 
 from crawler.discovery._feeds import parse_feed
-from crawler.discovery._sitemaps import SitemapError, parse_sitemap
+from crawler.discovery._sitemaps import MAX_BYTES, MAX_ENTRIES, SitemapError, parse_sitemap
 
 ListingKind = Literal["urlset", "sitemapindex", "feed"]
 
@@ -42,6 +43,10 @@ class Listed:
 class Listing:
     kind: ListingKind
     items: tuple[Listed, ...]
+    #: more entries than were read or kept: the rest were dropped
+    truncated: bool = False
+    #: a sitemap read only to its size bound (the entries before it kept)
+    too_large: bool = False
 
 
 SNIFF_BYTES = 65_536
@@ -77,23 +82,50 @@ def looks_like_listing(body: bytes) -> bool:
     return root in _SITEMAP_ROOTS + _FEED_ROOTS
 
 
-def read_listing(body: bytes, base_url: str) -> Listing | SitemapError:
-    """The URLs a sitemap or feed lists, resolved against ``base_url``, with their dates."""
+def read_listing(
+    body: bytes,
+    base_url: str,
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_entries: int = MAX_ENTRIES,
+    newest: int | None = None,
+) -> Listing | SitemapError:
+    """The URLs a sitemap or feed lists, resolved against ``base_url``, with their dates: at
+    most ``max_entries`` read (a sitemap; a feed is cut at ``min(newest, max_entries)`` items,
+    newest first by convention), of which the ``newest`` most recent are kept (all: None),
+    in the document's order."""
     root = _root(body)
     if isinstance(root, SitemapError):
         return root
     if root in _SITEMAP_ROOTS:
-        sitemap = parse_sitemap(body)
+        sitemap = parse_sitemap(body, max_bytes=max_bytes, max_entries=max_entries)
         if isinstance(sitemap, SitemapError):
             return sitemap
-        items = tuple(Listed(urljoin(base_url, e.loc), e.lastmod) for e in sitemap.entries)
-        return Listing(sitemap.kind, items)
+        items = tuple(Listed(_resolved(base_url, e.loc), e.lastmod) for e in sitemap.entries)
+        kept = _newest(items, newest)
+        return Listing(sitemap.kind, kept, sitemap.truncated, sitemap.too_large)
     if root in _FEED_ROOTS:
-        feed = parse_feed(body, base_url=base_url)
+        cap = max_entries if newest is None else min(newest, max_entries)
+        feed = parse_feed(body, base_url=base_url, max_bytes=max_bytes, max_entries=cap)
         if isinstance(feed, SitemapError):
             return feed
-        return Listing("feed", tuple(Listed(e.link, e.updated) for e in feed.entries))
+        items = tuple(Listed(e.link, e.updated) for e in feed.entries)
+        return Listing("feed", _newest(items, newest), feed.truncated)
     return SitemapError("not_a_listing", "neither a sitemap nor a feed")
+
+
+def _resolved(base_url: str, loc: str) -> str:
+    """``loc`` resolved against ``base_url`` (urljoin costs 15 us: skipped when absolute)."""
+    return loc if loc.startswith(("http://", "https://")) else urljoin(base_url, loc)
+
+
+def _newest(items: tuple[Listed, ...], newest: int | None) -> tuple[Listed, ...]:
+    """The ``newest`` most recent items (undated ones last), in their order; all if None."""
+    if newest is None or len(items) <= newest:
+        return items
+    dates = [-math.inf if item.lastmod is None else item.lastmod for item in items]
+    ranked = sorted(range(len(items)), key=lambda k: -dates[k])
+    return tuple(items[k] for k in sorted(ranked[:newest]))
 
 
 class LastmodTracker:

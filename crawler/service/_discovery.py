@@ -57,6 +57,16 @@ guard as lower bounds (``Constraints.set_floors``), merged with the operator's; 
 take at most ``PACED_SHARE`` of the scheduler's polls. Measured (docs/discovery.md): 99% of the
 new pages found within 5 slots, 1% of discovery's downloads not new.
 
+*Sitemaps and feeds* are hostile input read by the service, not by the crawl workers. A
+listing body is hashed, then read in the listing worker process (``crawler.listings``: streamed,
+capped, with a deadline; a slot waits a quarter of its length for it, then the read goes on in
+the background and its links reach the crawl at its next turn). The same body is never parsed
+twice, and a listing is asked for again at most as often as it changes
+(``crawler.discovery.ListingPacer``: 1 slot after a change, doubling while unchanged or
+failing); a failing or looping listing is warned about once, then logged at DEBUG. Before, a
+49 MB sitemap was parsed on the event loop every slot (1 s slots lasted 6-9 s); measured
+through the service now, the other hosts keep their polls (docs/discovery.md).
+
 The clock is injectable (``clock``): the verdict "no older than 24 h" compares page dates with
 it, so a test serving a site in simulated time gives the matching clock.
 """
@@ -65,6 +75,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import math
@@ -81,9 +92,12 @@ from yarl import URL
 from crawler.detect import decode
 from crawler.discovery import (
     MAX_AGE,
+    Listing,
+    ListingPacer,
     Refusal,
     Scope,
     SeedBandit,
+    SitemapError,
     SourceBudget,
     SourceCrawl,
     StartPacer,
@@ -94,6 +108,7 @@ from crawler.discovery import (
 )
 from crawler.discovery._features import words
 from crawler.fetch import validate_url
+from crawler.listings import ListingLimits, ListingReader
 from crawler.metrics import CrawlerMetrics
 from crawler.settings import Settings
 from crawler.sites import site_of
@@ -146,6 +161,18 @@ MAX_HINTED = 10_000
 #: the last LEAD_WINDOW slots (the current slot's included), at least MIN_LEAD_RESERVE
 LEAD_WINDOW = 20
 MIN_LEAD_RESERVE = 2
+#: entries of a sitemap read at most to find its most recent ones (the protocol's limit)
+LISTING_READ_ENTRIES = 50_000
+#: listing failures that may not happen again with the same body (the rest are remembered
+#: with its hash: the same bytes are not read again to fail the same way)
+TRANSIENT_LISTING_FAILURES = frozenset({"timeout", "worker_lost"})
+#: listings warned about (a loop, a cut at the size bound), once each (then forgotten past
+#: this many)
+MAX_WARNED = 10_000
+#: listings read and waiting for their crawl to want them again (the oldest dropped first)
+MAX_FRESH_LISTINGS = 1_000
+#: share of a slot a listing read is waited for before it goes on in the background
+LISTING_GRACE = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,9 +217,10 @@ class _Slot:
     picked: set[str]
     deadline: float
     bodies: dict[str, str | None] = field(default_factory=dict)  # polled here: html or None
-    # disc-feeds: the raw body of a sitemap or feed (read as bytes: it may be gzip), and the
-    # URLs answered 304 to a conditional poll (their links read last time stand)
-    listings: dict[str, bytes] = field(default_factory=dict)
+    # disc-feeds: a sitemap or feed read (in the listing worker) or why it could not be, and
+    # the URLs answered 304 to a conditional poll or with the same listing body as last time
+    # (their links read last time stand)
+    listings: dict[str, Listing | SitemapError] = field(default_factory=dict)
     unchanged: set[str] = field(default_factory=set)
     dates: dict[str, float | None] = field(default_factory=dict)
     record: SlotDiscovery = field(default_factory=SlotDiscovery)
@@ -264,6 +292,40 @@ class DiscoverySide:
         self._hinted: OrderedDict[str, None] = OrderedDict()
         self._hint_polls = 0  # how many of this slot's re-polls were hinted
         self._waiting: deque[int] = deque(maxlen=LEAD_WINDOW)  # leads + hints at slot starts
+        # sitemaps and feeds: read in a worker process with a deadline (crawler.listings), and
+        # again at most as often as they change (crawler.discovery._relisting)
+        self.listings = ListingReader(
+            ListingLimits(
+                settings.discovery_listing_max_bytes,
+                LISTING_READ_ENTRIES,
+                settings.discovery_listing_entries,
+            ),
+            settings.discovery_listing_timeout_s,
+        )
+        self.relisting = ListingPacer(settings.discovery_listing_max_interval_slots)
+        self._warned: set[tuple[str, str]] = set()
+        # listings being read (never waited for by a slot), and those read and not yet handed
+        # to the crawl that polled them: it gets them the next time it wants the listing
+        self._reading: dict[str, asyncio.Task[None]] = {}
+        self._fresh: OrderedDict[str, Listing | SitemapError] = OrderedDict()
+
+    async def prepare(self) -> None:
+        """With sources, start the listing worker and wait until it answers (a second or
+        two, with the service's start rather than in its first slots)."""
+        try:
+            sources = await asyncio.to_thread(self.store.sources)
+        except StoreError as exc:
+            log.warning("discovery sources not read at start (read at the first slot): %s", exc)
+            return
+        if sources and self.settings.discovery_share > 0:
+            await self.listings.ready()
+
+    def close(self) -> None:
+        """Stop the listing reads and their worker (the service is leaving)."""
+        for task in self._reading.values():
+            task.cancel()
+        self._reading.clear()
+        self.listings.close()
 
     # ----- sources and capacity ----------------------------------------------------------
 
@@ -311,6 +373,8 @@ class DiscoverySide:
                 self.sources[sid] = _Source(row, topic=topic)
         if self.sources and self.known is None:
             self.known = await asyncio.to_thread(self.store.known_urls)
+        if self.sources:
+            self.listings.start()  # the listing worker takes a second to start: now
         active = self.active
         changed, self._was_active = active != self._was_active, active
         self._waiting.append(len(self._leads) + len(self._hinted))
@@ -591,7 +655,7 @@ class DiscoverySide:
             first = source.row.url
             if first not in slot.picked and first not in slot.bodies:
                 return first  # its first poll: its links become the start pages
-            self._start(source, slot.bodies.get(first), first in slot.listings)  # not again
+            self._start(source, slot.bodies.get(first), self._is_listing(first, slot))  # once
         crawl = source.crawl
         if crawl is None or source.fed:  # disc-fix: its start pages are read by the scheduler
             return None
@@ -601,6 +665,14 @@ class DiscoverySide:
                 break
             if url in slot.picked or self._disallowed(url):  # not again, or not allowed
                 crawl.fetched(url, None, published=None, now=self.clock())
+                continue
+            if (fresh := self._fresh.pop(url, None)) is not None:  # read since: its links
+                slot.listings[url], slot.bodies[url], slot.dates[url] = fresh, "", None
+                self._report(source, url, slot)
+                continue
+            if url in self._reading or not self.relisting.due(url, self._slot_no):
+                unchanged = self.relisting.failing(url) is None  # its links read last stand
+                crawl.fetched(url, None, published=None, now=self.clock(), not_modified=unchanged)
                 continue
             if url in slot.bodies:  # polled already in this slot: its body again
                 self._report(source, url, slot)
@@ -650,23 +722,109 @@ class DiscoverySide:
                 self._read.move_to_end(url)
                 slot.bodies[url], slot.dates[url] = cached[2], cached[3]
                 self._links(slot, cached[2], url)
+                if url in self.relisting:
+                    self.relisting.unchanged(url, self._slot_no)
                 continue
             if a.outcome != "ok" or a.body is None:
                 slot.errors += a.outcome == "error"
                 slot.bodies[url] = None
                 slot.dates[url] = None
+                reason = a.error_kind or f"{a.outcome} {a.status or ''}".strip()
+                self._listing_failed(url, reason, known=url in self.relisting)
                 continue
             slot.downloaded.append(url)
-            if looks_like_listing(a.body):  # disc-feeds: a sitemap or feed, read natively
-                slot.listings[url] = a.body
-            html, slot.dates[url] = page_of(a.body, a.content_type, a.last_modified)
+            if looks_like_listing(a.body):  # a sitemap or feed: read off the event loop
+                html, slot.dates[url] = "", _published("", a.last_modified)
+                await self._read_listing(slot, url, a.body, a.final_url or url)
+            else:
+                html, slot.dates[url] = page_of(a.body, a.content_type, a.last_modified)
+                self._links(slot, html, a.final_url or url)
             slot.bodies[url] = html
-            self._links(slot, html, a.final_url or url)
             if a.etag or a.last_modified:
                 self._read[url] = (a.etag, a.last_modified, html, slot.dates[url])
                 self._read.move_to_end(url)
                 while len(self._read) > MAX_READ_PAGES:
                     self._read.popitem(last=False)
+
+    async def _read_listing(self, slot: _Slot, url: str, body: bytes, base: str) -> None:
+        """A sitemap or feed: its body hashed first and read (in the listing worker, in the
+        background: no slot waits for it) only when the hash differs from the last read's.
+        Until the read is done the crawl keeps the links it read last time; a listing that
+        failed with these very bytes fails again without being read."""
+        digest = hashlib.blake2b(body, digest_size=16).digest()
+        if self.relisting.same_body(url, digest):
+            reason = self.relisting.failing(url)
+            if reason is None:
+                slot.unchanged.add(url)  # the crawl replays the links it read last time
+                self.relisting.unchanged(url, self._slot_no)
+            else:
+                slot.listings[url] = SitemapError(reason, "the same body as last time")
+                self._listing_failed(url, reason, known=True, digest=digest)
+            return
+        task = self._reading.get(url)
+        if task is None:
+            task = asyncio.create_task(self._read_off_loop(url, body, base, digest))
+            self._reading[url] = task
+        # an ordinary listing is read in milliseconds: waited for a little (then used in this
+        # slot); a long read goes on in the background, and the slot does not wait for it
+        grace = min(LISTING_GRACE * self.settings.slot_seconds, slot.deadline - time.monotonic())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), max(0.0, grace))
+        if (read := self._fresh.pop(url, None)) is not None:
+            slot.listings[url] = read
+        else:
+            slot.unchanged.add(url)  # being read: the links read last time stand meanwhile
+
+    async def _read_off_loop(self, url: str, body: bytes, base: str, digest: bytes) -> None:
+        """Read a listing in the worker; its result waits in ``_fresh`` for its crawl."""
+        try:
+            read = await self.listings.read(body, base)
+        except Exception as exc:  # never the service's end: a failed read of this listing
+            log.exception("listing %s not read", url)
+            read = SitemapError("worker_lost", repr(exc))
+        finally:
+            self._reading.pop(url, None)
+        self._fresh[url] = read
+        self._fresh.move_to_end(url)
+        while len(self._fresh) > MAX_FRESH_LISTINGS:
+            self._fresh.popitem(last=False)
+        if isinstance(read, SitemapError):
+            kept = None if read.reason in TRANSIENT_LISTING_FAILURES else digest
+            self._listing_failed(url, f"{read.reason} {read.detail}".strip(), True, kept)
+        else:
+            self.relisting.changed(url, self._slot_no, digest)
+            if read.too_large:
+                self._warn_once(
+                    "too_large",
+                    url,
+                    f"discovery: sitemap {url} is larger than discovery_listing_max_bytes="
+                    f"{self.settings.discovery_listing_max_bytes}: only its first "
+                    f"{len(read.items)} entries were read (raise the setting to read more)",
+                )
+
+    def _warn_once(self, what: str, url: str, message: str) -> None:
+        """A WARNING the first time ``what`` happens to ``url``, DEBUG afterwards."""
+        key = (what, url)
+        if len(self._warned) >= MAX_WARNED:
+            self._warned.clear()
+        log.log(logging.DEBUG if key in self._warned else logging.WARNING, "%s", message)
+        self._warned.add(key)
+
+    def _listing_failed(
+        self, url: str, reason: str, known: bool, digest: bytes | None = None
+    ) -> None:
+        """A read failed: read again at doubling intervals; a listing (``known``) or a
+        source's own page is warned about at the first failure of a run, then at DEBUG."""
+        first = self.relisting.failed(url, self._slot_no, reason, digest)
+        watched = known or any(s.row.url == url for s in self.sources.values())
+        level = logging.WARNING if first and watched else logging.DEBUG
+        log.log(
+            level,
+            "discovery: %s could not be read (%s); read again in %d slots",
+            url,
+            reason,
+            self.relisting.interval(url),
+        )
 
     @staticmethod
     def _links(slot: _Slot, html: str, base: str) -> None:
@@ -678,9 +836,16 @@ class DiscoverySide:
 
     def _fetched(self, source: _Source, url: str, slot: _Slot) -> None:
         if source.crawl is None:
-            self._start(source, slot.bodies.get(url), url in slot.listings)
+            self._start(source, slot.bodies.get(url), self._is_listing(url, slot))
+            if isinstance(slot.listings.get(url), Listing):
+                self.relisting.forget(url)  # its crawl has not read it yet: read it again
             return
         self._report(source, url, slot)
+
+    def _is_listing(self, url: str, slot: _Slot) -> bool:
+        if url in slot.listings or url in self._reading or url in self._fresh:
+            return True
+        return url in slot.unchanged and url in self.relisting
 
     def _start(self, source: _Source, html: str | None, listing: bool = False) -> None:
         """Build a source's crawl: its start pages from its saved state, else its page's
@@ -731,17 +896,23 @@ class DiscoverySide:
         published = slot.dates.get(url)
         now = self.clock()
         before = len(crawl.found)
-        listing = slot.listings.get(url)  # disc-feeds: sitemaps, feeds, 304s
-        unread = crawl.listing_errors.total()
+        listing = slot.listings.get(url)  # disc-feeds: sitemaps and feeds, read already
+        loops = crawl.listing_errors["loop"]
         crawl.fetched(
             url,
-            html if listing is None else listing,
+            html if listing is None else None,
             published=published,
             now=now,
             not_modified=url in slot.unchanged,
+            listing=listing,
         )
-        if crawl.listing_errors.total() > unread:  # disc-feeds: a hostile or broken listing
-            log.warning("source %s: %s could not be read as a sitemap or feed", source.row.url, url)
+        if crawl.listing_errors["loop"] > loops:  # an index listing itself: warned once
+            self._warn_once(
+                "loop",
+                url,
+                f"source {source.row.url}: sitemap index {url} lists itself or an index above "
+                "it (not followed)",
+            )
         hints = crawl.take_hints()  # disc-feeds: a sitemap's or feed's moved lastmod dates
         if hints and self.known is not None:
             known = [h.url for h in hints if h.url in self.known]

@@ -140,6 +140,7 @@ class CrawlLoop:
             log.info("started a new %s scheduler", name)
         self._apply_watch_list(*watched)
         await self._apply_constraints(None)  # issue 21: every URL's groups, bounds, pause
+        await self.discovery.prepare()  # the listing worker, started with the service
 
     def _watch_list(self) -> tuple[object, IdArray, FloatArray]:
         """(version, ids, importances) of the watch list; the version read first, so an edit

@@ -139,6 +139,7 @@ class CrawlService:
                 await asyncio.to_thread(self.cluster.stop)
             if self._http is not None:
                 await self._http.close()
+            self.loop.discovery.close()
             await self.poller.aclose()
             if self._own_store:
                 self.store.close()

@@ -156,6 +156,9 @@ async def test_a_sitemap_or_feed_source_through_the_service(database_url: str, s
             slot_seconds=0.1,
             discovery_max_step=0,
             discovery_seed_links=0,
+            # every listing asked for every slot (unchanged ones answer 304 or the same body,
+            # not parsed again): what is measured is reading them, not how often
+            discovery_listing_max_interval_slots=1,
         )
         async with CrawlService(settings) as service:
             service.loop.discovery.clock = lambda: EPOCH.timestamp() + site.now

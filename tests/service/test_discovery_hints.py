@@ -59,6 +59,9 @@ async def test_a_moved_lastmod_gets_the_watched_page_polled_at_once(database_url
             slot_seconds=0.1,
             discovery_max_step=0,
             discovery_seed_links=0,
+            # the sitemap read every slot (unchanged, it would be read at doubling intervals
+            # and a bump seen up to that many slots late): the hint's own delay is measured
+            discovery_listing_max_interval_slots=1,
         )
         async with CrawlService(settings) as service:
 
