@@ -10,16 +10,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from sqlalchemy import select
 
-from crawler.delivery import message_id, unified_diff
+from crawler.delivery import message_id
 from crawler.service import CrawlService
 from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
 from crawler.store.models import changes, deliveries
 from crawler.testsite import ChangingSite, zipf_rates
 from tests.delivery.conftest import Receiver
+from tests.detect.test_diff import apply_unified_diff
 from tests.service.conftest import service_settings
 
 
@@ -112,44 +111,5 @@ async def test_one_signed_event_per_true_change(database_url: str, receiver: Rec
                     ids[url], None, str(d["old_hash"]), str(d["new_hash"])
                 )
                 assert before is not None and after is not None
-                assert apply_unified(before, str(d["diff"])) == "\n".join(after.splitlines())
+                assert apply_unified_diff(before, str(d["diff"])) == after
     assert message_id(1) == "msg_1"
-
-
-def apply_unified(before: str, diff: str) -> str:
-    """Apply a unified diff (as ``unified_diff`` makes it) to ``before``: the text after."""
-    old = before.splitlines()
-    out: list[str] = []
-    at = 0
-    for line in diff.splitlines()[2:]:
-        if line.startswith("@@"):
-            old_range = line.split()[1].lstrip("-")  # "a,b" or "a"; b = 0: insert after a
-            start = int(old_range.split(",")[0])
-            first = start if old_range.endswith(",0") else start - 1
-            out.extend(old[at:first])
-            at = first
-        elif line.startswith(" "):
-            out.append(old[at])
-            at += 1
-        elif line.startswith("-"):
-            assert old[at] == line[1:]
-            at += 1
-        elif line.startswith("+"):
-            out.append(line[1:])
-    out.extend(old[at:])
-    return "\n".join(out)
-
-
-lines_st = st.lists(
-    st.sampled_from(["Home", "Prices 1", "Prices 2", "News", "", "a b"]), max_size=30
-)
-
-
-@given(lines_st, lines_st)
-def test_the_diff_turns_the_old_text_into_the_new(before: list[str], after: list[str]) -> None:
-    old, new = "\n".join(before), "\n".join(after)
-    diff = unified_diff(old, new)
-    if old.splitlines() == new.splitlines():
-        assert diff == ""
-    else:
-        assert apply_unified(old, diff) == "\n".join(new.splitlines())
