@@ -27,11 +27,18 @@ from crawler.discovery._ordering import (
 )
 from crawler.discovery._pacing import StartPacer
 from crawler.discovery._seeds import SeedBandit
+from crawler.discovery._sessions import (
+    SESSION_PARAMETERS,
+    OneOffLearner,
+    looks_like_token,
+    strip_sessions,
+)
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url, url_template
 from crawler.discovery._weblog import Weblog
 
 __all__ = [
     "MAX_AGE",
+    "SESSION_PARAMETERS",
     "START_CHOICES",
     "STRATEGIES",
     "BestFirstOrdering",
@@ -43,6 +50,7 @@ __all__ = [
     "LastmodTracker",
     "Listed",
     "Listing",
+    "OneOffLearner",
     "Refusal",
     "ReinforcingAgent",
     "Scope",
@@ -55,9 +63,11 @@ __all__ = [
     "canonical_url",
     "extract_links",
     "looks_like_listing",
+    "looks_like_token",
     "make_fleet",
     "page_text",
     "read_listing",
+    "strip_sessions",
     "text_state",
     "url_template",
 ]

@@ -5,8 +5,9 @@ Decisions:
 - Canonical form is w3lib's ``canonicalize_url`` (query arguments sorted, percent-encoding
   normalized, fragment dropped, dot segments resolved) after yarl has resolved the link against
   its page and dropped the default port (w3lib keeps ``:80``). Both are well-kept libraries;
-  the only hand-written parts are the list of session/tracking parameters and the removal of
-  ``;jsessionid=...`` path parameters, which neither library knows about.
+  the hand-written part is ``crawler.discovery._sessions``: session and tracking parameters,
+  ``;jsessionid=...`` path parameters and ``/s/<token>/``-style session segments, which
+  neither library knows about (its docstring says what counts as a session id).
 - A **trap** is a part of a site that produces unboundedly many URLs (an infinite calendar,
   session ids, faceted navigation). Canonicalization folds the session-id variants into one
   URL; the rest is held by limits that do not need to recognise the trap: a maximum depth
@@ -25,28 +26,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from w3lib.url import canonicalize_url, url_query_cleaner
+from w3lib.url import canonicalize_url
 from yarl import URL
 
-#: Query arguments that identify a session or a campaign, never a document.
-SESSION_PARAMETERS: tuple[str, ...] = (
-    "jsessionid",
-    "phpsessid",
-    "sessionid",
-    "session_id",
-    "sid",
-    "aspsessionid",
-    "cfid",
-    "cftoken",
-    "utm_source",
-    "utm_medium",
-    "utm_campaign",
-    "utm_term",
-    "utm_content",
-    "fbclid",
-    "gclid",
-)
-_PATH_SESSION = re.compile(r";(?:jsessionid|phpsessid|sid|sessionid)=[^/?#]*", re.IGNORECASE)
+from crawler.discovery._sessions import strip_sessions
+
 _DIGITS = re.compile(r"\d+")
 
 
@@ -68,15 +52,8 @@ def canonical_url(link: str, base: str | None = None) -> str | None:
             text = str(url.with_port(None).with_fragment(None))
     except (ValueError, TypeError, UnicodeError, KeyError):
         return None
-    text = _PATH_SESSION.sub("", text)
-    lowered = {name.lower() for name in SESSION_PARAMETERS}
-    if "?" in text:
-        names = [part.split("=", 1)[0] for part in text.split("?", 1)[1].split("&")]
-        drop = [name for name in names if name.lower() in lowered]
-        if drop:
-            text = url_query_cleaner(text, drop, remove=True)
     try:
-        return str(canonicalize_url(text))
+        return str(canonicalize_url(strip_sessions(text)))
     except (ValueError, UnicodeError):
         return None
 
