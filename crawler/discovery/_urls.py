@@ -22,7 +22,7 @@ Decisions:
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -32,6 +32,10 @@ from yarl import URL
 from crawler.discovery._sessions import strip_sessions
 
 _DIGITS = re.compile(r"\d+")
+#: links a source's budget remembers as admitted (with their depth; the least recently seen
+#: forgotten first: one heard again is simply admitted again) and URL templates it counts
+MAX_ADMITTED = 100_000
+MAX_TEMPLATES = 10_000
 
 
 def canonical_url(link: str, base: str | None = None) -> str | None:
@@ -139,7 +143,7 @@ class SourceBudget:
         self.pages = 0
         self.templates: Counter[str] = Counter()
         self.refused: Counter[Refusal] = Counter()
-        self.depth: dict[str, int] = {}
+        self.depth: OrderedDict[str, int] = OrderedDict()
 
     def admit(self, link: str, base: str | None, depth: int) -> str | Refusal:
         """The canonical URL if the link may be followed, else the reason it may not."""
@@ -148,6 +152,7 @@ class SourceBudget:
             return self._refuse(Refusal.INVALID)
         if url in self.depth:
             self.depth[url] = min(self.depth[url], depth)
+            self.depth.move_to_end(url)
             return url
         if not self.scope.in_scope(url):
             return self._refuse(Refusal.OUT_OF_SCOPE)
@@ -156,14 +161,18 @@ class SourceBudget:
         query = URL(url).query
         if len(query) > self.scope.max_query_arguments:
             return self._refuse(Refusal.TOO_MANY_ARGUMENTS)
-        template = url_template(url)
         limit = self.scope.template_budget
-        if limit is not None and self.templates[template] >= limit:
-            return self._refuse(Refusal.TEMPLATE_BUDGET)
+        if limit is not None:  # counted only with a budget (bounded: new ones refused past it)
+            template = url_template(url)
+            seen = self.templates.get(template)
+            if (seen or 0) >= limit or (seen is None and len(self.templates) >= MAX_TEMPLATES):
+                return self._refuse(Refusal.TEMPLATE_BUDGET)
+            self.templates[template] += 1
         if len(self.depth) >= self.scope.page_budget * 4:
             return self._refuse(Refusal.PAGE_BUDGET)
-        self.templates[template] += 1
         self.depth[url] = depth
+        while len(self.depth) > MAX_ADMITTED:
+            self.depth.popitem(last=False)
         return url
 
     def charge(self) -> bool:
