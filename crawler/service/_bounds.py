@@ -119,7 +119,7 @@ class Constraints:
             self.settings.default_min_interval_s,
             self.settings.default_max_interval_s,
         )
-        rule_lower, rule_upper = lower, upper
+        rule_lower, rule_upper = lower.copy(), upper.copy()  # not aliased by ``_reapply``
         lower, upper = self._with_discovery(ids, lower, upper)
         # what the scheduler has now: the last applied values (new URLs: no constraint)
         was_lower, was_upper = np.zeros(n), np.ones(n)
