@@ -57,6 +57,16 @@ guard as lower bounds (``Constraints.set_floors``), merged with the operator's; 
 take at most ``PACED_SHARE`` of the scheduler's polls. Measured (docs/discovery.md): 99% of the
 new pages found within 5 slots, 1% of discovery's downloads not new.
 
+*Traps* (a site that makes up new links on every fetch) are held in three places: the links
+heard from a start page are canonicalized with the session rules and the one-off values the
+``OneOffLearner`` learned from that page's fetches (``crawler.discovery._sessions``); each
+source records at most ``discovery_max_new_per_slot`` / ``_per_day`` new pages and, with
+``auto_watch``, has at most ``discovery_max_auto_watched`` on the watch list (a source past its
+caps gets no leads queued or polled); and every URL discovery watched has a ceiling in the
+scheduler's guard (``watched_ceilings``), so together they take at most
+``discovery_watched_share`` of its polls (``crawler.service._trap_caps``). Every map here that
+grows with what sites return is bounded (``MAX_*`` above, ``MAX_LINKED`` per slot).
+
 The clock is injectable (``clock``): the verdict "no older than 24 h" compares page dates with
 it, so a test serving a site in simulated time gives the matching clock.
 """
