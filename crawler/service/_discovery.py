@@ -834,12 +834,14 @@ class DiscoverySide:
                     capped,
                 )
 
-    def watched_ceilings(self, capacity: float) -> dict[int, float]:
+    def watched_ceilings(self, capacity: float, watched: int) -> dict[int, float]:
         """The upper bound of each URL discovery put on the watch list (start pages and
         auto-watched pages), so together they take at most ``discovery_watched_share`` of the
-        scheduler's ``capacity`` (crawler.service._trap_caps)."""
+        scheduler's ``capacity`` (more if the operator's URLs, ``watched`` less these, cannot
+        use the rest: crawler.service._trap_caps)."""
         ids = set(self._fed_ids.values()) | (self._auto_ids or set())
-        return watched_ceilings(ids, self.settings.discovery_watched_share, capacity)
+        others = max(0, watched - len(ids))
+        return watched_ceilings(ids, self.settings.discovery_watched_share, capacity, others)
 
     async def _record(self, slot: _Slot) -> DiscoverySummary:
         """Write the slot's discovery (retried with the next slot if the database refuses),

@@ -22,7 +22,10 @@ know, without recognising the trap:
   together) gets an upper bound of ``discovery_watched_share x capacity / their number``
   polls per slot in the scheduler's guard, so together they never take more than that share
   of the scheduler's polls, however many there are and however often they change; the rest
-  is the operator's URLs' (and whatever of the share discovery's URLs leave unused). The
+  is the operator's URLs' (and whatever of the share discovery's URLs leave unused). When the
+  operator's URLs are fewer than the rest of the capacity (each takes at most one poll a
+  slot), discovery's URLs may have what they cannot use: ``max(share x C, C - operator's
+  URLs)``, so a service that watches little besides start pages reads them as before. The
   same guard already holds the operator's bounds and the start pages' floors
   (``crawler.service._bounds``); a floor never lifts a URL above its ceiling.
 """
@@ -113,13 +116,17 @@ def _day(now: float) -> int:
     return math.floor(now / DAY_S)
 
 
-def watched_ceilings(ids: Iterable[int], share: float, capacity: float) -> dict[int, float]:
+def watched_ceilings(
+    ids: Iterable[int], share: float, capacity: float, others: int
+) -> dict[int, float]:
     """The upper bound (polls per slot) of each URL discovery put on the watch list, so that
-    together they take at most ``share`` of ``capacity``; {} when that bounds nothing."""
+    together they take at most ``share`` of ``capacity``, or more when the ``others`` (the
+    operator's URLs, one poll a slot each at most) could not use the rest; {} when that
+    bounds nothing."""
     ids = set(ids)
     if not ids or share >= 1.0:
         return {}
-    bound = share * capacity / len(ids)
+    bound = max(share * capacity, capacity - others) / len(ids)
     if bound >= 1.0:
         return {}
     return dict.fromkeys(sorted(ids), max(0.0, bound))

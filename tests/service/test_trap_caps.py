@@ -37,9 +37,11 @@ def test_the_days_count_is_taken_back_after_a_restart(caplog: pytest.LogCaptureF
 
 
 def test_watched_ceilings_share_the_capacity() -> None:
-    ceilings = watched_ceilings(range(40), 0.5, 20.0)
+    ceilings = watched_ceilings(range(40), 0.5, 20.0, others=100)
     assert set(ceilings) == set(range(40))
     assert sum(ceilings.values()) == pytest.approx(10.0)  # half of 20, together
-    assert watched_ceilings(range(5), 0.5, 20.0) == {}  # 2 each: bounds nothing
-    assert watched_ceilings(range(40), 1.0, 20.0) == {}  # share 1: no bound
-    assert watched_ceilings([], 0.5, 20.0) == {}
+    # 4 operator URLs use at most 4 polls a slot: discovery's URLs may have the other 16
+    assert sum(watched_ceilings(range(40), 0.5, 20.0, others=4).values()) == pytest.approx(16)
+    assert watched_ceilings(range(5), 0.5, 20.0, others=100) == {}  # 2 each: bounds nothing
+    assert watched_ceilings(range(40), 1.0, 20.0, others=100) == {}  # share 1: no bound
+    assert watched_ceilings([], 0.5, 20.0, others=100) == {}
