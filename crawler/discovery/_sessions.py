@@ -33,7 +33,8 @@ always did: a site that serves its pages without the session id (the common case
 is also in a cookie) is read once per page; one that does not answers 404 and the page
 expires. Either way the trap is bounded. The learner's memory is bounded
 (``MAX_PAGES`` pages, ``MAX_POSITIONS`` positions per page, ``MAX_HOSTS`` hosts with rules,
-``MAX_RULES`` rules per host; least recently used dropped first).
+``MAX_RULES`` rules per host; least recently used dropped first), and so is its time: it
+reads the first ``MAX_LINKS`` links of a fetch.
 
 Hand-written because neither w3lib nor yarl knows session ids beyond a parameter list
 (w3lib's ``url_query_cleaner`` is used to drop the query arguments).
@@ -89,6 +90,8 @@ MAX_PAGES = 1_000
 MAX_POSITIONS = 32
 MAX_HOSTS = 1_000
 MAX_RULES = 16
+#: links of one fetch the learner reads (a page listing more is judged on its first ones)
+MAX_LINKS = 1_000
 
 _SESSION_NAMES = frozenset(SESSION_PARAMETERS)
 _PATH_PARAMETER = re.compile(
@@ -192,7 +195,7 @@ class OneOffLearner:
         host = URL(page).raw_host or ""
         values: dict[Position, set[str]] = {}
         carriers: Counter[Position] = Counter()
-        for link in links:
+        for link in itertools.islice(links, MAX_LINKS):
             if (URL(link).raw_host or "") != host:
                 continue
             for position, value in _positions(link).items():
@@ -225,6 +228,8 @@ class OneOffLearner:
 
     def clean(self, url: str) -> str:
         """``url`` without the positions learned one-off on its host."""
+        if not self.rules:
+            return url
         host = URL(url).raw_host or ""
         rules = self.rules.get(host)
         if not rules:
