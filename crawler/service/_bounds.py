@@ -22,9 +22,9 @@ URL's upper bound (an operator's minimum interval still holds). And *ceilings*
 (``set_ceilings``): the URLs discovery put on the watch list get an upper bound each so that
 together they take at most ``discovery_watched_share`` of the scheduler's polls
 (``crawler.service._trap_caps``); the smaller upper bound wins, never below the operator's
-own lower bound, and a floor is clipped to half of it (``FLOOR_OF_CEILING``: a floor at the
-ceiling made the start pages added together fall due together, every few slots, ahead of
-every other pick).
+own lower bound, and a floor at or above it drops to half of it (``FLOOR_OF_CEILING``: a
+floor at the ceiling made the start pages added together fall due together, every few slots,
+ahead of every other pick); a floor below its ceiling stays.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from crawler.settings import Settings
 from crawler.store import FailureRow, PollRecord, Store, UrlRules
 
 FloatArray = NDArray[np.float64]
-#: the most of its ceiling a discovery floor may ask (see ``Constraints._with_discovery``)
+#: what a discovery floor at or above its ceiling drops to, times the ceiling (see
+#: ``Constraints._with_discovery``)
 FLOOR_OF_CEILING = 0.5
 IdArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -185,17 +186,18 @@ class Constraints:
     ) -> tuple[FloatArray, FloatArray]:
         """The operator's (lower, upper) with discovery's ceilings (the smaller upper bound,
         never below the operator's lower) and floors (the larger lower, never past upper)."""
-        room = upper
+        floors = _lookup(self._floors, ids, 0.0) if self._floors else None
         if self._ceilings:
             ceiling = _lookup(self._ceilings, ids, 1.0)
             upper = np.maximum(np.minimum(upper, ceiling), lower)
-            # a floor at its ceiling is a deadline every 1/ceiling slots: URLs added together
-            # fall due together and go ahead of every other pick (a burst that takes the
-            # operator's URLs' polls); at half of it the scheduler's own picks come first
-            room = np.where(ceiling < 1.0, FLOOR_OF_CEILING * ceiling, upper)
-        if self._floors:
-            floors = np.minimum(_lookup(self._floors, ids, 0.0), np.minimum(room, upper))
-            lower = np.maximum(lower, floors)
+            if floors is not None:
+                # a floor at its ceiling is a deadline every 1/ceiling slots: URLs added
+                # together fall due together and go ahead of every other pick (a burst that
+                # takes the operator's URLs' polls); at half of it the scheduler's own picks
+                # come first. A floor below its ceiling stays as it is.
+                floors = np.where(floors >= ceiling, FLOOR_OF_CEILING * ceiling, floors)
+        if floors is not None:
+            lower = np.maximum(lower, np.minimum(floors, upper))
         return lower, upper
 
     def after_slot(
