@@ -834,14 +834,17 @@ class DiscoverySide:
                     capped,
                 )
 
-    def watched_ceilings(self, capacity: float, watched: int) -> dict[int, float]:
+    def watched_ceilings(
+        self, capacity: float, watched: int, floors: dict[int, float] | None = None
+    ) -> dict[int, float]:
         """The upper bound of each URL discovery put on the watch list (start pages and
         auto-watched pages), so together they take at most ``discovery_watched_share`` of the
         scheduler's ``capacity`` (more if the operator's URLs, ``watched`` less these, cannot
         use the rest: crawler.service._trap_caps)."""
         ids = set(self._fed_ids.values()) | (self._auto_ids or set())
         others = max(0, watched - len(ids))
-        return watched_ceilings(ids, self.settings.discovery_watched_share, capacity, others)
+        share = self.settings.discovery_watched_share
+        return watched_ceilings(ids, share, capacity, others, floors)
 
     async def _record(self, slot: _Slot) -> DiscoverySummary:
         """Write the slot's discovery (retried with the next slot if the database refuses),

@@ -348,7 +348,9 @@ class CrawlLoop:
             floors = self.discovery.start_floors(self.scheduler.capacity)
             self.constraints.set_floors(self.scheduler, floors)
         # the URLs discovery watched: a bounded share of the scheduler's polls, together
-        ceilings = self.discovery.watched_ceilings(self.scheduler.capacity, self.scheduler.size)
+        ceilings = self.discovery.watched_ceilings(
+            self.scheduler.capacity, self.scheduler.size, floors
+        )
         self.constraints.set_ceilings(self.scheduler, ceilings)
         self.metrics.discovery_watched_ceiling.set(min(ceilings.values(), default=1.0))
         capacity = self.settings.effective_capacity(self.scheduler.size)

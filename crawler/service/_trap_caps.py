@@ -19,10 +19,12 @@ know, without recognising the trap:
   recorded but not watched.
 - **The operator's URLs keep their share** (:func:`watched_ceilings`): every URL discovery
   put on the watch list (its sources' start pages and auto-watched pages, all sources
-  together) gets an upper bound of ``discovery_watched_share x capacity / their number``
-  polls per slot in the scheduler's guard, so together they never take more than that share
-  of the scheduler's polls, however many there are and however often they change; the rest
-  is the operator's URLs' (and whatever of the share discovery's URLs leave unused). When the
+  together) gets an upper bound in the scheduler's guard, their budget
+  ``discovery_watched_share x capacity`` split by weight ``1 / their number + its floor`` (an
+  even part each, more for the start pages whose yield earned them a floor), so together
+  they never take more than that share of the scheduler's polls, however many there are
+  and however often they change; the rest is the operator's URLs' (and whatever of the
+  share discovery's URLs leave unused). When the
   operator's URLs are fewer than the rest of the capacity (each takes at most one poll a
   slot), discovery's URLs may have what they cannot use: ``max(share x C, C - operator's
   URLs)``, so a service that watches little besides start pages reads them as before. The
@@ -117,16 +119,26 @@ def _day(now: float) -> int:
 
 
 def watched_ceilings(
-    ids: Iterable[int], share: float, capacity: float, others: int
+    ids: Iterable[int],
+    share: float,
+    capacity: float,
+    others: int,
+    floors: Mapping[int, float] | None = None,
 ) -> dict[int, float]:
     """The upper bound (polls per slot) of each URL discovery put on the watch list, so that
     together they take at most ``share`` of ``capacity``, or more when the ``others`` (the
     operator's URLs, one poll a slot each at most) could not use the rest; {} when that
-    bounds nothing."""
-    ids = set(ids)
+    bounds nothing. The budget is split by weight ``1 / n + floor`` (``floors``: the paced
+    start pages' lower bounds): an even part for every URL, and more for the start pages
+    that pay, so a few paying sections among many may still be read every slot."""
+    ids = sorted(set(ids))
     if not ids or share >= 1.0:
         return {}
-    bound = max(share * capacity, capacity - others) / len(ids)
-    if bound >= 1.0:
+    budget = max(share * capacity, capacity - others)
+    floors = floors or {}
+    weights = [1.0 / len(ids) + max(0.0, floors.get(i, 0.0)) for i in ids]
+    total = sum(weights)
+    ceilings = {i: min(1.0, budget * w / total) for i, w in zip(ids, weights, strict=True)}
+    if all(c >= 1.0 for c in ceilings.values()):
         return {}
-    return dict.fromkeys(sorted(ids), max(0.0, bound))
+    return ceilings

@@ -45,3 +45,8 @@ def test_watched_ceilings_share_the_capacity() -> None:
     assert watched_ceilings(range(5), 0.5, 20.0, others=100) == {}  # 2 each: bounds nothing
     assert watched_ceilings(range(40), 1.0, 20.0, others=100) == {}  # share 1: no bound
     assert watched_ceilings([], 0.5, 20.0, others=100) == {}
+    # the start pages that pay (a floor) get more of the budget; the total stays within it
+    floors = {0: 0.5, 1: 0.5} | {k: 0.01 for k in range(2, 40)}
+    paced = watched_ceilings(range(40), 0.5, 20.0, others=100, floors=floors)
+    assert paced[0] == paced[1] == 1.0 and paced[2] < 0.2
+    assert sum(paced.values()) <= 10.0 + 1e-9
