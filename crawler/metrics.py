@@ -290,8 +290,9 @@ class CrawlerMetrics:
         )
         self.discovery_watched_ceiling = Gauge(
             "crawler_discovery_watched_ceiling_polls_per_slot",
-            "Upper bound on each URL discovery put on the watch list (discovery_watched_share "
-            "of the scheduler's polls over their number; 1 = not bound).",
+            "Polls per slot the URLs discovery put on the watch list may take together (the "
+            "sum of their upper bounds, discovery_watched_share of the scheduler's; 0 = not "
+            "bound).",
             registry=reg,
         )
         self.scheduler_info = Info("crawler_scheduler", "The scheduler in use.", registry=reg)

@@ -239,8 +239,9 @@ class Settings(BaseSettings):
         ge=0,
         le=1,
         description="the most of the scheduler's polls per slot the URLs discovery put on the "
-        "watch list (start pages and auto-watched pages, all sources together) may take: each "
-        "gets an upper bound of share x capacity / their number (1 = no bound)",
+        "watch list (start pages and auto-watched pages, all sources together) may take: share x "
+        "capacity split into upper bounds by weight 1 / their number + a start page's floor "
+        "(1 = no bound; more when the operator's URLs could not use the rest)",
     )
 
     @classmethod

@@ -352,7 +352,7 @@ class CrawlLoop:
             self.scheduler.capacity, self.scheduler.size, floors
         )
         self.constraints.set_ceilings(self.scheduler, ceilings)
-        self.metrics.discovery_watched_ceiling.set(min(ceilings.values(), default=1.0))
+        self.metrics.discovery_watched_ceiling.set(sum(ceilings.values()))
         capacity = self.settings.effective_capacity(self.scheduler.size)
         self.metrics.set_discovery_shares(
             self.discovery.reserved(capacity), len(floors), sum(floors.values())
