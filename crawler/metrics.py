@@ -73,6 +73,8 @@ ERROR_KINDS: Final[tuple[str, ...]] = (*FETCH_ERROR_KINDS, *JUDGE_ERROR_KINDS)
 #: Why a poll was deferred (label values of ``crawler_polls_deferred_total``): see
 #: ``crawler.workers.DEFERRED_REASONS``.
 DEFERRED_REASONS: Final[tuple[str, ...]] = ("politeness", "backoff", "timeout", "shutdown")
+#: the per-source discovery caps a dropped find is counted under
+DISCOVERY_CAPS: Final[tuple[str, ...]] = ("new_per_slot", "new_per_day", "auto_watched")
 
 #: What one attempt to deliver an event did (``crawler_delivery_attempts_total``).
 DELIVERY_OUTCOMES: Final[tuple[str, ...]] = ("delivered", "failed", "dead", "gone")
@@ -283,6 +285,20 @@ class CrawlerMetrics:
             "Polls per slot the paced start pages' floors ask of the scheduler, in all.",
             registry=reg,
         )
+        self.discovery_capped_total = Counter(
+            "crawler_discovery_capped",
+            "Pages a source found past its caps, dropped: by cap (new_per_slot, new_per_day: "
+            "not recorded; auto_watched: recorded, not watched).",
+            ["cap"],
+            registry=reg,
+        )
+        self.discovery_watched_ceiling = Gauge(
+            "crawler_discovery_watched_ceiling_polls_per_slot",
+            "Polls per slot the URLs discovery put on the watch list may take together (the "
+            "sum of their upper bounds, discovery_watched_share of the scheduler's; 0 = not "
+            "bound).",
+            registry=reg,
+        )
         self.scheduler_info = Info("crawler_scheduler", "The scheduler in use.", registry=reg)
         self.build_info = Info("crawler_build", "Version of the crawler.", registry=reg)
         self._init_cluster(reg)  # issue 20: the cluster worker's and coordinator's figures
@@ -298,6 +314,8 @@ class CrawlerMetrics:
             self.discovery_polls_total.labels(result=result)
         for reason in ("unlinked", "dead"):
             self.discovered_expired_total.labels(reason=reason)
+        for cap in DISCOVERY_CAPS:
+            self.discovery_capped_total.labels(cap=cap)
 
         self._host_errors: _TopHosts | None = None
         self._host_deferred: _TopHosts | None = None
@@ -493,6 +511,11 @@ class CrawlerMetrics:
         self.discovery_reserved_polls.set(reserved)
         self.discovery_paced_start_pages.set(paced)
         self.discovery_start_floor_polls.set(floor_polls)
+
+    def observe_capped(self, cap: str, count: int) -> None:
+        """``count`` pages a source found past cap ``cap`` (one of ``DISCOVERY_CAPS``)."""
+        if count:
+            self.discovery_capped_total.labels(cap=cap).inc(count)
 
     def observe_commit(self, duration_s: float) -> None:
         """One slot's database commit took ``duration_s``."""

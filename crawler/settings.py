@@ -285,6 +285,45 @@ class Settings(BaseSettings):
         "and marked diff_truncated)",
     )
 
+    # per-source caps that keep a trap (fresh session ids, an endless calendar) from growing
+    # the discovered table and the watch list without bound (crawler/service/_trap_caps.py)
+    discovery_max_new_per_slot: int = Field(
+        20,
+        ge=0,
+        le=1_000_000,
+        description="new pages one source may record per slot; its further finds that slot are "
+        "counted (crawler_discovery_capped_total) and dropped, not recorded",
+    )
+    discovery_max_new_per_day: int = Field(
+        1_000,
+        ge=0,
+        le=100_000_000,
+        description="new pages one source may record per UTC day (counted from the database "
+        "at start); past it its finds are counted and dropped until the next day",
+    )
+    discovery_max_auto_watched: int = Field(
+        1_000,
+        ge=0,
+        le=100_000_000,
+        description="pages of one auto-watch source on the watch list at once (added by "
+        "discovery, not expired); past it its new pages are recorded but not watched",
+    )
+    discovery_max_auto_watched_per_slot: int = Field(
+        10,
+        ge=0,
+        le=1_000_000,
+        description="pages one auto-watch source may add to the watch list per slot",
+    )
+    discovery_watched_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="the most of the scheduler's polls per slot the URLs discovery put on the "
+        "watch list (start pages and auto-watched pages, all sources together) may take: share x "
+        "capacity split into upper bounds by weight 1 / their number + a start page's floor "
+        "(1 = no bound; more when the operator's URLs could not use the rest)",
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -29,12 +29,19 @@ from crawler.discovery._pacing import StartPacer
 from crawler.discovery._patterns import PatternError, UrlPattern, compile_pattern
 from crawler.discovery._relisting import ListingPacer
 from crawler.discovery._seeds import SeedBandit
+from crawler.discovery._sessions import (
+    SESSION_PARAMETERS,
+    OneOffLearner,
+    looks_like_token,
+    strip_sessions,
+)
 from crawler.discovery._sitemaps import SitemapError
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url, url_template
 from crawler.discovery._weblog import Weblog
 
 __all__ = [
     "MAX_AGE",
+    "SESSION_PARAMETERS",
     "START_CHOICES",
     "STRATEGIES",
     "BestFirstOrdering",
@@ -47,6 +54,7 @@ __all__ = [
     "Listed",
     "Listing",
     "ListingPacer",
+    "OneOffLearner",
     "PatternError",
     "Refusal",
     "ReinforcingAgent",
@@ -63,9 +71,11 @@ __all__ = [
     "compile_pattern",
     "extract_links",
     "looks_like_listing",
+    "looks_like_token",
     "make_fleet",
     "page_text",
     "read_listing",
+    "strip_sessions",
     "text_state",
     "url_template",
 ]

@@ -41,7 +41,7 @@ feed is never itself reported new.
 from __future__ import annotations
 
 import random
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,6 +67,7 @@ START_CHOICES = ("weblog", "bandit", "round_robin")
 MAX_HINTS = 10_000  # "lastmod moved" hints kept for the caller until it takes them
 MAX_LISTED_IN = 10_000  # sitemaps remembered with the index that listed them (then forgotten)
 MAX_INDEX_DEPTH = 100  # sitemap indexes followed up when looking for a cycle
+MAX_CACHED_PAGES = 5_000  # pages whose state and links are kept for a 304 (LRU)
 
 
 @dataclass
@@ -145,7 +146,9 @@ class SourceCrawl:
         self.slice_steps = slice_steps
         self._in_slice = 0
         self._slot: set[str] = set()
-        self._cache: dict[str, tuple[Vector, list[tuple[str, Vector]]]] = {}
+        # pages read (their state and links, replayed on a 304): the least recently read
+        # dropped first past MAX_CACHED_PAGES, so memory is bounded whatever a site returns
+        self._cache: OrderedDict[str, tuple[Vector, list[tuple[str, Vector]]]] = OrderedDict()
         self.lookahead = lookahead
         self._step: _Step | None = None
         self._pending: str | None = None
@@ -287,6 +290,9 @@ class SourceCrawl:
                 hint = f"{anchor} {' '.join(words(URL(target).path))}"
                 links.append((target, text_state(hint, self.dimensions)))
         self._cache[url] = (state, links)
+        self._cache.move_to_end(url)
+        while len(self._cache) > MAX_CACHED_PAGES:
+            self._cache.popitem(last=False)
         if step.lookahead is None:  # the step's own page
             step.forager.observe(url, state, links)
             unknown = [link for link, _ in links if link not in self.known]

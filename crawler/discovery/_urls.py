@@ -5,8 +5,9 @@ Decisions:
 - Canonical form is w3lib's ``canonicalize_url`` (query arguments sorted, percent-encoding
   normalized, fragment dropped, dot segments resolved) after yarl has resolved the link against
   its page and dropped the default port (w3lib keeps ``:80``). Both are well-kept libraries;
-  the only hand-written parts are the list of session/tracking parameters and the removal of
-  ``;jsessionid=...`` path parameters, which neither library knows about.
+  the hand-written part is ``crawler.discovery._sessions``: session and tracking parameters,
+  ``;jsessionid=...`` path parameters and ``/s/<token>/``-style session segments, which
+  neither library knows about (its docstring says what counts as a session id).
 - A **trap** is a part of a site that produces unboundedly many URLs (an infinite calendar,
   session ids, faceted navigation). Canonicalization folds the session-id variants into one
   URL; the rest is held by limits that do not need to recognise the trap: a maximum depth
@@ -23,35 +24,21 @@ Decisions:
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from w3lib.url import canonicalize_url, url_query_cleaner
+from w3lib.url import canonicalize_url
 from yarl import URL
 
 from crawler.discovery._patterns import UrlPattern, compile_pattern
+from crawler.discovery._sessions import strip_sessions
 
-#: Query arguments that identify a session or a campaign, never a document.
-SESSION_PARAMETERS: tuple[str, ...] = (
-    "jsessionid",
-    "phpsessid",
-    "sessionid",
-    "session_id",
-    "sid",
-    "aspsessionid",
-    "cfid",
-    "cftoken",
-    "utm_source",
-    "utm_medium",
-    "utm_campaign",
-    "utm_term",
-    "utm_content",
-    "fbclid",
-    "gclid",
-)
-_PATH_SESSION = re.compile(r";(?:jsessionid|phpsessid|sid|sessionid)=[^/?#]*", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
+#: links a source's budget remembers as admitted (with their depth; the least recently seen
+#: forgotten first: one heard again is simply admitted again) and URL templates it counts
+MAX_ADMITTED = 100_000
+MAX_TEMPLATES = 10_000
 
 
 def canonical_url(link: str, base: str | None = None) -> str | None:
@@ -72,15 +59,8 @@ def canonical_url(link: str, base: str | None = None) -> str | None:
             text = str(url.with_port(None).with_fragment(None))
     except (ValueError, TypeError, UnicodeError, KeyError):
         return None
-    text = _PATH_SESSION.sub("", text)
-    lowered = {name.lower() for name in SESSION_PARAMETERS}
-    if "?" in text:
-        names = [part.split("=", 1)[0] for part in text.split("?", 1)[1].split("&")]
-        drop = [name for name in names if name.lower() in lowered]
-        if drop:
-            text = url_query_cleaner(text, drop, remove=True)
     try:
-        return str(canonicalize_url(text))
+        return str(canonicalize_url(strip_sessions(text)))
     except (ValueError, UnicodeError):
         return None
 
@@ -168,7 +148,7 @@ class SourceBudget:
         self.pages = 0
         self.templates: Counter[str] = Counter()
         self.refused: Counter[Refusal] = Counter()
-        self.depth: dict[str, int] = {}
+        self.depth: OrderedDict[str, int] = OrderedDict()
 
     def admit(self, link: str, base: str | None, depth: int) -> str | Refusal:
         """The canonical URL if the link may be followed, else the reason it may not."""
@@ -177,6 +157,7 @@ class SourceBudget:
             return self._refuse(Refusal.INVALID)
         if url in self.depth:
             self.depth[url] = min(self.depth[url], depth)
+            self.depth.move_to_end(url)
             return url
         if not self.scope.in_scope(url):
             return self._refuse(Refusal.OUT_OF_SCOPE)
@@ -185,14 +166,18 @@ class SourceBudget:
         query = URL(url).query
         if len(query) > self.scope.max_query_arguments:
             return self._refuse(Refusal.TOO_MANY_ARGUMENTS)
-        template = url_template(url)
         limit = self.scope.template_budget
-        if limit is not None and self.templates[template] >= limit:
-            return self._refuse(Refusal.TEMPLATE_BUDGET)
+        if limit is not None:  # counted only with a budget (bounded: new ones refused past it)
+            template = url_template(url)
+            seen = self.templates.get(template)
+            if (seen or 0) >= limit or (seen is None and len(self.templates) >= MAX_TEMPLATES):
+                return self._refuse(Refusal.TEMPLATE_BUDGET)
+            self.templates[template] += 1
         if len(self.depth) >= self.scope.page_budget * 4:
             return self._refuse(Refusal.PAGE_BUDGET)
-        self.templates[template] += 1
         self.depth[url] = depth
+        while len(self.depth) > MAX_ADMITTED:
+            self.depth.popitem(last=False)
         return url
 
     def charge(self) -> bool:

@@ -18,7 +18,13 @@ The failure record is ``_failures.py``'s.
 Discovery asks for *floors* too (``set_floors``): with ``discovery_watch_starts`` each watched
 start page gets a lower bound from its yield of new pages (``crawler.discovery._pacing``).
 A floor is merged with the operator's bounds: the larger lower bound wins, never above the
-URL's upper bound (an operator's minimum interval still holds).
+URL's upper bound (an operator's minimum interval still holds). And *ceilings*
+(``set_ceilings``): the URLs discovery put on the watch list get an upper bound each so that
+together they take at most ``discovery_watched_share`` of the scheduler's polls
+(``crawler.service._trap_caps``); the smaller upper bound wins, never below the operator's
+own lower bound, and a floor at or above it drops to half of it (``FLOOR_OF_CEILING``: a
+floor at the ceiling made the start pages added together fall due together, every few slots,
+ahead of every other pick); a floor below its ceiling stays.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ from crawler.settings import Settings
 from crawler.store import FailureRow, PollRecord, Store, UrlRules
 
 FloatArray = NDArray[np.float64]
+#: what a discovery floor at or above its ceiling drops to, times the ceiling (see
+#: ``Constraints._with_discovery``)
+FLOOR_OF_CEILING = 0.5
 IdArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
@@ -76,6 +85,10 @@ class Constraints:
         self._rule_lower: FloatArray = np.empty(0)
         #: discovery's floors: URL id -> polls per slot
         self._floors: dict[int, float] = {}
+        #: the operator's upper bounds alone (before discovery's ceilings), per ``_ids``
+        self._rule_upper: FloatArray = np.empty(0)
+        #: discovery's ceilings: URL id -> polls per slot
+        self._ceilings: dict[int, float] = {}
 
     async def refresh(self, scheduler: schedulers.Scheduler, store: Store, version: int) -> None:
         """Apply the store's rules (at start: everything, the failure record included; on a
@@ -107,8 +120,8 @@ class Constraints:
             self.settings.default_min_interval_s,
             self.settings.default_max_interval_s,
         )
-        rule_lower = lower
-        lower = self._with_floors(ids, lower, upper)
+        rule_lower, rule_upper = lower.copy(), upper.copy()  # not aliased by ``_reapply``
+        lower, upper = self._with_discovery(ids, lower, upper)
         # what the scheduler has now: the last applied values (new URLs: no constraint)
         was_lower, was_upper = np.zeros(n), np.ones(n)
         was_paused = np.zeros(n, dtype=bool)
@@ -129,16 +142,28 @@ class Constraints:
         if go.any():
             scheduler.resume(ids[go])
         self._ids, self._lower, self._upper, self._paused = ids, lower, upper, paused
-        self._rule_lower = rule_lower
+        self._rule_lower, self._rule_upper = rule_lower, rule_upper
 
     def set_floors(self, scheduler: schedulers.Scheduler, floors: dict[int, float]) -> int:
         """Discovery's lower bounds (URL id -> polls per slot; an id left out has none),
         merged with the operator's; how many URLs' bounds the scheduler was given again."""
         if floors == self._floors:
             return 0
-        touched = set(self._floors) ^ set(floors)
-        touched |= {i for i, f in floors.items() if self._floors.get(i) != f}
+        touched = _changed(self._floors, floors)
         self._floors = dict(floors)
+        return self._reapply(scheduler, touched)
+
+    def set_ceilings(self, scheduler: schedulers.Scheduler, ceilings: dict[int, float]) -> int:
+        """Discovery's upper bounds (URL id -> polls per slot; an id left out has none),
+        merged with the operator's; how many URLs' bounds the scheduler was given again."""
+        if ceilings == self._ceilings:
+            return 0
+        touched = _changed(self._ceilings, ceilings)
+        self._ceilings = dict(ceilings)
+        return self._reapply(scheduler, touched)
+
+    def _reapply(self, scheduler: schedulers.Scheduler, touched: set[int]) -> int:
+        """Give the scheduler the merged bounds of the ``touched`` URLs that moved."""
         if not touched or not self._ids.size:
             return 0
         wanted = np.array(sorted(touched), dtype=np.int64)
@@ -148,30 +173,53 @@ class Constraints:
         if not pos.size:
             return 0
         ids = self._ids[pos]
-        lower = self._with_floors(ids, self._rule_lower[pos], self._upper[pos])
-        moved = lower != self._lower[pos]
+        lower, upper = self._with_discovery(ids, self._rule_lower[pos], self._rule_upper[pos])
+        moved = (lower != self._lower[pos]) | (upper != self._upper[pos])
         if moved.any():
-            scheduler.set_bounds(ids[moved], lower=lower[moved], upper=self._upper[pos][moved])
+            scheduler.set_bounds(ids[moved], lower=lower[moved], upper=upper[moved])
             self._lower[pos[moved]] = lower[moved]
+            self._upper[pos[moved]] = upper[moved]
         return int(moved.sum())
 
-    def _with_floors(self, ids: IdArray, lower: FloatArray, upper: FloatArray) -> FloatArray:
-        """``lower`` raised to discovery's floors where they are higher (never past ``upper``)."""
-        if not self._floors:
-            return lower
-        keys = np.fromiter(self._floors, dtype=np.int64, count=len(self._floors))
-        values = np.fromiter(self._floors.values(), dtype=np.float64, count=len(self._floors))
-        order = np.argsort(keys)
-        keys, values = keys[order], values[order]
-        at = np.minimum(np.searchsorted(keys, ids), keys.size - 1)
-        floors = np.where(keys[at] == ids, values[at], 0.0)
-        return np.maximum(lower, np.minimum(floors, upper))
+    def _with_discovery(
+        self, ids: IdArray, lower: FloatArray, upper: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
+        """The operator's (lower, upper) with discovery's ceilings (the smaller upper bound,
+        never below the operator's lower) and floors (the larger lower, never past upper)."""
+        floors = _lookup(self._floors, ids, 0.0) if self._floors else None
+        if self._ceilings:
+            ceiling = _lookup(self._ceilings, ids, 1.0)
+            upper = np.maximum(np.minimum(upper, ceiling), lower)
+            if floors is not None:
+                # a floor at its ceiling is a deadline every 1/ceiling slots: URLs added
+                # together fall due together and go ahead of every other pick (a burst that
+                # takes the operator's URLs' polls); at half of it the scheduler's own picks
+                # come first. A floor below its ceiling stays as it is.
+                floors = np.where(floors >= ceiling, FLOOR_OF_CEILING * ceiling, floors)
+        if floors is not None:
+            lower = np.maximum(lower, np.minimum(floors, upper))
+        return lower, upper
 
     def after_slot(
         self, scheduler: schedulers.Scheduler, polls: list[PollRecord]
     ) -> tuple[FailureRow, ...]:
         """Report the slot's failed polls to the scheduler; the records to commit."""
         return self.failures.after_slot(scheduler, polls)
+
+
+def _changed(old: dict[int, float], new: dict[int, float]) -> set[int]:
+    """The ids whose value differs between ``old`` and ``new`` (present in one only too)."""
+    return (set(old) ^ set(new)) | {i for i, v in new.items() if old.get(i) != v}
+
+
+def _lookup(values: dict[int, float], ids: IdArray, default: float) -> FloatArray:
+    """``values[id]`` for each of ``ids`` (``default`` where absent)."""
+    keys = np.fromiter(values, dtype=np.int64, count=len(values))
+    vals = np.fromiter(values.values(), dtype=np.float64, count=len(values))
+    order = np.argsort(keys)
+    keys, vals = keys[order], vals[order]
+    at = np.minimum(np.searchsorted(keys, ids), keys.size - 1)
+    return np.where(keys[at] == ids, vals[at], default)
 
 
 def _read(

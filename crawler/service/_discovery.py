@@ -67,6 +67,16 @@ failing); a failing or looping listing is warned about once, then logged at DEBU
 49 MB sitemap was parsed on the event loop every slot (1 s slots lasted 6-9 s); measured
 through the service now, the other hosts keep their polls (docs/discovery.md).
 
+*Traps* (a site that makes up new links on every fetch) are held in three places: the links
+heard from a start page are canonicalized with the session rules and the one-off values the
+``OneOffLearner`` learned from that page's fetches (``crawler.discovery._sessions``); each
+source records at most ``discovery_max_new_per_slot`` / ``_per_day`` new pages and, with
+``auto_watch``, has at most ``discovery_max_auto_watched`` on the watch list (a source past its
+caps gets no leads queued or polled); and every URL discovery watched has a ceiling in the
+scheduler's guard (``watched_ceilings``), so together they take at most
+``discovery_watched_share`` of its polls (``crawler.service._trap_caps``). Every map here that
+grows with what sites return is bounded (``MAX_*`` above, ``MAX_LINKED`` per slot).
+
 The clock is injectable (``clock``): the verdict "no older than 24 h" compares page dates with
 it, so a test serving a site in simulated time gives the matching clock.
 """
@@ -75,6 +85,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -94,6 +105,7 @@ from crawler.discovery import (
     MAX_AGE,
     Listing,
     ListingPacer,
+    OneOffLearner,
     Refusal,
     Scope,
     SeedBandit,
@@ -110,6 +122,7 @@ from crawler.discovery._features import words
 from crawler.fetch import validate_url
 from crawler.listings import ListingLimits, ListingReader
 from crawler.metrics import CrawlerMetrics
+from crawler.service._trap_caps import NewPageCaps, day_start, watched_ceilings
 from crawler.settings import Settings
 from crawler.sites import site_of
 from crawler.store import (
@@ -173,6 +186,9 @@ MAX_WARNED = 10_000
 MAX_FRESH_LISTINGS = 1_000
 #: share of a slot a listing read is waited for before it goes on in the background
 LISTING_GRACE = 0.25
+#: links remembered per slot as linked by a fetched page (they refresh ``last_linked_at``;
+#: a page listing more has the rest left out this slot)
+MAX_LINKED = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +324,16 @@ class DiscoverySide:
         # to the crawl that polled them: it gets them the next time it wants the listing
         self._reading: dict[str, asyncio.Task[None]] = {}
         self._fresh: OrderedDict[str, Listing | SitemapError] = OrderedDict()
+        # traps (crawler.service._trap_caps): new pages per source per slot and day; one-off
+        # link values learned from the start pages' fetches; the URL ids of the pages
+        # discovery auto-watched (with the start pages: bounded share of the scheduler)
+        self.caps = NewPageCaps(
+            settings.discovery_max_new_per_slot, settings.discovery_max_new_per_day
+        )
+        self.learner = OneOffLearner()
+        self._auto_ids: set[int] | None = None
+        self._caps_loaded = False
+        self._watch_capped_logged = False
 
     async def prepare(self) -> None:
         """With sources, start the listing worker and wait until it answers (a second or
@@ -358,6 +384,8 @@ class DiscoverySide:
             if sid not in current or current[sid].spec != self.sources[sid].row.spec:
                 del self.sources[sid]
                 self._unfeed(sid)
+                if sid not in current:
+                    self.caps.forget([sid])
         for sid in [sid for sid in self.unusable if sid not in current]:
             del self.unusable[sid]
         for sid, row in current.items():
@@ -373,6 +401,12 @@ class DiscoverySide:
                 self.sources[sid] = _Source(row, topic=topic)
         if self.sources and self.known is None:
             self.known = await asyncio.to_thread(self.store.known_urls)
+        if self.sources and not self._caps_loaded:  # today's finds count against the caps
+            now = self.clock()
+            since = datetime.fromtimestamp(day_start(now), UTC)
+            self.caps.load(await asyncio.to_thread(self.store.found_since, since), now)
+            self._auto_ids = set(await asyncio.to_thread(self.store.auto_watched_ids))
+            self._caps_loaded = True
         if self.sources:
             self.listings.start()  # the listing worker takes a second to start: now
         active = self.active
@@ -413,25 +447,34 @@ class DiscoverySide:
                 continue
             html, _ = page_of(a.body, a.content_type, a.last_modified)
             base = a.final_url or url
-            links = [href for href, _ in extract_links(html)]
+            canonical = [c for href, _ in extract_links(html) if (c := canonical_url(href, base))]
+            self.learner.observe(url, canonical)  # one-off values: fresh on every fetch
+            links = list(dict.fromkeys(self.learner.clean(c) for c in canonical))
+            now = self.clock()
             for sid in sorted(sids):
                 source = self.sources.get(sid)
                 crawl = source.crawl if source is not None else None
                 if crawl is None:
                     continue
                 depth = crawl.budget.depth.get(url, 0) + 1
+                waiting = sum(1 for lead in self._leads.values() if lead[0] == sid)
+                room = self.caps.room(sid, now) - waiting  # leads past its caps: not queued
                 for href in links:
-                    target = crawl.budget.admit(href, base, depth)
+                    target = crawl.budget.admit(href, None, depth)
                     if isinstance(target, Refusal):
                         continue
-                    self._heard_linked.add(target)
+                    if len(self._heard_linked) < MAX_LINKED:
+                        self._heard_linked.add(target)
                     if target in self._leads or target in crawl.known or target in self._fed:
                         continue  # waiting, known, or a start page (the scheduler reads it)
                     if target in self._in_flight:
                         continue  # being polled now
                     if self.known is not None and target in self.known:
                         continue
+                    if room <= 0:  # its new-page caps: no more leads than it may record
+                        continue
                     self._leads[target] = (sid, url, depth)
+                    room -= 1
                     added += 1
         while len(self._leads) > MAX_LEADS:
             self._leads.popitem(last=False)
@@ -515,6 +558,9 @@ class DiscoverySide:
                     continue
                 if left.get(sid, 0) <= 0:
                     continue
+                if self.caps.room(sid, self.clock()) <= 0:  # its new-page caps are reached
+                    del self._leads[url]
+                    continue
                 if not crawl.budget.charge():  # its per-run budget is spent
                     del self._leads[url]
                     continue
@@ -548,12 +594,16 @@ class DiscoverySide:
             crawl.known.add(url)  # an old page: known now, not new
             return False
         score = _topic_score(source.topic, html) if source.topic else None
+        on_topic = score is None or score >= TOPIC_MIN
+        if on_topic and (cap := self.caps.take(source.row.id, now, source.row.url)) is not None:
+            self.metrics.observe_capped(cap, 1)  # past its caps: dropped, not even known
+            return False
         for other in self.sources.values():
             if other.crawl is not None:
                 other.crawl.known.add(url)
         if self.known is not None:
             self.known.add(url)
-        if score is not None and score < TOPIC_MIN:
+        if not on_topic:
             return False
         when = datetime.fromtimestamp(now, UTC)
         lastmod = None if published is None else datetime.fromtimestamp(published, UTC)
@@ -599,6 +649,7 @@ class DiscoverySide:
         for source in self.sources.values():
             if source.crawl is not None:
                 source.crawl.new_slot()
+        self.caps.new_slot()
         if budget > 0:
             await self._poll_leads(slot, budget, stop)  # disc-fix: links the scheduler heard
             await self._polls(slot, budget, stop)
@@ -658,6 +709,8 @@ class DiscoverySide:
             self._start(source, slot.bodies.get(first), self._is_listing(first, slot))  # once
         crawl = source.crawl
         if crawl is None or source.fed:  # disc-fix: its start pages are read by the scheduler
+            return None
+        if self.caps.room(source.row.id, self.clock()) <= 0:  # its new-page caps: done for now
             return None
         for _ in range(MAX_SKIPS):
             url = crawl.next_url()
@@ -829,10 +882,13 @@ class DiscoverySide:
     @staticmethod
     def _links(slot: _Slot, html: str, base: str) -> None:
         """The pages ``html`` links (they stay alive: see the expiry rule)."""
+        linked = slot.record.linked
         for href, _ in extract_links(html):
+            if len(linked) >= MAX_LINKED:
+                break
             link = canonical_url(href, base)
             if link is not None:
-                slot.record.linked.add(link)
+                linked.add(link)
 
     def _fetched(self, source: _Source, url: str, slot: _Slot) -> None:
         if source.crawl is None:
@@ -924,9 +980,14 @@ class DiscoverySide:
             log.info(
                 "source %s: %d lastmod hints (%d known)", source.row.url, len(hints), len(known)
             )
-        for d in crawl.found[before:]:
+        found = crawl.found[before:]
+        del crawl.found[:]  # read here once; the service keeps no history of it (memory)
+        for d in found:
             score = _topic_score(source.topic, html) if source.topic else None
             if score is not None and score < TOPIC_MIN:
+                continue
+            if (cap := self.caps.take(source.row.id, now, source.row.url)) is not None:
+                self.metrics.observe_capped(cap, 1)  # past its caps: dropped, not recorded
                 continue
             when = datetime.fromtimestamp(now, UTC)
             lastmod = None if published is None else datetime.fromtimestamp(published, UTC)
@@ -939,6 +1000,33 @@ class DiscoverySide:
                     other.crawl.known.add(d.url)
             if self.known is not None:
                 self.known.add(d.url)
+
+    def _note_watched(self, added: Sequence[tuple[str, int]], capped: int) -> None:
+        """Pages just auto-watched (their ids get the ceiling), and those a cap refused."""
+        if self._auto_ids is not None:
+            self._auto_ids.update(i for _, i in added)
+        if capped:
+            self.metrics.observe_capped("auto_watched", capped)
+            if not self._watch_capped_logged:
+                self._watch_capped_logged = True
+                log.warning(
+                    "%d new pages recorded but not watched: their source has "
+                    "discovery_max_auto_watched pages watched, or added "
+                    "discovery_max_auto_watched_per_slot this slot (logged once)",
+                    capped,
+                )
+
+    def watched_ceilings(
+        self, capacity: float, watched: int, floors: dict[int, float] | None = None
+    ) -> dict[int, float]:
+        """The upper bound of each URL discovery put on the watch list (start pages and
+        auto-watched pages), so together they take at most ``discovery_watched_share`` of the
+        scheduler's ``capacity`` (more if the operator's URLs, ``watched`` less these, cannot
+        use the rest: crawler.service._trap_caps)."""
+        ids = set(self._fed_ids.values()) | (self._auto_ids or set())
+        others = max(0, watched - len(ids))
+        share = self.settings.discovery_watched_share
+        return watched_ceilings(ids, share, capacity, others, floors)
 
     async def _record(self, slot: _Slot) -> DiscoverySummary:
         """Write the slot's discovery (retried with the next slot if the database refuses),
@@ -955,14 +1043,24 @@ class DiscoverySide:
         watched = expired = 0
         reasons: list[str] = []
         try:
-            result = await asyncio.to_thread(self.store.record_slot, record)
+            result = await asyncio.to_thread(
+                functools.partial(
+                    self.store.record_slot,
+                    record,
+                    max_watched=self.settings.discovery_max_auto_watched,
+                    max_watched_per_slot=self.settings.discovery_max_auto_watched_per_slot,
+                )
+            )
             self._unsaved = None
             watched = len(result.watched)
+            self._note_watched(result.watched, result.watch_capped)
             days = 0.0  # expiry by age scans the table: once an hour (dead pages: each slot)
             if at.timestamp() - self._aged_at >= AGE_EXPIRY_EVERY_S:
                 days, self._aged_at = self.settings.discovery_expire_days, at.timestamp()
             gone = await asyncio.to_thread(self.store.expire, at, days, slot.dead)
             expired = len(gone)
+            if gone:  # some left the watch list: the auto-watched ids again
+                self._auto_ids = set(await asyncio.to_thread(self.store.auto_watched_ids))
             reasons = [r for _, r in gone]
         except StoreError as exc:
             log.warning("discovery of this slot not recorded yet (kept for retry): %s", exc)

@@ -356,6 +356,12 @@ class CrawlLoop:
         if self.discovery.pacer:  # watched start pages: read at least as often as they pay
             floors = self.discovery.start_floors(self.scheduler.capacity)
             self.constraints.set_floors(self.scheduler, floors)
+        # the URLs discovery watched: a bounded share of the scheduler's polls, together
+        ceilings = self.discovery.watched_ceilings(
+            self.scheduler.capacity, self.scheduler.size, floors
+        )
+        self.constraints.set_ceilings(self.scheduler, ceilings)
+        self.metrics.discovery_watched_ceiling.set(sum(ceilings.values()))
         capacity = self.settings.effective_capacity(self.scheduler.size)
         self.metrics.set_discovery_shares(
             self.discovery.reserved(capacity), len(floors), sum(floors.values())

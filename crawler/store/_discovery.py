@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Row, and_, bindparam, select, update
+from sqlalchemy import Connection, Row, and_, bindparam, func, select, update
 
 from crawler.store._engine import translate_errors
 from crawler.store._outbox import write_discovered_events
@@ -154,6 +154,8 @@ class SlotResult:
 
     recorded: list[str] = field(default_factory=list)
     watched: list[tuple[str, int]] = field(default_factory=list)
+    #: new pages of auto-watch sources not watched: their source's watch cap was reached
+    watch_capped: int = 0
 
 
 class DiscoveryStore:
@@ -219,9 +221,17 @@ class DiscoveryStore:
             known.update(u for (u,) in conn.execute(select(discovered.c.url)))
         return known
 
-    def record_slot(self, slot: SlotDiscovery) -> SlotResult:
+    def record_slot(
+        self,
+        slot: SlotDiscovery,
+        *,
+        max_watched: int | None = None,
+        max_watched_per_slot: int | None = None,
+    ) -> SlotResult:
         """Write one slot's discovery: counts, new pages (first finder wins), links seen,
-        states; then add the new pages of auto-watch sources to the watch list."""
+        states; then add the new pages of auto-watch sources to the watch list, at most
+        ``max_watched_per_slot`` per source and never past ``max_watched`` live watched
+        pages of one source (None: no cap; the rest stay recorded, not watched)."""
         result = SlotResult()
         fresh: dict[str, int] = {}
         now = slot.at or _now()
@@ -253,10 +263,41 @@ class DiscoveryStore:
                 int(i)
                 for (i,) in conn.execute(select(sources.c.id).where(sources.c.auto_watch.is_(True)))
             }
-        to_watch = [u for u in result.recorded if fresh[u] in auto]
+            to_watch = [u for u in result.recorded if fresh[u] in auto]
+            if to_watch and (max_watched is not None or max_watched_per_slot is not None):
+                room = _watch_room(conn, {fresh[u] for u in to_watch}, max_watched)
+                if max_watched_per_slot is not None:
+                    room = {sid: min(n, max_watched_per_slot) for sid, n in room.items()}
+                kept: list[str] = []
+                for url in to_watch:
+                    if room[fresh[url]] > 0:
+                        kept.append(url)
+                        room[fresh[url]] -= 1
+                result.watch_capped = len(to_watch) - len(kept)
+                to_watch = kept
         if to_watch:
             result.watched = self._watch(to_watch)
         return result
+
+    def found_since(self, since: datetime) -> dict[int, int]:
+        """Pages each source recorded new since ``since`` (source id -> count)."""
+        query = (
+            select(discovered.c.source_id, func.count())
+            .where(discovered.c.found_at >= since)
+            .group_by(discovered.c.source_id)
+        )
+        with translate_errors("counting discovered pages"), self.engine.connect() as conn:
+            return {int(sid): int(n) for sid, n in conn.execute(query)}
+
+    def auto_watched_ids(self) -> list[int]:
+        """URL ids of the pages discovery put on the watch list and still has there."""
+        query = select(discovered.c.url_id).where(
+            discovered.c.watched.is_(True),
+            discovered.c.expired_at.is_(None),
+            discovered.c.url_id.is_not(None),
+        )
+        with translate_errors("listing auto-watched pages"), self.engine.connect() as conn:
+            return [int(i) for (i,) in conn.execute(query)]
 
     def _insert_found(self, conn: Connection, found: Sequence[Found]) -> dict[str, int]:
         """Insert the pages not recorded yet: {url: source id} of those new here, in order."""
@@ -367,6 +408,24 @@ class DiscoveryStore:
         if unwatch:
             self.store.remove_urls(unwatch)
         return expired
+
+
+def _watch_room(conn: Connection, sids: set[int], cap: int | None) -> dict[int, int]:
+    """How many more pages each source may have on the watch list (its live watched pages
+    counted); a large number without a cap."""
+    if cap is None:
+        return dict.fromkeys(sids, 2**62)
+    query = (
+        select(discovered.c.source_id, func.count())
+        .where(
+            discovered.c.watched.is_(True),
+            discovered.c.expired_at.is_(None),
+            discovered.c.source_id.in_(sorted(sids)),
+        )
+        .group_by(discovered.c.source_id)
+    )
+    have = {int(sid): int(n) for sid, n in conn.execute(query)}
+    return {sid: max(0, cap - have.get(sid, 0)) for sid in sids}
 
 
 def _now() -> datetime:

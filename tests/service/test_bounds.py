@@ -244,3 +244,35 @@ async def test_a_running_service_applies_edits_at_its_next_slot(database_url: st
     assert len(slots) >= 5 and min(np.diff(slots)) >= 10
     before = sorted(s for u, s in rows if u == bounded and s <= edited_at[0])
     assert min(np.diff(before)) < 10  # the bound is what spaced it out
+
+
+async def test_discovery_ceilings_bound_its_urls_and_hold_their_floors_below(
+    database_url: str,
+) -> None:
+    """The URLs discovery watched get ceilings (the smaller upper bound wins, never below
+    the operator's own lower bound); a floor is held to half its ceiling; without ceilings
+    the bounds are the operator's again."""
+    with Store(database_url) as store:
+        added = store.add_urls([NewUrl(f"https://example.org/{k}") for k in range(4)]).added
+        ids = np.array(sorted(i for _, i in added), dtype=np.int64)
+        store.edit_urls([int(ids[2])], {"max_interval_s": 2 * SLOT_S})  # at least 0.5
+        settings = service_settings(database_url, slot_seconds=SLOT_S)
+        s = schedulers.create("bayes", capacity=1.0, seed=1)
+        s.add(ids)
+        rules = Constraints(settings)
+        await rules.refresh(s, store, store.watch_list_version())
+        rules.set_floors(s, {int(ids[0]): 0.3, int(ids[1]): 0.05})
+        ceilings = {int(ids[0]): 0.2, int(ids[1]): 0.2, int(ids[2]): 0.2}
+        assert rules.set_ceilings(s, ceilings) == 3
+        assert rules.set_ceilings(s, ceilings) == 0  # unchanged: nothing given again
+        _, lower, upper = s.bounds()
+        np.testing.assert_allclose(upper, [0.2, 0.2, 0.5, 1.0])  # ids[2]: its own 0.5 holds
+        np.testing.assert_allclose(lower, [0.1, 0.05, 0.5, 0.0])  # ids[0]: half its ceiling
+        store.edit_urls([int(ids[3])], {"importance": 2.0})  # a watch-list change keeps them
+        await rules.refresh(s, store, store.watch_list_version())
+        _, lower, upper = s.bounds()
+        np.testing.assert_allclose(upper, [0.2, 0.2, 0.5, 1.0])
+        assert rules.set_ceilings(s, {}) == 3
+        _, lower, upper = s.bounds()
+        np.testing.assert_allclose(upper, [1.0, 1.0, 1.0, 1.0])
+        np.testing.assert_allclose(lower, [0.3, 0.05, 0.5, 0.0])

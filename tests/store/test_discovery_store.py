@@ -102,3 +102,37 @@ def test_expiry_unlinked_and_dead_leave_the_watch_list(store: Store) -> None:
     assert {d.url for d in ds.discovered(include_expired=False)} == {pages[1], pages[3]}
     # 0 days: never by age
     assert ds.expire(t10 + timedelta(days=365), 0.0) == []
+
+
+def test_auto_watch_caps_per_source_live_and_per_slot(store: Store) -> None:
+    """A source's new pages go on the watch list at most ``max_watched_per_slot`` a slot and
+    never past ``max_watched`` live ones; the rest stay recorded, not watched; an expired
+    page makes room again."""
+    ds = DiscoveryStore(store)
+    trap, _ = ds.add_source(SourceSpec(NEWS, auto_watch=True))
+    other, _ = ds.add_source(SourceSpec(SHOP, auto_watch=True))
+    t = datetime(2026, 11, 23, 12, tzinfo=UTC)
+    caps = {"max_watched": 5, "max_watched_per_slot": 3}
+    first = ds.record_slot(
+        SlotDiscovery(
+            polls={trap: 4, other: 1},
+            found=[Found(f"{NEWS}{k}", trap, t, 1, 1) for k in range(4)]
+            + [Found(SHOP + "x", other, t, 1, 1)],
+        ),
+        **caps,
+    )
+    assert [u for u, _ in first.watched] == [f"{NEWS}{k}" for k in range(3)] + [SHOP + "x"]
+    assert first.watch_capped == 1
+    second = ds.record_slot(
+        SlotDiscovery(found=[Found(f"{NEWS}{k}", trap, t, 1, 1) for k in range(4, 10)]), **caps
+    )
+    assert len(second.watched) == 2 and second.watch_capped == 4  # 5 live in all
+    assert len(second.recorded) == 6
+    rows = ds.discovered(source=NEWS)
+    assert len(rows) == 10 and sum(r.watched for r in rows) == 5
+    assert sorted(ds.auto_watched_ids()) == sorted(i for _, i in first.watched + second.watched)
+    assert ds.found_since(t - timedelta(hours=1)) == {trap: 10, other: 1}
+    assert ds.found_since(t + timedelta(hours=1)) == {}
+    ds.expire(t, 0, [f"{NEWS}0"])  # dead: off the watch list, room for one
+    third = ds.record_slot(SlotDiscovery(found=[Found(NEWS + "new", trap, t, 1, 1)]), **caps)
+    assert [u for u, _ in third.watched] == [NEWS + "new"]
