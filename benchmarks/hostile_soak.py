@@ -247,6 +247,7 @@ def service_env(
             "CRAWLER_FETCH_TIMEOUT_S": "20",
             "CRAWLER_LOG_LEVEL": "WARNING",
             "CRAWLER_SEED": "7",
+            "CRAWLER_DEFAULT_MIN_INTERVAL_S": "0",  # as measured: no polite bound
         }
     )
     return env

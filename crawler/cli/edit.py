@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from crawler.cli._app import app
 from crawler.cli._common import (
@@ -30,8 +29,8 @@ from crawler.cli._common import (
     JsonOption,
     err_console,
     fail,
-    out_console,
     print_json,
+    print_rows,
     settings_from,
     store_errors,
 )
@@ -253,24 +252,17 @@ def revive(
 
 
 def url_rules(store: Store, settings: Settings) -> dict[int, dict[str, Any]]:
-    """Per watched URL with any: its bounds in force (own or default, in seconds), pause,
-    tags and failure record, for ``crawler list``."""
-    from crawler.service._bounds import interval_bounds
-
+    """Per watched URL with any: its bounds in seconds as stored (own, or the default of
+    ``settings``: pass the service's, see ``_common.service_view``; None: no bound), pause,
+    tags and failure record, for ``crawler list``. Seconds are shown as given, never
+    converted through a slot length (the command's own slot length may not be the
+    service's)."""
     rules = store.url_rules()
     out: dict[int, dict[str, Any]] = {}
-    s = settings.slot_seconds
-    lower, upper = interval_bounds(
-        s,
-        rules.min_interval_s,
-        rules.max_interval_s,
-        settings.default_min_interval_s,
-        settings.default_max_interval_s,
-    )
     for j, uid in enumerate(rules.ids.tolist()):
         out[uid] = {
-            "min_interval_s": s / upper[j] if upper[j] < 1 else None,
-            "max_interval_s": s / lower[j] if lower[j] > 0 else None,
+            "min_interval_s": _seconds(rules.min_interval_s[j], settings.default_min_interval_s),
+            "max_interval_s": _seconds(rules.max_interval_s[j], settings.default_max_interval_s),
             "paused": bool(rules.paused[j]),
         }
     for uid, tags in store.url_tags().items():
@@ -280,10 +272,16 @@ def url_rules(store: Store, settings: Settings) -> dict[int, dict[str, Any]]:
     return out
 
 
+def _seconds(stored: float, default: float | None) -> float | None:
+    """A bound in seconds: the URL's own (0: none) or, stored as NaN, the default."""
+    value = default if math.isnan(stored) else float(stored)
+    return value if value else None
+
+
 def defaults(settings: Settings) -> dict[str, Any]:
     return {
-        "min_interval_s": settings.default_min_interval_s,
-        "max_interval_s": settings.default_max_interval_s,
+        "min_interval_s": settings.default_min_interval_s or None,
+        "max_interval_s": settings.default_max_interval_s or None,
         "paused": False,
         "tags": [],
         "failure": None,
@@ -303,16 +301,16 @@ def print_failing(store: Store, settings: Settings, as_json: bool) -> None:
     if as_json:
         print_json({"failing": [{"url": url, **row.as_dict()} for url, row in rows]})
         return
-    table = Table(title=f"{len(rows)} failing URLs")
-    for col in ("url", "streak", "kind", "retired", "since", "last error"):
-        table.add_column(col, overflow="fold")
-    for url, row in rows:
-        table.add_row(
-            escape(url),
+    cells = [
+        [
+            url,
             str(row.streak),
             row.kind or "-",
             "yes" if row.retired else "",
             row.since.isoformat()[:19] if row.since else "-",
-            escape(row.error or ""),
-        )
-    out_console.print(table)
+            row.error or "",
+        ]
+        for url, row in rows
+    ]
+    headers = ("url", "streak", "kind", "retired", "since", "last error")
+    print_rows(f"{len(rows)} failing URLs", headers, cells)

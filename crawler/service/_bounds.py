@@ -13,12 +13,15 @@ The guard is not part of the scheduler's saved state, so ``Constraints.refresh``
 everything at the service's start and again on every watch-list change (``crawler edit``,
 ``pause``, ``resume`` and ``revive`` bump the version); only the URLs whose bounds or pause
 changed are passed to the scheduler (a scheduler given no constraint stays unconstrained).
-The failure record is ``_failures.py``'s.
+The failure record is ``_failures.py``'s; a retired URL is probed every
+``retired_probe_interval_s`` seconds (``probe_rate``).
 
 Discovery asks for *floors* too (``set_floors``): with ``discovery_watch_starts`` each watched
 start page gets a lower bound from its yield of new pages (``crawler.discovery._pacing``).
-A floor is merged with the operator's bounds: the larger lower bound wins, never above the
-URL's upper bound (an operator's minimum interval still holds).
+A floor is merged with the operator's bounds: the larger lower bound wins, never above an
+upper bound the operator gave the URL itself (its minimum interval still holds); the default
+minimum interval (``default_min_interval_s``, a politeness default for URLs nobody bounded)
+gives way to a floor, so start pages are read as often as their yield asks.
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ def interval_bounds(
     return lower.astype(np.float64), upper.astype(np.float64)
 
 
+def probe_rate(settings: Settings) -> float:
+    """A retired URL's polls per slot: one every ``retired_probe_interval_s`` seconds (at
+    most one a slot)."""
+    return min(1.0, settings.slot_seconds / settings.retired_probe_interval_s)
+
+
 class Constraints:
     """Keeps a scheduler's bounds, pause and failure record in step with the store."""
 
@@ -74,6 +83,10 @@ class Constraints:
         self._version: int | None = None  # the watch-list version last applied
         #: the operator's lower bounds alone (before discovery's floors), per ``_ids``
         self._rule_lower: FloatArray = np.empty(0)
+        #: the operator's upper bounds alone (before discovery's floors), per ``_ids``
+        self._rule_upper: FloatArray = np.empty(0)
+        #: URLs with a minimum interval of their own (not the default), per ``_ids``
+        self._own_min: BoolArray = np.empty(0, dtype=bool)
         #: discovery's floors: URL id -> polls per slot
         self._floors: dict[int, float] = {}
 
@@ -82,6 +95,7 @@ class Constraints:
         watch-list change: what changed, the record of new URLs, operator revivals)."""
         since = self._version
         rules, failing, revived = await asyncio.to_thread(_read, store, since)
+        scheduler.set_probe(probe_rate(self.settings))
         self.apply(scheduler, rules)
         ids, _ = scheduler.frequencies()
         self.failures.restore(scheduler, ids, [row for _, row in failing])
@@ -107,8 +121,9 @@ class Constraints:
             self.settings.default_min_interval_s,
             self.settings.default_max_interval_s,
         )
-        rule_lower = lower
-        lower = self._with_floors(ids, lower, upper)
+        rule_lower, rule_upper = lower, upper
+        own_min = ~np.isnan(min_s)
+        lower, upper = self._with_floors(ids, lower, upper, own_min)
         # what the scheduler has now: the last applied values (new URLs: no constraint)
         was_lower, was_upper = np.zeros(n), np.ones(n)
         was_paused = np.zeros(n, dtype=bool)
@@ -129,7 +144,7 @@ class Constraints:
         if go.any():
             scheduler.resume(ids[go])
         self._ids, self._lower, self._upper, self._paused = ids, lower, upper, paused
-        self._rule_lower = rule_lower
+        self._rule_lower, self._rule_upper, self._own_min = rule_lower, rule_upper, own_min
 
     def set_floors(self, scheduler: schedulers.Scheduler, floors: dict[int, float]) -> int:
         """Discovery's lower bounds (URL id -> polls per slot; an id left out has none),
@@ -148,24 +163,32 @@ class Constraints:
         if not pos.size:
             return 0
         ids = self._ids[pos]
-        lower = self._with_floors(ids, self._rule_lower[pos], self._upper[pos])
-        moved = lower != self._lower[pos]
+        lower, upper = self._with_floors(
+            ids, self._rule_lower[pos], self._rule_upper[pos], self._own_min[pos]
+        )
+        moved = (lower != self._lower[pos]) | (upper != self._upper[pos])
         if moved.any():
-            scheduler.set_bounds(ids[moved], lower=lower[moved], upper=self._upper[pos][moved])
+            scheduler.set_bounds(ids[moved], lower=lower[moved], upper=upper[moved])
             self._lower[pos[moved]] = lower[moved]
+            self._upper[pos[moved]] = upper[moved]
         return int(moved.sum())
 
-    def _with_floors(self, ids: IdArray, lower: FloatArray, upper: FloatArray) -> FloatArray:
-        """``lower`` raised to discovery's floors where they are higher (never past ``upper``)."""
+    def _with_floors(
+        self, ids: IdArray, lower: FloatArray, upper: FloatArray, own_min: BoolArray
+    ) -> tuple[FloatArray, FloatArray]:
+        """``lower`` raised to discovery's floors where they are higher, never past an upper
+        bound the operator gave the URL itself; the default minimum interval (a politeness
+        default for URLs nobody bounded) gives way to a floor: ``upper`` is raised to it."""
         if not self._floors:
-            return lower
+            return lower, upper
         keys = np.fromiter(self._floors, dtype=np.int64, count=len(self._floors))
         values = np.fromiter(self._floors.values(), dtype=np.float64, count=len(self._floors))
         order = np.argsort(keys)
         keys, values = keys[order], values[order]
         at = np.minimum(np.searchsorted(keys, ids), keys.size - 1)
         floors = np.where(keys[at] == ids, values[at], 0.0)
-        return np.maximum(lower, np.minimum(floors, upper))
+        upper = np.where(own_min, upper, np.maximum(upper, floors))
+        return np.maximum(lower, np.minimum(floors, upper)), upper
 
     def after_slot(
         self, scheduler: schedulers.Scheduler, polls: list[PollRecord]

@@ -27,6 +27,7 @@ from crawler.store._engine import sync_url
 from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
 from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
 from crawler.store._migrate import alembic_config, head_revision
+from crawler.store._service_settings import save_service_settings, service_settings
 from crawler.store._store import Store, compress_snapshot, decompress_snapshot, site_host
 from crawler.store._types import (
     OUTCOMES,
@@ -87,6 +88,8 @@ __all__ = [
     "host_caps",
     "owner_info",
     "save_host_caps",
+    "save_service_settings",
+    "service_settings",
     "site_host",
     "sync_url",
     "url_hosts",
