@@ -77,7 +77,7 @@ async def run_demo(
                 "per_host_concurrency": 16,
                 "seed": options.seed,
                 "log_level": "WARNING",
-                # the demo's 50 ms slots show learning: no polite minimum interval
+                # short slots show the learning: no polite minimum interval
                 "default_min_interval_s": 0,
             }
         )

@@ -394,21 +394,17 @@ def show(
     row = doc["row"]
     out_console.print(f"[bold]{escape(row['url'])}[/]  (id {row['id']}, host {row['host']})")
     wanted_text = "-" if doc["wanted_frequency"] is None else f"{doc['wanted_frequency']:.4g}"
-    out_console.print(
-        f"importance {row['importance']:.2f}  wanted {wanted_text} polls/slot  "
-        f"polls {row['polls']}  hits {row['hits']}  misses {row['misses']}  "
-        f"not modified {row['not_modified']}  errors {row['errors']}",
-        highlight=False,
-    )
     patterns = ", ".join(repr(p) for p in doc["ignore_patterns"]) or "none"
-    out_console.print(
-        escape(
-            f"selector {doc['selector'] or 'none (the whole page)'}  ignore patterns {patterns}  "
-            f"bounds {_rules.bound_text(doc)}{'  paused' if doc['paused'] else ''}"
-            f"  tags {', '.join(doc['tags']) or 'none'}"
-        ),
-        highlight=False,
-    )
+    lines = [
+        f"importance {row['importance']:.2f}  wanted {wanted_text} polls/slot  "
+        f"bounds {_rules.bound_text(doc)}{'  paused' if doc['paused'] else ''}"
+        f"  tags {', '.join(doc['tags']) or 'none'}",
+        f"polls {row['polls']}: hits {row['hits']}, misses {row['misses']}, "
+        f"not modified {row['not_modified']}, errors {row['errors']}",
+        f"selector {doc['selector'] or 'none (the whole page)'}  ignore patterns {patterns}",
+    ]
+    for line in lines:
+        out_console.print(escape(line), highlight=False)
     for name, fields in doc["state"].items():
         out_console.print(f"scheduler {name}: {fields}")
     polls = Table(title="recent polls")
