@@ -84,6 +84,8 @@ def demo(
             final = asyncio.run(run_demo(options, lambda p: live.update(_view(p, options))))
         except ValueError as exc:
             fail(str(exc))
+    if not screen.is_terminal:  # on a pipe Live prints its last view without a line end
+        screen.line()
     err_console.print(
         f"done: {final.hits} changes caught in {final.polls} polls over {final.slot} slots; "
         f"last {options.window} slots at {final.ratio:.0%} of the analytic limit "
