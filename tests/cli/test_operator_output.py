@@ -153,7 +153,7 @@ def test_show_prints_the_urls_selector_and_ignore_patterns(database_url: str) ->
 @pytest.mark.slow
 def test_the_demo_says_what_limit_means_and_fits_80_columns(tmp_path: Path) -> None:
     code, out, err = crawler(tmp_path, "demo", "--urls", "20", "--slots", "5")
-    assert code == 0, err
+    assert code == 0 and out == "", err
     text = " ".join(err.split())
     assert "limit: the changes per slot the best possible polling would catch" in text
     assert "ratio to limit" in err and "done:" in err
