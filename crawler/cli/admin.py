@@ -394,7 +394,7 @@ def show(
     row = doc["row"]
     out_console.print(f"[bold]{escape(row['url'])}[/]  (id {row['id']}, host {row['host']})")
     wanted_text = "-" if doc["wanted_frequency"] is None else f"{doc['wanted_frequency']:.4g}"
-    patterns = ", ".join(repr(p) for p in doc["ignore_patterns"]) or "none"
+    patterns = ", ".join(f"'{p}'" for p in doc["ignore_patterns"]) or "none"
     lines = [
         f"importance {row['importance']:.2f}  wanted {wanted_text} polls/slot  "
         f"bounds {_rules.bound_text(doc)}{'  paused' if doc['paused'] else ''}"

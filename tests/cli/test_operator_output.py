@@ -147,7 +147,7 @@ def test_show_prints_the_urls_selector_and_ignore_patterns(database_url: str) ->
     result = CliRunner().invoke(app, ["show", url, "--database-url", database_url])
     assert result.exit_code == 0, result.output
     assert "selector main p" in result.output
-    assert r"ignore patterns '\\d+ views'" in result.output
+    assert r"ignore patterns '\d+ views'" in result.output
 
 
 @pytest.mark.slow
