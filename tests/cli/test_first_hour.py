@@ -236,7 +236,8 @@ def test_first_hour_page(site: tuple[Path, str], tmp_path: Path) -> None:
             "they link to that nobody watches yet (the articles):"
         )
         tour.run(f"crawler sources add {news}")
-        _wait("the articles", lambda: "w2.html" in _discovered(tour), timeout=90)
+        articles = ("w1.html", "w2.html", "s1.html")
+        _wait("the articles", lambda: all(a in _discovered(tour) for a in articles), timeout=120)
         tour.run("crawler discovered")
 
         tour.say(
