@@ -31,6 +31,7 @@ from crawler.cli._common import (
     fail,
     print_json,
     print_rows,
+    service_view,
     settings_from,
     store_errors,
 )
@@ -176,15 +177,28 @@ def edit(
              "--selector, --ignore, --no-ignore, --tag or --untag", USAGE)  # fmt: skip
     if not urls and not tagged:
         fail("no URLs given: pass URLs or --tagged TAG", USAGE)
-    _, store = _open(config, database_url)
+    settings, store = _open(config, database_url)
     with store_errors():
         found = _selected(store, urls or [], tagged or [], "edit")
         store.edit_urls([i for i, _ in found], values, tag or (), untag or ())
+        service, _ = service_view(store, settings)
+    _note_short_interval(values.get("min_interval_s"), service.slot_seconds)
     changed = values | {"tags_added": tag or [], "tags_removed": untag or []}
     if as_json:
         print_json({"edited": [u for _, u in found], "changes": changed})
     else:
         err_console.print(f"edited {len(found)}")
+
+
+def _note_short_interval(seconds: float | None, slot_seconds: float) -> None:
+    """A minimum interval shorter than the running service's slot bounds nothing (a URL is
+    polled at most once a slot anyway): say so, with the service's slot length."""
+    if seconds and seconds < slot_seconds:
+        err_console.print(
+            f"note: --min-interval {format_duration(seconds)} is shorter than the service's "
+            f"{slot_seconds:g} s slot: the URL is polled at most once a slot anyway",
+            highlight=False,
+        )
 
 
 def _switch(

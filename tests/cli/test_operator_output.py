@@ -158,3 +158,22 @@ def test_the_demo_says_what_limit_means_and_fits_80_columns(tmp_path: Path) -> N
     assert "limit: the changes per slot the best possible polling would catch" in text
     assert "ratio to limit" in err and "done:" in err
     assert all(len(line) <= 80 for line in err.splitlines()), err
+
+
+def test_edit_compares_a_minimum_interval_with_the_services_slot(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAWLER_SLOT_SECONDS", "1")  # the command's own: not the service's
+    url = "https://example.org/"
+    service = Settings.model_validate({"slot_seconds": 10.0})
+    from crawler.service._service import recorded_settings
+
+    with Store(database_url) as store:
+        store.add_urls([NewUrl(url)])
+        save_service_settings(store, recorded_settings(service))
+    args = ["edit", url, "--min-interval", "5s", "--database-url", database_url]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "shorter than the service's 10 s slot" in result.output
+    longer = CliRunner().invoke(app, [*args[:3], "20s", *args[4:]])
+    assert longer.exit_code == 0 and "note:" not in longer.output
