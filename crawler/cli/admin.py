@@ -225,20 +225,27 @@ def _conflicts(
 
     if importance is None and selector is None and not ignore:
         return []
+    import numpy as np
+
+    found = store.select_urls(list(dict.fromkeys(watched)))  # a few queries, not one a URL
+    records = store.url_records(i for i, _ in found)
+    ids, weights = store.active_urls()
     out = []
-    for url in dict.fromkeys(watched):
-        detail = store.url_detail(url)
-        if detail is None:
+    for uid, url in found:
+        record = records.get(uid)
+        at = int(np.searchsorted(ids, uid))
+        if record is None or at >= ids.size or ids[at] != uid:
             continue
+        current = float(weights[at])
         differs, flags = [], []
-        if importance is not None and abs(detail.row.importance - importance) > 1e-9:
-            differs.append(f"importance {detail.row.importance:g}, not {importance:g}")
+        if importance is not None and abs(current - importance) > 1e-9:
+            differs.append(f"importance {current:g}, not {importance:g}")
             flags += ["--importance", f"{importance:g}"]
-        if selector is not None and detail.selector != selector:
-            differs.append(f"selector {detail.selector or 'none'}, not {selector}")
+        if selector is not None and record.selector != selector:
+            differs.append(f"selector {record.selector or 'none'}, not {selector}")
             flags += ["--selector", selector]
-        if ignore and list(detail.ignore_patterns) != list(ignore):
-            differs.append(f"ignore patterns {list(detail.ignore_patterns)}, not {list(ignore)}")
+        if ignore and list(record.ignore_patterns) != list(ignore):
+            differs.append(f"ignore patterns {list(record.ignore_patterns)}, not {list(ignore)}")
             for pattern in ignore:
                 flags += ["--ignore", pattern]
         if differs:
