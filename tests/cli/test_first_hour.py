@@ -13,6 +13,7 @@ fails it until the page is regenerated.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -109,10 +110,19 @@ def _polled(tour: Tour, url: str, outcomes: tuple[str, ...] = ("baseline", "hit"
 
 
 def comparable(text: str) -> str:
-    """What must not change between runs: the text without numbers, hashes and wrapping."""
+    """What must not change between runs: the text without numbers, hashes, units of an age
+    or a duration (45 s / 2 min) and wrapping."""
     text = re.sub(r"\b[0-9a-f]{8,}\b", "H", text)
     text = re.sub(r"\d+", "N", text)
+    text = re.sub(r"\b(N(?:\.N)?) (?:s|min|h|d)\b", r"\1 U", text)
     return " ".join(text.split())
+
+
+def _slots(tour: Tour) -> int:
+    from crawler.store import Store
+
+    with Store(f"sqlite:///{tour.cwd / 'first-hour.db'}") as store:
+        return store.stats().slots
 
 
 PAGE_HEAD = f"""# Your first hour
@@ -198,6 +208,9 @@ def test_first_hour_page(site: tuple[Path, str], tmp_path: Path) -> None:
     tour.parts.append(f"```console\n$ crawler run {run_flags} > crawler.log 2>&1 &\n```\n")
     try:
         _wait("the first polls", lambda: _polled(tour, one) and _polled(tour, two))
+        # and three slots more: the learning and the host caps of those polls are written
+        settled = _slots(tour) + 3
+        _wait("three more slots", lambda: _slots(tour) >= settled)
         tour.say(
             "`crawler list` shows every URL with its bounds, learned frequency and counts. "
             "It reads the running service's settings from the database (the slot length, "
@@ -265,9 +278,11 @@ def test_first_hour_page(site: tuple[Path, str], tmp_path: Path) -> None:
     if WRITE:
         PAGE.write_text(page)
     assert PAGE.is_file(), "docs/first-hour.md is missing: run with CRAWLER_WRITE_DOCS=1"
-    assert comparable(PAGE.read_text()) == comparable(page), (
+    written, now = comparable(PAGE.read_text()), comparable(page)
+    differs = "\n".join(difflib.unified_diff(written.split(), now.split(), lineterm="", n=8))
+    assert written == now, (
         "docs/first-hour.md is not what the commands print now: rerun this test with "
-        "CRAWLER_WRITE_DOCS=1 and review the diff"
+        f"CRAWLER_WRITE_DOCS=1 and review the diff (words: page -> now):\n{differs}"
     )
 
 
@@ -282,7 +297,7 @@ def _discovered(tour: Tour) -> str:
 
 
 def test_comparable_ignores_what_varies_only() -> None:
-    assert comparable("slot 12 at 2026-11-26T14:00:01, hash 3fa9c0d1e2b4") == comparable(
-        "slot 7 at 2026-11-27T09:59:59,\nhash 0000aaaa1111"
+    assert comparable("slot 12 at 2026-11-26T14:00:01, hash 3fa9c0d1e2b4, 2 min") == comparable(
+        "slot 7 at 2026-11-27T09:59:59,\nhash 0000aaaa1111, 45 s"
     )
     assert comparable("paused 1") != comparable("resumed 1")
