@@ -111,11 +111,15 @@ def _polled(tour: Tour, url: str, outcomes: tuple[str, ...] = ("baseline", "hit"
 
 def comparable(text: str) -> str:
     """What must not change between runs: the text without numbers, hashes, units of an age
-    or a duration (45 s / 2 min) and wrapping."""
+    or a duration (45 s / 2 min), wrapping, and the order of pages found together."""
     text = re.sub(r"\b[0-9a-f]{8,}\b", "H", text)
     text = re.sub(r"\d+", "N", text)
     text = re.sub(r"\b(N(?:\.N)?) (?:s|min|h|d)\b", r"\1 U", text)
-    return " ".join(text.split())
+    # pages found in the same slot are listed in any order: that block's words as a set
+    parts = re.split(r"(```console\n\$ crawler discovered\n.*?```)", text, flags=re.DOTALL)
+    return " ".join(
+        " ".join(sorted(part.split()) if i % 2 else part.split()) for i, part in enumerate(parts)
+    )
 
 
 def _slots(tour: Tour) -> int:
@@ -301,3 +305,8 @@ def test_comparable_ignores_what_varies_only() -> None:
         "slot 7 at 2026-11-27T09:59:59,\nhash 0000aaaa1111, 45 s"
     )
     assert comparable("paused 1") != comparable("resumed 1")
+    found = "```console\n$ crawler discovered\n{}\n{}\n```"
+    assert comparable(found.format("a.html", "b.html")) == comparable(
+        found.format("b.html", "a.html")
+    )
+    assert comparable("x\na.html\nb.html") != comparable("x\nb.html\na.html")
