@@ -117,6 +117,7 @@ def service_env(database_url: str, cfg: Config, caps: bool) -> dict[str, str]:
             "CRAWLER_METRICS_PORT": "0",
             "CRAWLER_ALLOW_PRIVATE_ADDRESSES": "true",
             "CRAWLER_FETCH_WORKERS": "1",
+            "CRAWLER_DEFAULT_MIN_INTERVAL_S": "0",  # as measured: no polite bound
             "CRAWLER_NORMALIZE_WORKERS": "1",
             "CRAWLER_FETCH_RETRIES": "0",
             "CRAWLER_LOG_LEVEL": "WARNING",

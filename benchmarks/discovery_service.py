@@ -161,6 +161,7 @@ async def run_acceptance(
                 "database_url": database_url,
                 "slot_seconds": slot_seconds,
                 "capacity": CAPACITY,
+                "default_min_interval_s": 0,  # the allocation as measured: no polite bound
                 "discovery_share": SHARE,
                 "discovery_start_choice": start_choice,
                 "discovery_watch_starts": watch_starts,

@@ -92,6 +92,7 @@ async def run(
                 "database_url": database_url,
                 "slot_seconds": slot_seconds,
                 "capacity": capacity,
+                "default_min_interval_s": 0,  # the allocation as measured: no polite bound
                 "metrics_port": 0,
                 "allow_private_addresses": True,
                 "per_host_min_delay_s": 0.0,

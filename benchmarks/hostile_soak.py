@@ -268,6 +268,7 @@ def service_env(
             "CRAWLER_SEED": "7",
             "CRAWLER_DISCOVERY_SHARE": str(DISCOVERY_SHARE),
             "CRAWLER_DISCOVERY_SEED_LINKS": str(SEED_LINKS),
+            "CRAWLER_DEFAULT_MIN_INTERVAL_S": "0",  # as measured: no polite bound
         }
     )
     return env

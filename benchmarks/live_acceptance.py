@@ -58,6 +58,7 @@ def service_env(database_url: str, scheduler: str, capacity: float, slot: float)
             "CRAWLER_NORMALIZE_WORKERS": "1",
             "CRAWLER_LOG_LEVEL": "WARNING",
             "CRAWLER_SEED": "11",
+            "CRAWLER_DEFAULT_MIN_INTERVAL_S": "0",  # as measured: no polite bound
         }
     )
     return env

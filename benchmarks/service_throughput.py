@@ -183,6 +183,7 @@ def bench_settings(database_url: str, per_slot: int, **overrides: Any) -> Settin
         "fetch_retries": 0,
         "fetch_timeout_s": 10.0,
         "seed": 1,
+        "default_min_interval_s": 0,  # the allocation as measured: no polite bound
     }
     values.update(overrides)
     return load_settings(values)

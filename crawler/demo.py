@@ -77,6 +77,8 @@ async def run_demo(
                 "per_host_concurrency": 16,
                 "seed": options.seed,
                 "log_level": "WARNING",
+                # short slots show the learning: no polite minimum interval
+                "default_min_interval_s": 0,
             }
         )
         await site.start()

@@ -5,6 +5,16 @@ TOML file (``--config PATH`` or ``CRAWLER_CONFIG``; top-level keys named like th
 Precedence: flag (``overrides``) > environment > file > default. Build with
 :func:`load_settings`.
 
+``default_min_interval_s`` defaults to 300 s (5 minutes), not to "no bound": with few
+watched URLs the budget (at least one poll per slot) is far more than they need, and without
+a bound a single watched page was fetched every 10 s for ever (every second at a capacity of
+50). Five minutes is the usual "check every few minutes" of monitoring services, a load no
+site operator objects to, and still finds a change of a page that changes hourly within a
+twelfth of its interval; a large watch list's learned frequencies are far below it anyway
+(1 % of URLs polled per 10 s slot is one poll per URL every 17 minutes). The scheduler is
+unchanged (its simulations and benchmarks run without the bound); a deployment that wants
+every slot's budget used sets 0.
+
 ``metrics_host`` defaults to ``127.0.0.1``: the metrics and health endpoints are not exposed
 beyond the machine unless a deployment sets ``CRAWLER_METRICS_HOST=0.0.0.0`` on purpose.
 """
@@ -38,6 +48,9 @@ DATABASE_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg", "postgresql+as
 
 #: the Standard Webhooks schedule: at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h
 DEFAULT_RETRY_SCHEDULE: tuple[float, ...] = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
+#: the polite default: a URL without a bound of its own is polled at most every 5 minutes
+#: (module docstring)
+DEFAULT_MIN_INTERVAL_S = 300.0
 
 #: the TOML file read by the next Settings() built in this context (set by load_settings)
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
@@ -124,14 +137,21 @@ class Settings(BaseSettings):
     )
     # operator bounds (issue 21): what a URL without its own bound gets
     default_min_interval_s: float | None = Field(
-        None,
-        gt=0,
+        DEFAULT_MIN_INTERVAL_S,
+        ge=0,
         description="seconds at least between two polls of a URL without its own "
-        "--min-interval (None = no bound)",
+        "--min-interval (0 or None = no bound): a small watch list is not polled every slot "
+        "just because the budget allows it",
+    )
+    retired_probe_interval_s: float = Field(
+        10_800.0,
+        gt=0,
+        description="seconds between two probes of a retired URL (one that answered 410, or "
+        "404 three times in a row): it is polled again only that often until it answers",
     )
     default_max_interval_s: float | None = Field(
         None,
-        gt=0,
+        ge=0,
         description="seconds at most between two polls of a URL without its own "
         "--max-interval (None = no bound)",
     )

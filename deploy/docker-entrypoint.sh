@@ -2,7 +2,8 @@
 # Container entry point: apply the database migrations before the service starts,
 # then hand over to the command.
 #
-# Only `crawler run` migrates; one-off commands (`crawler add ...`, `crawler stats`)
+# `crawler run` first refuses the placeholder passwords of .env.example (exit 78,
+# EX_CONFIG: a restart cannot fix it). Only `crawler run` migrates; one-off commands (`crawler add ...`, `crawler stats`)
 # go straight through. Set CRAWLER_SKIP_MIGRATIONS=1 to skip (e.g. read-only replicas).
 #
 # Signals. Under an init (`docker run --init`, compose's `init: true`) this script is
@@ -33,6 +34,25 @@ run_forwarding() {
     trap - TERM INT HUP
     return "$status"
 }
+
+# Refuse the placeholder passwords of .env.example: compose's ${VAR:?} check passes any
+# value, so a stack started from the copied example would run with a published password.
+if [ "${1:-}" = "crawler" ] && [ "${2:-}" = "run" ]; then
+    for pair in "POSTGRES_PASSWORD:change-me-postgres" "GRAFANA_ADMIN_PASSWORD:change-me-grafana"; do
+        name=${pair%%:*}
+        placeholder=${pair#*:}
+        eval "value=\${$name:-}"
+        if [ "$value" = "$placeholder" ]; then
+            echo "docker-entrypoint: $name is still the placeholder '$placeholder' of .env.example: set a password of your own in .env, then docker compose up -d" >&2
+            exit 78
+        fi
+    done
+    case "${CRAWLER_DATABASE_URL:-}" in
+        *:change-me-postgres@*)
+            echo "docker-entrypoint: CRAWLER_DATABASE_URL holds the placeholder password 'change-me-postgres' of .env.example: set POSTGRES_PASSWORD in .env, then docker compose up -d" >&2
+            exit 78 ;;
+    esac
+fi
 
 pid1=0
 [ "$$" = 1 ] && pid1=1

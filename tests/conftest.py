@@ -31,6 +31,12 @@ settings.register_profile("repeatable", derandomize=True, print_blob=True)
 settings.register_profile("explore", print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
+# The service's tests and the processes they start run 50 ms slots to watch a scheduler
+# learn within seconds: the polite default minimum interval between two polls of a URL (5
+# minutes) would stop each URL after its first poll, so they ask for no bound, as a
+# deployment can. Tests of the default itself remove this (tests/service/test_polite_default.py).
+os.environ.setdefault("CRAWLER_DEFAULT_MIN_INTERVAL_S", "0")
+
 BACKENDS = ("sqlite", "postgresql")
 PG_CANDIDATES = (
     "postgresql+psycopg://postgres@127.0.0.1:5432/test",

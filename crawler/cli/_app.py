@@ -1,8 +1,16 @@
-"""The root Typer application; command modules attach themselves to it."""
+"""The root Typer application; command modules attach themselves to it.
+
+Help is click's plain formatter (``rich_markup_mode=None``), not Typer's rich panels: the
+panels cut option and variable names to fit 80 columns (``--discovery-start-interval-s…``)
+and draw boxes into piped output, while click's formatter wraps descriptions and never cuts
+a name.
+"""
 
 from __future__ import annotations
 
 import typer
+
+from crawler import __version__
 
 app = typer.Typer(
     name="crawler",
@@ -10,4 +18,24 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"crawler {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    """An incremental web crawler that learns which URLs deserve its polling budget."""

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from crawler.settings import Settings, SettingsError, load_settings
 
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from crawler.store import Store
+
+#: messages: never hard-wrapped (one message is one line on a pipe or in a log)
+err_console = Console(stderr=True, soft_wrap=True)
 out_console = Console()
 
 ConfigOption = typer.Option(None, "--config", help="TOML settings file (or $CRAWLER_CONFIG).")
@@ -53,6 +58,50 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def print_rows(
+    title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], caption: str = ""
+) -> None:
+    """Rows whose first cell is a URL, on stdout: a table when it fits the console's width
+    (80 columns on a pipe), else one block per row (the URL on its own line, the other
+    cells as ``header=value`` below). A URL is never broken in pieces: it could not be copied
+    (rich folds a too-narrow column, five characters a line)."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    if sum(widths) + 3 * len(widths) + 1 <= out_console.width:
+        table = Table(title=title, caption=caption or None)
+        for i, header in enumerate(headers):
+            justify: Literal["left", "right"] = "left" if i == 0 else "right"
+            table.add_column(header, no_wrap=True, justify=justify)
+        for row in rows:
+            table.add_row(*(escape(cell) for cell in row))
+        out_console.print(table)
+        return
+    write = out_console.print
+    write(escape(title), highlight=False, soft_wrap=True)
+    for row in rows:
+        write(escape(row[0]), highlight=False, soft_wrap=True)
+        pairs = [
+            f"{h.replace(' ', '_')}={v.replace(' ', '_')}"
+            for h, v in zip(headers[1:], row[1:], strict=True)
+            if v
+        ]  # name=value: a line is wrapped between pairs, never inside one
+        for line in _pack(pairs, out_console.width):
+            write(escape(line), highlight=False, soft_wrap=True)
+    if caption:
+        write(escape(caption), highlight=False, soft_wrap=True)
+
+
+def _pack(pairs: list[str], width: int) -> list[str]:
+    """``pairs`` as indented lines of at most ``width`` characters (a longer pair alone)."""
+    lines: list[str] = []
+    line = ""
+    for pair in pairs:
+        if line and len(line) + 2 + len(pair) > width:
+            lines.append(line)
+            line = ""
+        line = f"{line}  {pair}"
+    return [*lines, line] if line else lines
+
+
 def settings_from(config: str | None, **overrides: Any) -> Settings:
     try:
         return load_settings(overrides, config)
@@ -73,3 +122,22 @@ def store_errors() -> Iterator[None]:
         yield
     except StoreError as exc:
         fail(f"{exc} (check --database-url / CRAWLER_DATABASE_URL, and that the server is up)")
+
+
+def service_view(store: Store, settings: Settings) -> tuple[Settings, str]:
+    """``settings`` with the running (or last) service's recorded settings in place of the
+    command's own (slot length, scheduler, default bounds...: what ``crawler run`` used), and
+    a note saying whose they are. The database URL stays the command's."""
+    from crawler.store import service_settings
+
+    record = service_settings(store)
+    if not record:
+        return settings, "no service has run on this database: figures use this command's settings"
+    fields = Settings.model_fields.keys() - {"database_url"}
+    values = {k: v for k, v in record.items() if k in fields}
+    try:
+        merged = Settings.model_validate(settings.model_dump() | values)
+    except ValueError:  # a record of another version: keep what validates
+        merged = settings
+    started = record.get("started_at", "?")
+    return merged, f"settings of the service started {started}"

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import NamedTuple
 
 from selectolax.lexbor import LexborHTMLParser
+
+#: a comment to the end of the line: a ``#`` after a blank (the blank is whitespace)
+_TRAILING_COMMENT = re.compile(r"\s#.*$")
 
 
 class SourceUrl(NamedTuple):
@@ -18,8 +22,13 @@ class SourceUrl(NamedTuple):
 
 
 def read_url_source(source: str | Path) -> list[SourceUrl]:
-    """URLs from text: one per line (``#`` comments), or a sitemap (<loc>), or OPML
-    (outline xmlUrl/htmlUrl). ``source`` is a path or the text itself."""
+    """URLs from text: one per line, or a sitemap (<loc>), or OPML (outline xmlUrl/htmlUrl).
+    ``source`` is a path or the text itself.
+
+    In a plain list a line's blanks around the URL are dropped, a line starting with ``#``
+    is a comment, and so is the rest of a line from a ``#`` after a blank
+    (``http://host/a.html   # note``): a URL's own fragment has no blank before it, and a
+    URL cannot contain a blank, so the cut never takes part of a URL."""
     if isinstance(source, Path):
         text = source.read_text(encoding="utf-8", errors="replace")
     else:
@@ -30,7 +39,7 @@ def read_url_source(source: str | Path) -> list[SourceUrl]:
         return _read_xml(text)
     urls = []
     for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
+        line = _TRAILING_COMMENT.sub("", raw).strip()
         if line and not line.startswith("#"):
             urls.append(SourceUrl(line, number))
     return urls

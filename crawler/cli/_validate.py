@@ -14,6 +14,9 @@ process, silently never detects a change), so ``add`` applies the crawl's own ru
   bytes: a longer URL made the whole ``add`` fail there). Many servers and CDNs answer 414
   well before 8 KB anyway;
 * the host: at most 253 characters (DNS), so that ``host:port`` fits the sites table;
+* a refused address's message names what opens it (``CRAWLER_ALLOW_PRIVATE_ADDRESSES``), or
+  says that nothing does (cloud metadata and link-local addresses, refused whatever the
+  settings);
 * the selector and the ignore patterns: the detector's own ``validate_rules`` (the selector
   parsed by lexbor within its complexity limit, every pattern compiled by RE2, the
   linear-time engine the detector runs them on).
@@ -30,6 +33,8 @@ from crawler.fetch._addresses import ip_literal, numeric_host_problem
 __all__ = ["MAX_HOST_LENGTH", "MAX_URL_LENGTH", "check_url", "validate_rules"]
 
 MAX_URL_LENGTH = 2048
+#: the environment variable of the setting that opens private addresses
+ALLOW_PRIVATE_ENV = "CRAWLER_ALLOW_PRIVATE_ADDRESSES"
 MAX_HOST_LENGTH = 253
 
 
@@ -56,8 +61,16 @@ def check_url(raw: str, policy: AddressPolicy) -> str:
     if literal is not None:
         reason = policy.refusal(literal)
         if reason is not None:
-            raise ValueError(
-                f"{url}: the crawler refuses {literal} ({reason}); "
-                "see allow_private_addresses in the settings"
-            )
+            raise ValueError(f"{url}: the crawler refuses {literal} ({reason}); {_hint(literal)}")
     return url
+
+
+def _hint(literal: str) -> str:
+    """What the operator can do about a refused address: the setting that opens it, or that
+    none does (cloud metadata and link-local addresses stay refused with it)."""
+    if AddressPolicy(allow_private=True).refusal(literal) is not None:
+        return "no setting allows it: the crawler never contacts such an address"
+    return (
+        f"to watch private addresses set {ALLOW_PRIVATE_ENV}=true (or allow_private_addresses "
+        "= true in the config file) for this command and for crawler run"
+    )

@@ -20,6 +20,8 @@ from crawler.cli._common import (
     fail,
     out_console,
     print_json,
+    print_rows,
+    service_view,
     settings_from,
     store_errors,
 )
@@ -30,18 +32,51 @@ if TYPE_CHECKING:  # imported where used: `crawler status` (a health check) load
 
 #: exit status of input that can never work (nothing was written)
 USAGE = 2
+#: exit status of ``add`` given other options for a URL already watched (see ``_conflicts``)
+NOT_CHANGED = 1
 
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 
-def open_store(settings: Settings) -> Store:
+def open_store(settings: Settings, *, read_only: bool = False) -> Store:
+    """The store, migrated to the current schema. ``read_only`` (``list``, ``show``,
+    ``stats``...): a database that does not exist yet is not created: the command fails
+    saying where it looked and what to run first."""
     from crawler.store import Store
 
+    if read_only:
+        _check_exists(settings.database_url)
     store = Store(settings.database_url)
     with store_errors():
+        if read_only and store.revision() is None:
+            store.close()
+            fail(_no_database(settings.database_url, "has no crawler tables"))
         store.upgrade()
     return store
+
+
+def _check_exists(database_url: str) -> None:
+    """Fail unless an SQLite database's file exists (connecting would create it)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite":
+        return
+    path = url.database or ""
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return
+    if not Path(path).is_file():
+        fail(_no_database(database_url, f"does not exist ({Path(path).resolve()})"))
+
+
+def _no_database(database_url: str, what: str) -> str:
+    where = database_url.split("@")[-1]
+    return (
+        f"no crawler database: {where} {what}; watch a first URL with crawler add URL "
+        "(or create it with crawler db upgrade), or point --database-url / "
+        "CRAWLER_DATABASE_URL at the service's database"
+    )
 
 
 @db_app.command("upgrade")
@@ -67,8 +102,8 @@ def add(
         help="A file of URLs (one per line), a sitemap.xml or an OPML "
         "file; - reads standard input.",
     ),
-    importance: float = typer.Option(
-        1.0, "--importance", parser=ascii_float, help="Value of a change, in (0, 1]."
+    importance: float | None = typer.Option(
+        None, "--importance", parser=ascii_float, help="Value of a change, in (0, 1] (default 1)."
     ),
     selector: str | None = typer.Option(None, "--selector", help="CSS selector to watch."),
     ignore: list[str] = typer.Option(None, "--ignore", help="Regex removed before hashing."),
@@ -83,14 +118,15 @@ def add(
     as_json: bool = JsonOption,
 ) -> None:
     """Watch URLs. Every URL is checked with the crawl's own rules first; if any is invalid
-    nothing is added (exit 2) unless --skip-invalid. A URL already watched is reported."""
+    nothing is added (exit 2) unless --skip-invalid. A URL already watched is reported; one
+    watched with other options is not changed (exit 1): crawler edit changes it."""
     from crawler.cli._sources import SourceUrl, read_url_source
     from crawler.cli._validate import check_url, validate_rules
     from crawler.fetch import AddressPolicy
     from crawler.store import NewUrl
     from crawler.store._bounds import check_tag
 
-    if not 0 < importance <= 1:
+    if importance is not None and not 0 < importance <= 1:
         fail("--importance must be in (0, 1]", USAGE)
     patterns = tuple(ignore or ())
     try:
@@ -114,7 +150,10 @@ def add(
     source = "-" if file == "-" else file
     for raw, line in candidates:
         try:
-            entries.append(NewUrl(check_url(raw, policy), importance, selector, patterns))
+            url = check_url(raw, policy)
+            entries.append(
+                NewUrl(url, 1.0 if importance is None else importance, selector, patterns)
+            )
         except ValueError as exc:
             bad: dict[str, Any] = {"url": _clip(raw), "error": str(exc)}
             if line:
@@ -128,12 +167,15 @@ def add(
             tagged = [i for _, i in report.added + report.reactivated]
             tagged += [i for i, _ in store.select_urls(report.already_watched)]
             store.edit_urls(tagged, {}, tag)
+        conflicts = [] if refused else _conflicts(store, report.already_watched, importance,
+                                                   selector, ignore)  # fmt: skip
     if as_json:
         print_json(
             {
                 "added": [u for u, _ in report.added],
                 "reactivated": [u for u, _ in report.reactivated],
                 "already_watched": report.already_watched,
+                "not_changed": conflicts,
                 "invalid": invalid,
             }
         )
@@ -141,9 +183,19 @@ def add(
         for bad in invalid:
             where = f"{bad['file']}:{bad['line']}: " if "line" in bad else ""
             message = escape(f"{where}{bad['error']}")
-            err_console.print(f"[yellow]invalid[/] {message}", highlight=False)
-        for url in report.already_watched:
-            err_console.print(f"[dim]already watched[/] {escape(url)}", highlight=False)
+            label = "skipped" if skip_invalid else "refused"  # the error says what is wrong
+            err_console.print(f"[yellow]{label}:[/] {message}", highlight=False)
+        differ = {c["url"] for c in conflicts}
+        for url in dict.fromkeys(report.already_watched):
+            if url not in differ:
+                err_console.print(f"[dim]already watched[/] {escape(url)}", highlight=False)
+        for c in conflicts:
+            err_console.print(
+                f"[yellow]already watched with other options, not changed:[/] "
+                f"{escape(c['url'])} ({escape(c['differs'])}); to change it run: "
+                f"{escape(c['edit'])}",
+                highlight=False,
+            )
         if refused:
             err_console.print(
                 f"nothing added: {len(invalid)} invalid URL(s) of {len(candidates)}; fix them, "
@@ -156,6 +208,51 @@ def add(
             )
     if refused or (invalid and not entries):
         raise typer.Exit(USAGE)
+    if conflicts:
+        raise typer.Exit(NOT_CHANGED)
+
+
+def _conflicts(
+    store: Store,
+    watched: list[str],
+    importance: float | None,
+    selector: str | None,
+    ignore: list[str] | None,
+) -> list[dict[str, str]]:
+    """The already watched URLs whose options differ from the ones given to ``add``: not
+    changed (a re-run of a bulk ``add`` must not overwrite what ``crawler edit`` set), each
+    with the ``crawler edit`` command that would apply them."""
+    import shlex
+
+    if importance is None and selector is None and not ignore:
+        return []
+    import numpy as np
+
+    found = store.select_urls(list(dict.fromkeys(watched)))  # a few queries, not one a URL
+    records = store.url_records(i for i, _ in found)
+    ids, weights = store.active_urls()
+    out = []
+    for uid, url in found:
+        record = records.get(uid)
+        at = int(np.searchsorted(ids, uid))
+        if record is None or at >= ids.size or ids[at] != uid:
+            continue
+        current = float(weights[at])
+        differs, flags = [], []
+        if importance is not None and abs(current - importance) > 1e-9:
+            differs.append(f"importance {current:g}, not {importance:g}")
+            flags += ["--importance", f"{importance:g}"]
+        if selector is not None and record.selector != selector:
+            differs.append(f"selector {record.selector or 'none'}, not {selector}")
+            flags += ["--selector", selector]
+        if ignore and list(record.ignore_patterns) != list(ignore):
+            differs.append(f"ignore patterns {list(record.ignore_patterns)}, not {list(ignore)}")
+            for pattern in ignore:
+                flags += ["--ignore", pattern]
+        if differs:
+            edit = shlex.join(["crawler", "edit", url, *flags])
+            out.append({"url": url, "differs": "; ".join(differs), "edit": edit})
+    return out
 
 
 def _clip(url: str, keep: int = 200) -> str:
@@ -224,10 +321,11 @@ def list_urls(
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        store = open_store(settings)
+        store = open_store(settings, read_only=True)
         if failing:
             _rules.print_failing(store, settings, as_json)
             return
+        settings, whose = service_view(store, settings)
         rows = store.list_urls(include_removed=removed)
         wanted = learned_frequencies(store, settings)
         rules = _rules.url_rules(store, settings)
@@ -246,15 +344,12 @@ def list_urls(
         }  # fmt: skip
         docs.append(doc)
     if as_json:
-        print_json({"scheduler": settings.scheduler, "urls": docs})
+        print_json({"scheduler": settings.scheduler, "settings": whose, "urls": docs})
         return
-    table = Table(title=f"{len(docs)} URLs (scheduler {settings.scheduler})")
-    cols = ("url", "importance", "wanted/slot", "bounds", "paused", "host cap", "last poll", "hits")
-    for col in (*cols, "misses", "errors"):
-        table.add_column(col, overflow="fold", justify="left" if col == "url" else "right")
+    cells: list[list[str]] = []
     for doc in docs:
         x = doc["wanted_frequency"]
-        table.add_row(
+        cells.append([
             doc["url"],
             f"{doc['importance']:.2f}",
             "-" if x is None else f"{x:.4f}",
@@ -265,8 +360,11 @@ def list_urls(
             str(doc["hits"]),
             str(doc["misses"] + doc["not_modified"]),
             str(doc["errors"]),
-        )
-    out_console.print(table)
+        ])  # fmt: skip
+    headers = ("url", "importance", "wanted/slot", "bounds", "paused", "host cap", "last poll",
+               "hits", "misses", "errors")  # fmt: skip
+    title = f"{len(docs)} URLs (scheduler {settings.scheduler}, {settings.slot_seconds:g} s slots)"
+    print_rows(title, headers, cells, whose)
 
 
 @app.command()
@@ -284,24 +382,37 @@ def show(
         url = validate_url(url)
     except ValueError as exc:
         fail(str(exc))
+    from crawler.cli import edit as _rules
+
     with store_errors():
-        store = open_store(settings)
+        store = open_store(settings, read_only=True)
         detail = store.url_detail(url)
-        wanted = learned_frequencies(store, settings) if detail is not None else {}
-    if detail is None:
-        fail(f"not watched: {url}")
+        if detail is None:
+            fail(f"not watched: {url} (crawler list shows the watched URLs)")
+        settings, whose = service_view(store, settings)
+        wanted = learned_frequencies(store, settings)
+        rules = _rules.defaults(settings) | _rules.url_rules(store, settings).get(detail.row.id, {})
     doc = detail.as_dict()
     doc["wanted_frequency"] = wanted.get(detail.row.id)
+    doc |= {k: rules[k] for k in ("min_interval_s", "max_interval_s", "paused", "tags")}
+    doc["settings"] = whose
     if as_json:
         print_json(doc)
         return
     row = doc["row"]
     out_console.print(f"[bold]{escape(row['url'])}[/]  (id {row['id']}, host {row['host']})")
-    out_console.print(
-        f"importance {row['importance']:.2f}  wanted {doc['wanted_frequency']} polls/slot  "
-        f"polls {row['polls']}  hits {row['hits']}  misses {row['misses']}  "
-        f"not modified {row['not_modified']}  errors {row['errors']}"
-    )
+    wanted_text = "-" if doc["wanted_frequency"] is None else f"{doc['wanted_frequency']:.4g}"
+    patterns = ", ".join(f"'{p}'" for p in doc["ignore_patterns"]) or "none"
+    lines = [
+        f"importance {row['importance']:.2f}  wanted {wanted_text} polls/slot  "
+        f"bounds {_rules.bound_text(doc)}{'  paused' if doc['paused'] else ''}"
+        f"  tags {', '.join(doc['tags']) or 'none'}",
+        f"polls {row['polls']}: hits {row['hits']}, misses {row['misses']}, "
+        f"not modified {row['not_modified']}, errors {row['errors']}",
+        f"selector {doc['selector'] or 'none (the whole page)'}  ignore patterns {patterns}",
+    ]
+    for line in lines:
+        out_console.print(escape(line), highlight=False)
     for name, fields in doc["state"].items():
         out_console.print(f"scheduler {name}: {fields}")
     polls = Table(title="recent polls")
@@ -346,7 +457,7 @@ def stats(
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        totals = open_store(settings).stats(top_hosts=top).as_dict()
+        totals = open_store(settings, read_only=True).stats(top_hosts=top).as_dict()
     if as_json:
         print_json(totals)
         return

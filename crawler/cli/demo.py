@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
@@ -17,33 +18,37 @@ if TYPE_CHECKING:  # imported by the command: the other commands need none of it
     from crawler.demo import DemoOptions, DemoProgress
 
 
+#: what the demo's "limit" is, printed under its figures
+LIMIT_MEANING = (
+    "limit: the changes per slot the best possible polling would catch with these polls, "
+    "knowing every page's true rate of change (the analytic optimum); a scheduler learns "
+    "the rates as it goes, so its ratio to the limit climbs towards 1."
+)
+
+
 def _view(progress: DemoProgress, options: DemoOptions) -> Table:
+    """The live figures, one per line: fits 80 columns (a row of seven columns did not)."""
     table = Table(
-        title=f"crawler demo: {options.urls} pages changing at Zipf rates, "
+        title=f"crawler demo: {options.urls} pages changing at Zipf rates,\n"
         f"{options.capacity:g} polls per {options.slot_seconds:g} s slot, "
         f"scheduler {options.scheduler}",
-        show_header=True,
+        show_header=False,
+        width=min(err_console.width, 80),
     )
-    for col in (
-        "slot",
-        f"hits/slot (last {options.window})",
-        "limit",
-        "ratio to limit",
-        "uniform would get",
-        "polls",
-        "errors",
-    ):
-        table.add_column(col, justify="right")
-    bar = "#" * int(40 * min(progress.ratio, 1.0))
+    table.add_column("figure", no_wrap=True, ratio=2)
+    table.add_column("value", overflow="fold", ratio=3)
+    limit = max(progress.limit, 1e-12)
+    bar = "#" * int(30 * min(progress.ratio, 1.0))
+    table.add_row("slot", f"{progress.slot}/{options.slots}")
     table.add_row(
-        f"{progress.slot}/{options.slots}",
-        f"{progress.hits_per_slot:.3f}",
-        f"{progress.limit:.3f}",
-        f"{progress.ratio:.2f} {bar:<40}",
-        f"{progress.uniform:.3f} ({progress.uniform / max(progress.limit, 1e-12):.2f})",
-        str(progress.polls),
-        str(progress.errors),
+        "changes caught per slot", f"{progress.hits_per_slot:.3f} (last {options.window} slots)"
     )
+    table.add_row("limit", f"{progress.limit:.3f}")
+    table.add_row("ratio to limit", f"{progress.ratio:.2f} {bar}")
+    table.add_row(
+        "uniform polling would get", f"{progress.uniform:.3f} ({progress.uniform / limit:.2f})"
+    )
+    table.add_row("polls, errors", f"{progress.polls}, {progress.errors}")
     return table
 
 
@@ -72,13 +77,18 @@ def demo(
         database=database,
         seed=seed,
     )
-    with Live(_view(DemoProgress(), options), console=err_console, refresh_per_second=4) as live:
+    err_console.print(LIMIT_MEANING, soft_wrap=False, highlight=False)
+    screen = Console(stderr=True)  # the live view: wrapped at the width, unlike messages
+    with Live(_view(DemoProgress(), options), console=screen, refresh_per_second=4) as live:
         try:
             final = asyncio.run(run_demo(options, lambda p: live.update(_view(p, options))))
         except ValueError as exc:
             fail(str(exc))
+    if not screen.is_terminal:  # on a pipe Live prints its last view without a line end
+        screen.line()
     err_console.print(
         f"done: {final.hits} changes caught in {final.polls} polls over {final.slot} slots; "
         f"last {options.window} slots at {final.ratio:.0%} of the analytic limit "
-        f"(uniform: {final.uniform / final.limit:.0%})."
+        f"(uniform: {final.uniform / final.limit:.0%}).",
+        soft_wrap=False,
     )

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from crawler.cli._app import app
 from crawler.cli._common import (
@@ -31,8 +30,9 @@ from crawler.cli._common import (
     ascii_float,
     err_console,
     fail,
-    out_console,
     print_json,
+    print_rows,
+    service_view,
     settings_from,
     store_errors,
 )
@@ -181,15 +181,28 @@ def edit(
              "--selector, --ignore, --no-ignore, --tag or --untag", USAGE)  # fmt: skip
     if not urls and not tagged:
         fail("no URLs given: pass URLs or --tagged TAG", USAGE)
-    _, store = _open(config, database_url)
+    settings, store = _open(config, database_url)
     with store_errors():
         found = _selected(store, urls or [], tagged or [], "edit")
         store.edit_urls([i for i, _ in found], values, tag or (), untag or ())
+        service, _ = service_view(store, settings)
+    _note_short_interval(values.get("min_interval_s"), service.slot_seconds)
     changed = values | {"tags_added": tag or [], "tags_removed": untag or []}
     if as_json:
         print_json({"edited": [u for _, u in found], "changes": changed})
     else:
         err_console.print(f"edited {len(found)}")
+
+
+def _note_short_interval(seconds: float | None, slot_seconds: float) -> None:
+    """A minimum interval shorter than the running service's slot bounds nothing (a URL is
+    polled at most once a slot anyway): say so, with the service's slot length."""
+    if seconds and seconds < slot_seconds:
+        err_console.print(
+            f"note: --min-interval {format_duration(seconds)} is shorter than the service's "
+            f"{slot_seconds:g} s slot: the URL is polled at most once a slot anyway",
+            highlight=False,
+        )
 
 
 def _switch(
@@ -257,24 +270,17 @@ def revive(
 
 
 def url_rules(store: Store, settings: Settings) -> dict[int, dict[str, Any]]:
-    """Per watched URL with any: its bounds in force (own or default, in seconds), pause,
-    tags and failure record, for ``crawler list``."""
-    from crawler.service._bounds import interval_bounds
-
+    """Per watched URL with any: its bounds in seconds as stored (own, or the default of
+    ``settings``: pass the service's, see ``_common.service_view``; None: no bound), pause,
+    tags and failure record, for ``crawler list``. Seconds are shown as given, never
+    converted through a slot length (the command's own slot length may not be the
+    service's)."""
     rules = store.url_rules()
     out: dict[int, dict[str, Any]] = {}
-    s = settings.slot_seconds
-    lower, upper = interval_bounds(
-        s,
-        rules.min_interval_s,
-        rules.max_interval_s,
-        settings.default_min_interval_s,
-        settings.default_max_interval_s,
-    )
     for j, uid in enumerate(rules.ids.tolist()):
         out[uid] = {
-            "min_interval_s": s / upper[j] if upper[j] < 1 else None,
-            "max_interval_s": s / lower[j] if lower[j] > 0 else None,
+            "min_interval_s": _seconds(rules.min_interval_s[j], settings.default_min_interval_s),
+            "max_interval_s": _seconds(rules.max_interval_s[j], settings.default_max_interval_s),
             "paused": bool(rules.paused[j]),
         }
     for uid, tags in store.url_tags().items():
@@ -284,10 +290,16 @@ def url_rules(store: Store, settings: Settings) -> dict[int, dict[str, Any]]:
     return out
 
 
+def _seconds(stored: float, default: float | None) -> float | None:
+    """A bound in seconds: the URL's own (0: none) or, stored as NaN, the default."""
+    value = default if math.isnan(stored) else float(stored)
+    return value if value else None
+
+
 def defaults(settings: Settings) -> dict[str, Any]:
     return {
-        "min_interval_s": settings.default_min_interval_s,
-        "max_interval_s": settings.default_max_interval_s,
+        "min_interval_s": settings.default_min_interval_s or None,
+        "max_interval_s": settings.default_max_interval_s or None,
         "paused": False,
         "tags": [],
         "failure": None,
@@ -307,16 +319,16 @@ def print_failing(store: Store, settings: Settings, as_json: bool) -> None:
     if as_json:
         print_json({"failing": [{"url": url, **row.as_dict()} for url, row in rows]})
         return
-    table = Table(title=f"{len(rows)} failing URLs")
-    for col in ("url", "streak", "kind", "retired", "since", "last error"):
-        table.add_column(col, overflow="fold")
-    for url, row in rows:
-        table.add_row(
-            escape(url),
+    cells = [
+        [
+            url,
             str(row.streak),
             row.kind or "-",
             "yes" if row.retired else "",
             row.since.isoformat()[:19] if row.since else "-",
-            escape(row.error or ""),
-        )
-    out_console.print(table)
+            row.error or "",
+        ]
+        for url, row in rows
+    ]
+    headers = ("url", "streak", "kind", "retired", "since", "last error")
+    print_rows(f"{len(rows)} failing URLs", headers, cells)

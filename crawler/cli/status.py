@@ -21,7 +21,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.markup import escape
 
 from crawler.cli._app import app
-from crawler.cli._common import ConfigOption, JsonOption, err_console, print_json, settings_from
+from crawler.cli._common import (
+    ConfigOption,
+    JsonOption,
+    err_console,
+    out_console,
+    print_json,
+    settings_from,
+)
 
 UNHEALTHY = 1
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
@@ -120,8 +127,11 @@ def status(
 
 
 def _print(doc: dict[str, Any]) -> None:
+    """The answer on stdout (it is the command's data: ``crawler status | grep`` works)."""
     verdict = "[green]healthy[/]" if doc["healthy"] else "[bold red]unhealthy[/]"
-    err_console.print(f"{verdict}: {escape(str(doc['reason']))} ({doc['url']})", highlight=False)
+    out_console.print(
+        f"{verdict}: {escape(str(doc['reason']))} ({doc['url']})", highlight=False, soft_wrap=True
+    )
     summary = doc.get("metrics")
     if not summary:
         return
@@ -133,4 +143,4 @@ def _print(doc: dict[str, Any]) -> None:
         f"last slot {summary['last_slot_age_s']} s ago" if "last_slot_age_s" in summary else "",
         "polls " + ", ".join(f"{k} {v}" for k, v in sorted(polls.items())) if polls else "",
     ]
-    err_console.print(escape("; ".join(p for p in parts if p)), highlight=False)
+    out_console.print(escape("; ".join(p for p in parts if p)), highlight=False, soft_wrap=True)

@@ -105,6 +105,8 @@ class Scheduler(ABC):
         # Host caps, bounds and failures (None until one is set: then nothing changes).
         # Not part of state(): they come from the store and settings at every start.
         self._guard: Guard | None = None
+        #: polls per slot of a retired URL (its probe), given to the guard when it exists
+        self._probe = 1e-3
 
     # ----- public API -------------------------------------------------------------------
 
@@ -318,6 +320,16 @@ class Scheduler(ABC):
         self._guarded().succeed(pos)
         self._constraints_changed()
 
+    def set_probe(self, polls_per_slot: float) -> None:
+        """How often a retired URL is polled as a probe, in polls per slot (in (0, 1]; the
+        default 0.001 is one probe every 1,000 slots)."""
+        if not 0 < polls_per_slot <= 1:
+            raise ValueError(f"probe must be polls per slot in (0, 1], got {polls_per_slot!r}")
+        self._probe = float(polls_per_slot)
+        if self._guard is not None and self._guard.probe != self._probe:
+            self._guard.set_probe(self._probe)
+            self._constraints_changed()
+
     def failing(self) -> tuple[IdArray, NDArray[np.int32], BoolArray]:
         """The URLs with failures: ids, consecutive failures and whether retired."""
         if self._guard is None:
@@ -469,7 +481,7 @@ class Scheduler(ABC):
 
     def _guarded(self) -> Guard:
         if self._guard is None:
-            self._guard = Guard(self._ids.size, self._slot)
+            self._guard = Guard(self._ids.size, self._slot, probe=self._probe)
         return self._guard
 
     def _share_of(self, pos: IndexArray) -> FloatArray:

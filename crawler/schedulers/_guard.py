@@ -238,6 +238,13 @@ class Guard:
         self.retired[failing] = False
         self._changed()
 
+    def set_probe(self, probe: float) -> None:
+        """A retired URL's polls per slot from now on (in (0, 1])."""
+        if not 0 < probe <= 1:
+            raise ValueError("probe must be polls per slot in (0, 1]")
+        self.probe = float(probe)
+        self._changed()
+
     # ----- what the allocation respects -------------------------------------------------
 
     def limits(self) -> Limits:

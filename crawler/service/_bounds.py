@@ -13,12 +13,15 @@ The guard is not part of the scheduler's saved state, so ``Constraints.refresh``
 everything at the service's start and again on every watch-list change (``crawler edit``,
 ``pause``, ``resume`` and ``revive`` bump the version); only the URLs whose bounds or pause
 changed are passed to the scheduler (a scheduler given no constraint stays unconstrained).
-The failure record is ``_failures.py``'s.
+The failure record is ``_failures.py``'s; a retired URL is probed every
+``retired_probe_interval_s`` seconds (``probe_rate``).
 
 Discovery asks for *floors* too (``set_floors``): with ``discovery_watch_starts`` each watched
 start page gets a lower bound from its yield of new pages (``crawler.discovery._pacing``).
-A floor is merged with the operator's bounds: the larger lower bound wins, never above the
-URL's upper bound (an operator's minimum interval still holds). And *ceilings*
+A floor is merged with the operator's bounds: the larger lower bound wins, never above an
+upper bound the operator gave the URL itself (its minimum interval still holds); the default
+minimum interval (``default_min_interval_s``, a politeness default for URLs nobody bounded)
+gives way to a floor, so start pages are read as often as their yield asks. And *ceilings*
 (``set_ceilings``): the URLs discovery put on the watch list get an upper bound each so that
 together they take at most ``discovery_watched_share`` of the scheduler's polls
 (``crawler.service._trap_caps``); the smaller upper bound wins, never below the operator's
@@ -70,6 +73,12 @@ def interval_bounds(
     return lower.astype(np.float64), upper.astype(np.float64)
 
 
+def probe_rate(settings: Settings) -> float:
+    """A retired URL's polls per slot: one every ``retired_probe_interval_s`` seconds (at
+    most one a slot)."""
+    return min(1.0, settings.slot_seconds / settings.retired_probe_interval_s)
+
+
 class Constraints:
     """Keeps a scheduler's bounds, pause and failure record in step with the store."""
 
@@ -83,6 +92,8 @@ class Constraints:
         self._version: int | None = None  # the watch-list version last applied
         #: the operator's lower bounds alone (before discovery's floors), per ``_ids``
         self._rule_lower: FloatArray = np.empty(0)
+        #: URLs with a minimum interval of their own (not the default), per ``_ids``
+        self._own_min: BoolArray = np.empty(0, dtype=bool)
         #: discovery's floors: URL id -> polls per slot
         self._floors: dict[int, float] = {}
         #: the operator's upper bounds alone (before discovery's ceilings), per ``_ids``
@@ -95,6 +106,7 @@ class Constraints:
         watch-list change: what changed, the record of new URLs, operator revivals)."""
         since = self._version
         rules, failing, revived = await asyncio.to_thread(_read, store, since)
+        scheduler.set_probe(probe_rate(self.settings))
         self.apply(scheduler, rules)
         ids, _ = scheduler.frequencies()
         self.failures.restore(scheduler, ids, [row for _, row in failing])
@@ -121,7 +133,8 @@ class Constraints:
             self.settings.default_max_interval_s,
         )
         rule_lower, rule_upper = lower.copy(), upper.copy()  # not aliased by ``_reapply``
-        lower, upper = self._with_discovery(ids, lower, upper)
+        own_min = ~np.isnan(min_s)
+        lower, upper = self._with_discovery(ids, lower, upper, own_min)
         # what the scheduler has now: the last applied values (new URLs: no constraint)
         was_lower, was_upper = np.zeros(n), np.ones(n)
         was_paused = np.zeros(n, dtype=bool)
@@ -142,7 +155,7 @@ class Constraints:
         if go.any():
             scheduler.resume(ids[go])
         self._ids, self._lower, self._upper, self._paused = ids, lower, upper, paused
-        self._rule_lower, self._rule_upper = rule_lower, rule_upper
+        self._rule_lower, self._rule_upper, self._own_min = rule_lower, rule_upper, own_min
 
     def set_floors(self, scheduler: schedulers.Scheduler, floors: dict[int, float]) -> int:
         """Discovery's lower bounds (URL id -> polls per slot; an id left out has none),
@@ -173,7 +186,9 @@ class Constraints:
         if not pos.size:
             return 0
         ids = self._ids[pos]
-        lower, upper = self._with_discovery(ids, self._rule_lower[pos], self._rule_upper[pos])
+        lower, upper = self._with_discovery(
+            ids, self._rule_lower[pos], self._rule_upper[pos], self._own_min[pos]
+        )
         moved = (lower != self._lower[pos]) | (upper != self._upper[pos])
         if moved.any():
             scheduler.set_bounds(ids[moved], lower=lower[moved], upper=upper[moved])
@@ -182,11 +197,15 @@ class Constraints:
         return int(moved.sum())
 
     def _with_discovery(
-        self, ids: IdArray, lower: FloatArray, upper: FloatArray
+        self, ids: IdArray, lower: FloatArray, upper: FloatArray, own_min: BoolArray
     ) -> tuple[FloatArray, FloatArray]:
-        """The operator's (lower, upper) with discovery's ceilings (the smaller upper bound,
-        never below the operator's lower) and floors (the larger lower, never past upper)."""
+        """The operator's (lower, upper) with discovery's floors (the larger lower, never past
+        an upper bound the operator gave the URL itself: the default minimum interval, a
+        politeness default for URLs nobody bounded, gives way to a floor) and ceilings (the
+        smaller upper bound, never below the operator's lower)."""
         floors = _lookup(self._floors, ids, 0.0) if self._floors else None
+        if floors is not None:
+            upper = np.where(own_min, upper, np.maximum(upper, floors))
         if self._ceilings:
             ceiling = _lookup(self._ceilings, ids, 1.0)
             upper = np.maximum(np.minimum(upper, ceiling), lower)

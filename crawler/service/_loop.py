@@ -53,6 +53,8 @@ MAX_PENDING_SLOTS = 10_000
 #: how long past a slot's deadline the loop waits for a poller's deferred answers before it
 #: counts the missing ones as deferred itself (a crawl worker stuck on one page's judging)
 GRACE_S = 5.0
+#: changes logged one by one (at INFO, with the URL) per slot; the slot line counts them all
+CHANGES_LOGGED_PER_SLOT = 50
 
 #: poll outcomes as the metrics count them (a baseline poll is a successful miss)
 _METRIC_OUTCOME = {
@@ -540,6 +542,8 @@ class CrawlLoop:
                 )
             )
             counts[outcome] += 1
+            if outcome == "hit":
+                _log_change(rec.url, counts["hit"])
             if outcome in ("hit", "miss", "not_modified"):
                 fb_ids.append(url_id)
                 fb_hits.append(outcome == "hit")
@@ -618,6 +622,16 @@ async def _discovered(task: Awaitable[object]) -> None:
         raise
     except Exception:
         log.exception("discovery failed in this slot")
+
+
+def _log_change(url: str, nth: int) -> None:
+    """A change at INFO with its URL: the first ``CHANGES_LOGGED_PER_SLOT`` of a slot (a
+    large watch list can change by the thousand in one slot; the slot line counts them all
+    and ``crawler show URL`` lists each URL's changes)."""
+    if nth <= CHANGES_LOGGED_PER_SLOT:
+        log.info("changed: %s", url)
+    elif nth == CHANGES_LOGGED_PER_SLOT + 1:
+        log.info("more than %d changes in this slot: see crawler show URL", CHANGES_LOGGED_PER_SLOT)
 
 
 def _report(summary: SlotSummary, on_slot: Callable[[SlotSummary], None] | None) -> None:

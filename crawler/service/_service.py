@@ -23,13 +23,21 @@ from crawler.service._cluster import ClusterMember
 from crawler.service._loop import CrawlLoop, SlotSummary
 from crawler.service._pollers import build_poller
 from crawler.settings import Settings
-from crawler.store import OutboxStore, ServiceLock, Store, StoreError
+from crawler.store import OutboxStore, ServiceLock, Store, StoreError, save_service_settings
 
 log = logging.getLogger("crawler.service")
 
 PRUNE_EVERY_MINUTES = 60
 #: how often the service checks it still holds its database's lock (store/_lock.py)
 LOCK_CHECK_SECONDS = 15.0
+
+
+def recorded_settings(settings: Settings) -> dict[str, object]:
+    """What ``crawler run`` records for the admin commands: every setting but the database
+    URL (it may hold a password; the commands found the database already), and when."""
+    document: dict[str, object] = settings.model_dump(mode="json", exclude={"database_url"})
+    document["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return document
 
 
 def _stop_this_process() -> None:
@@ -93,6 +101,8 @@ class CrawlService:
 
     async def _start(self) -> CrawlService:
         await asyncio.to_thread(self.store.upgrade)
+        # the admin commands show bounds and shares with the running service's settings
+        await asyncio.to_thread(save_service_settings, self.store, recorded_settings(self.settings))
         if self.cluster is not None:  # issue 20: register, heartbeat, try to coordinate
             await asyncio.to_thread(self.cluster.start)
             self.loop.cluster = self.cluster

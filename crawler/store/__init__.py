@@ -40,6 +40,7 @@ from crawler.store._outbox_types import (
     DueDelivery,
     EventRow,
 )
+from crawler.store._service_settings import save_service_settings, service_settings
 from crawler.store._store import (
     Store,
     change_texts_in,
@@ -122,6 +123,8 @@ __all__ = [
     "host_caps",
     "owner_info",
     "save_host_caps",
+    "save_service_settings",
+    "service_settings",
     "site_host",
     "sync_url",
     "url_hosts",

@@ -158,4 +158,4 @@ def test_status_of_a_running_crawler(tmp_path: Path) -> None:
         timeout=60,
         check=False,
     )
-    assert after.returncode == 1 and "no answer from" in after.stderr
+    assert after.returncode == 1 and "no answer from" in after.stdout

@@ -60,6 +60,7 @@ def worker_env(
             "CRAWLER_FETCH_WORKERS": "0",
             "CRAWLER_NORMALIZE_WORKERS": "1",
             "CRAWLER_LOG_LEVEL": "WARNING",
+            "CRAWLER_DEFAULT_MIN_INTERVAL_S": "0",  # as measured: no polite bound
             "CRAWLER_USER_AGENT": UA_PREFIX + name,
             "CRAWLER_SEED": str(abs(hash(name)) % 1000),
         }

@@ -216,3 +216,50 @@ def test_install_script_in_a_fresh_venv(tmp_path: Path) -> None:
         if service.poll() is None:
             service.kill()
             service.wait()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("POSTGRES_PASSWORD", "change-me-postgres"),
+        ("GRAFANA_ADMIN_PASSWORD", "change-me-grafana"),
+        (
+            "CRAWLER_DATABASE_URL",
+            "postgresql+psycopg://crawler:change-me-postgres@postgres/crawler",
+        ),
+    ],
+)
+def test_entrypoint_refuses_the_placeholder_passwords(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    """compose's ${VAR:?} passes the copied .env.example: the entry point refuses it."""
+    log = tmp_path / "calls"
+    stub = tmp_path / "crawler"
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}", variable: value}
+    entry = str(REPO / "deploy/docker-entrypoint.sh")
+    run = subprocess.run(
+        ["sh", entry, "crawler", "run"], env=env, capture_output=True, text=True, timeout=30,
+        check=False,
+    )  # fmt: skip
+    assert run.returncode == 78
+    assert "placeholder" in run.stderr and "set" in run.stderr and "in .env" in run.stderr
+    assert not log.exists()  # neither migrated nor started
+    # the placeholders are the ones .env.example ships, and a real password passes
+    example = (REPO / ".env.example").read_text()
+    assert "change-me-postgres" in example and "change-me-grafana" in example
+    env[variable] = value.replace("change-me-postgres", "s3cret").replace("change-me-grafana", "x")
+    subprocess.run(["sh", entry, "crawler", "run"], env=env, check=True, timeout=30)
+    assert log.read_text().splitlines() == ["db upgrade", "run"]
+
+
+def test_deploy_files_say_what_they_mean() -> None:
+    for name in ("docker-compose.yml", ".env.example"):
+        text = (REPO / name).read_text()
+        assert "CONTRACTS" not in text, name  # a file not in the repository
+        assert "docs/settings.md" in text, name
+    deploy = (REPO / "docs/deploy.md").read_text()
+    assert "git pull && docker compose pull && docker compose up -d --build" in deploy
+    assert "pg_restore" in deploy and "**Restore**" in deploy
+    assert "CRAWLER_DEFAULT_MIN_INTERVAL_S" in deploy and "--min-interval 6h" in deploy

@@ -62,7 +62,7 @@ async def test_the_failure_record_is_exact_after_sigkill(database_url: str, tmp_
             assert record[missing].retired == (record[missing].streak >= 3)
             assert record[missing].kind == "permanent"
             assert not record[slow].retired and record[slow].kind == "transient"
-            # a retired URL is polled again only as a probe (every 1,000 slots)
+            # a retired URL is polled again only as a probe (every retired_probe_interval_s)
             assert runs[gone] == 1 and runs[missing] == 3
             if phase == "killed":  # a restart runs on from the committed record
                 await asyncio.to_thread(cli, env, "run", "--max-slots", "40")
