@@ -19,15 +19,16 @@ from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
 from crawler.service._cluster import ClusterMember
-from crawler.service._loop import CrawlLoop, SlotSummary
+from crawler.service._loop import CrawlLoop, SlotSummary, Verdict
 from crawler.service._pollers import build_poller
 from crawler.settings import Settings
-from crawler.store import ServiceLock, Store, StoreError
+from crawler.store import ServiceLock, ServiceLockLost, Store, StoreError
 
 log = logging.getLogger("crawler.service")
 
 PRUNE_EVERY_MINUTES = 60
-#: how often the service checks it still holds its database's lock (store/_lock.py)
+#: how often a thread checks the service still holds its database's lock (store/_lock.py),
+#: besides the loop's check at every slot start (a slot may last longer than this)
 LOCK_CHECK_SECONDS = 15.0
 
 
@@ -63,6 +64,8 @@ class CrawlService:
         self._housekeeping = AsyncIOScheduler(timezone="UTC")
         self._http: AsyncServer | None = None
         self._lock: ServiceLock | None = None
+        #: set when another process took this database's lock: ``serve`` raises it
+        self.lost: ServiceLockLost | None = None
         self._running = False
         self._started = time.monotonic()
         #: issue 20: this worker's membership in cluster mode (crawler/service/_cluster.py)
@@ -77,7 +80,7 @@ class CrawlService:
         self._lock = await asyncio.to_thread(
             functools.partial(self.store.acquire_service_lock, shared=self.cluster is not None)
         )
-        self._lock.watch(LOCK_CHECK_SECONDS, _stop_this_process)
+        self._lock.watch(LOCK_CHECK_SECONDS, self._lost_from_thread)
         try:
             return await self._start()
         except BaseException:
@@ -88,6 +91,11 @@ class CrawlService:
 
     async def _start(self) -> CrawlService:
         await asyncio.to_thread(self.store.upgrade)
+        # the lock's fencing token: from now on, a holder that lost the lock commits nothing
+        assert self._lock is not None
+        await asyncio.to_thread(self.store.claim_service_fence, self._lock)
+        if not self._lock.shared:  # cluster workers are fenced per site by their leases
+            self.loop.guard = self._may_poll
         if self.cluster is not None:  # issue 20: register, heartbeat, try to coordinate
             await asyncio.to_thread(self.cluster.start)
             self.loop.cluster = self.cluster
@@ -135,6 +143,38 @@ class CrawlService:
                 self.store.close()
             if self._lock is not None:
                 self._lock.release()
+
+    async def _may_poll(self) -> Verdict:
+        """The loop's guard, before every slot's first request: does this service still
+        hold its database's lock (one round trip on PostgreSQL; ``ServiceLock.ensure``)?
+        Lost to another process: stop at once. Cannot tell (the database is unreachable):
+        leave this slot out, as another service may be polling meanwhile."""
+        assert self._lock is not None
+        try:
+            held = await asyncio.to_thread(self._lock.ensure)
+        except StoreError as exc:
+            log.warning(
+                "slot not polled: cannot tell whether this service still holds the "
+                "database's lock (%s); trying again at the next slot",
+                exc,
+            )
+            return "skip"
+        if held:
+            return "poll"
+        self._lock_lost()
+        return "stop"
+
+    def _lock_lost(self) -> ServiceLockLost:
+        assert self._lock is not None
+        if self.lost is None:
+            self.lost = ServiceLockLost(self._lock.role, self._lock.where)
+            log.error("%s", self.lost)
+        return self.lost
+
+    def _lost_from_thread(self) -> None:
+        """The lock's watch thread found the lock taken (a slot longer than its check)."""
+        self._lock_lost()
+        _stop_this_process()
 
     def is_healthy(self) -> tuple[bool, str]:
         """Healthy while the loop runs and its last slot ended recently."""
@@ -189,4 +229,6 @@ async def serve(settings: Settings, max_slots: int | None = None) -> None:
         )
         tune_gc()
         await service.run(stop, max_slots)
+    if service.lost is not None:  # another process has the database now (exit status 3)
+        raise service.lost
     log.info("stopped cleanly")

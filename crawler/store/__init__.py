@@ -24,8 +24,9 @@ from crawler.store._discovery import (
     SourceSpec,
 )
 from crawler.store._engine import sync_url
+from crawler.store._fence import FencedOut
 from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
-from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
+from crawler.store._lock import ServiceLock, ServiceLockHeld, ServiceLockLost, owner_info
 from crawler.store._migrate import alembic_config, head_revision
 from crawler.store._store import Store, compress_snapshot, decompress_snapshot, site_host
 from crawler.store._types import (
@@ -57,6 +58,7 @@ __all__ = [
     "DiscoveryStore",
     "FailureRow",
     "Fence",
+    "FencedOut",
     "Found",
     "HostCapRow",
     "LeaseRow",
@@ -67,6 +69,7 @@ __all__ = [
     "PollRow",
     "ServiceLock",
     "ServiceLockHeld",
+    "ServiceLockLost",
     "SlotDiscovery",
     "SlotRecord",
     "SourceRow",
