@@ -120,7 +120,7 @@ class CrawlLoop:
         #: "may this process poll?", awaited by ``run`` at every slot start before any
         #: request (the service's database lock: _service.py); "skip" leaves the slot out,
         #: "stop" sets the stop event and ends the run
-        self.guard: Callable[[], Awaitable[Verdict]] | None = None
+        self.may_poll: Callable[[], Awaitable[Verdict]] | None = None
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -273,7 +273,7 @@ class CrawlLoop:
                 tick = await clock.wait(stop)
                 if tick is None:
                     break
-                verdict = "poll" if self.guard is None else await self.guard()
+                verdict = "poll" if self.may_poll is None else await self.may_poll()
                 if verdict == "stop":
                     stop.set()
                     break

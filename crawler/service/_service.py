@@ -95,7 +95,7 @@ class CrawlService:
         assert self._lock is not None
         await asyncio.to_thread(self.store.claim_service_fence, self._lock)
         if not self._lock.shared:  # cluster workers are fenced per site by their leases
-            self.loop.guard = self._may_poll
+            self.loop.may_poll = self._may_poll
         if self.cluster is not None:  # issue 20: register, heartbeat, try to coordinate
             await asyncio.to_thread(self.cluster.start)
             self.loop.cluster = self.cluster
@@ -145,10 +145,10 @@ class CrawlService:
                 self._lock.release()
 
     async def _may_poll(self) -> Verdict:
-        """The loop's guard, before every slot's first request: does this service still
-        hold its database's lock (one round trip on PostgreSQL; ``ServiceLock.ensure``)?
-        Lost to another process: stop at once. Cannot tell (the database is unreachable):
-        leave this slot out, as another service may be polling meanwhile."""
+        """The loop's ``may_poll`` hook, before every slot's first request: does this
+        service still hold its database's lock (``ServiceLock.ensure``: one round trip on
+        PostgreSQL)? Lost to another process: stop at once. Cannot tell (the database is
+        unreachable): leave this slot out, as another service may be polling meanwhile."""
         assert self._lock is not None
         try:
             held = await asyncio.to_thread(self._lock.ensure)

@@ -31,15 +31,21 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, select, text, update
+from sqlalchemy import Connection, bindparam, select, text
 
 from crawler.store._sql import is_postgres
 from crawler.store._types import StoreError
 from crawler.store._upsert import upsert
-from crawler.store.models import service_fence
+from crawler.store.models import UTCDateTime, service_fence
 
 #: how long a new holder's ``claim`` waits for a commit of the previous holder in flight
 LOCK_TIMEOUT_S = 10.0
+
+
+#: the commit's check, prepared once (it runs in every slot commit)
+_CHECK = text(
+    "UPDATE service_fence SET checked_at = :now WHERE role = :role AND generation = :generation"
+).bindparams(bindparam("now", type_=UTCDateTime()))
 
 
 class FencedOut(StoreError):  # noqa: N818 - reads as the condition it reports
@@ -76,9 +82,7 @@ def check(conn: Connection, role: str, generation: int, where: str = "") -> None
     """In a commit's transaction, before anything else is written: raise ``FencedOut`` unless
     ``generation`` is still ``role``'s stored one (the row stays locked until the commit)."""
     result = conn.execute(
-        update(service_fence)
-        .where(service_fence.c.role == role, service_fence.c.generation == generation)
-        .values(checked_at=datetime.now(UTC))
+        _CHECK, {"now": datetime.now(UTC), "role": role, "generation": generation}
     )
     if result.rowcount == 1:
         return

@@ -42,14 +42,17 @@ Decisions:
   bumps the lock's *generation* in ``service_fence`` once it holds the lock
   (``claim_fence``; ``_fence.py``), every slot commit checks in its own transaction that the
   generation is still its own (else nothing lands), and the service calls ``ensure()``
-  before every slot's first request (``CrawlLoop.guard``). On PostgreSQL that is one round
-  trip on the lock's own connection (is the lock still granted to this session: a
-  terminated session fails it at once), then, only if the session died, a new session that
-  takes the lock again only if it is free *and* the generation is still this holder's (a
-  service that came and went meanwhile may have committed: this one's memory is stale, it
-  must stop). On SQLite it reads the generation (the flock itself cannot be lost). An
-  exclusive holder whose check cannot reach the database does not poll that slot: it
-  cannot tell whether another service has taken over.
+  before every slot's first request (the hook ``CrawlLoop.may_poll``). On PostgreSQL that
+  is one round trip on the lock's own connection (is the lock still granted to this
+  session: a terminated session fails it at once), then, only if the session died, a new
+  session that takes the lock again only if it is free *and* the generation is still this
+  holder's (a service that came and went meanwhile may have committed: this one's memory
+  is stale, it must stop). On SQLite it reads the generation (the flock itself cannot be
+  lost, but a deleted lock file lets a second service in). An exclusive holder whose check
+  cannot reach the database does not poll that slot: it cannot tell whether another
+  service has taken over. What is left is the slot in progress when the lock went: its
+  polls were checked at its start (``tests/service/test_session_loss.py``: 0 pages polled
+  by both after the takeover).
 """
 
 from __future__ import annotations
