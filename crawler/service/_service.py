@@ -66,6 +66,7 @@ class CrawlService:
         self._lock: ServiceLock | None = None
         #: set when another process took this database's lock: ``serve`` raises it
         self.lost: ServiceLockLost | None = None
+        self._unsure = False  # the last lock check could not reach the database
         self._running = False
         self._started = time.monotonic()
         #: issue 20: this worker's membership in cluster mode (crawler/service/_cluster.py)
@@ -153,13 +154,17 @@ class CrawlService:
         try:
             held = await asyncio.to_thread(self._lock.ensure)
         except StoreError as exc:
-            log.warning(
+            (log.debug if self._unsure else log.warning)(
                 "slot not polled: cannot tell whether this service still holds the "
-                "database's lock (%s); trying again at the next slot",
+                "database's lock (%s); not polling until it can (checked every slot)",
                 exc,
             )
+            self._unsure = True
             return "skip"
         if held:
+            if self._unsure:
+                log.info("this service still holds the database's lock: polling again")
+                self._unsure = False
             return "poll"
         self._lock_lost()
         return "stop"

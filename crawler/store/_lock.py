@@ -106,10 +106,10 @@ class ServiceLockLost(ServiceLockHeld):
 
     def __init__(self, role: str, where: str) -> None:
         super().__init__(
-            f"another process took this database's {role} lock ({where}) after this "
-            "service's database session ended: this service stopped polling at once and "
-            "committed nothing since. One service runs per database: stop the other one "
-            "first if this one should run",
+            f"another process took this database's {role} lock ({where}) while this "
+            "service ran (its lock's database session had ended, or its lock file was "
+            "removed): this service stopped polling at once and committed nothing since. "
+            "One service runs per database: stop the other one first if this one should run",
             [],
         )
 
