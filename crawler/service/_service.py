@@ -67,6 +67,7 @@ class CrawlService:
         #: set when another process took this database's lock: ``serve`` raises it
         self.lost: ServiceLockLost | None = None
         self._unsure = False  # the last lock check could not reach the database
+        self._first_poll_at = 0.0  # monotonic: taken over from a holder that did not release
         self._running = False
         self._started = time.monotonic()
         #: issue 20: this worker's membership in cluster mode (crawler/service/_cluster.py)
@@ -97,6 +98,14 @@ class CrawlService:
         await asyncio.to_thread(self.store.claim_service_fence, self._lock)
         if not self._lock.shared:  # cluster workers are fenced per site by their leases
             self.loop.may_poll = self._may_poll
+            if self._lock.took_over:  # the previous holder may be finishing its last slot
+                self._first_poll_at = time.monotonic() + self.settings.slot_seconds
+                log.info(
+                    "the previous holder of this database's lock did not let it go cleanly "
+                    "(it died or lost its database session): the slots of the next %.3g s "
+                    "are left out, so that no page is polled by both in one slot",
+                    self.settings.slot_seconds,
+                )
         if self.cluster is not None:  # issue 20: register, heartbeat, try to coordinate
             await asyncio.to_thread(self.cluster.start)
             self.loop.cluster = self.cluster
@@ -149,8 +158,12 @@ class CrawlService:
         """The loop's ``may_poll`` hook, before every slot's first request: does this
         service still hold its database's lock (``ServiceLock.ensure``: one round trip on
         PostgreSQL)? Lost to another process: stop at once. Cannot tell (the database is
-        unreachable): leave this slot out, as another service may be polling meanwhile."""
+        unreachable): leave this slot out, as another service may be polling meanwhile.
+        Also left out: the slots starting within one slot length of taking the lock over
+        from a holder that did not release it (it may be finishing its last slot)."""
         assert self._lock is not None
+        if time.monotonic() < self._first_poll_at:
+            return "skip"
         try:
             held = await asyncio.to_thread(self._lock.ensure)
         except StoreError as exc:

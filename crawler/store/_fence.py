@@ -19,6 +19,11 @@ token can:
   in flight has ended (``LOCK_TIMEOUT_S`` at most): a commit either lands before the new
   holder loads the saved state, or not at all. One row, one index probe: measured at a
   few tens of microseconds a commit (``benchmarks/lock_check.py``).
+* A holder that stops cleanly sets ``released_at`` (``release``). A new holder that finds
+  it unset took over from one that died or lost its session and may still be finishing the
+  slot it checked before it lost the lock: the service then leaves out the slots starting
+  within one slot length of its claim (``CrawlService``), so no page is polled by both in
+  one slot window.
 * SQLite's ``flock`` cannot be lost silently, but the same path runs there (a deleted lock
   file would otherwise let two services in), so both databases behave alike.
 
@@ -29,9 +34,10 @@ fenced per site by lease epochs (``_cluster.py``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, bindparam, select, text
+from sqlalchemy import Connection, bindparam, select, text, update
 
 from crawler.store._sql import is_postgres
 from crawler.store._types import StoreError
@@ -53,21 +59,48 @@ class FencedOut(StoreError):  # noqa: N818 - reads as the condition it reports
     took the database's lock since; nothing was written."""
 
 
-def claim(conn: Connection, role: str, holder: str) -> int:
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A claimed generation, and whether the previous holder let the lock go cleanly (if
+    not, it died or lost its session, and may still be finishing a slot)."""
+
+    generation: int
+    predecessor_released: bool
+
+
+def claim(conn: Connection, role: str, holder: str) -> Claim:
     """In the caller's transaction: the next generation of ``role``'s fence (1 the first
-    time), recorded with ``holder``; returns it."""
+    time), recorded with ``holder``."""
     now = datetime.now(UTC)
+    query = select(service_fence.c.released_at).where(service_fence.c.role == role)
     if is_postgres(conn):
         conn.execute(text(f"SET LOCAL lock_timeout = '{int(LOCK_TIMEOUT_S * 1000)}ms'"))
+        query = query.with_for_update()  # waits for a commit in flight (its check's lock)
+    previous = conn.execute(query).first()
     upsert(
         conn,
         service_fence,
         [{"role": role, "generation": 1, "holder": holder, "taken_at": now}],
         ["role"],
         ["holder", "taken_at"],
-        set_={"generation": service_fence.c.generation + 1, "checked_at": None},
+        set_={
+            "generation": service_fence.c.generation + 1,
+            "checked_at": None,
+            "released_at": None,
+        },
     )
-    return int(current(conn, role) or 0)
+    released = previous is None or previous.released_at is not None
+    return Claim(int(current(conn, role) or 0), released)
+
+
+def release(conn: Connection, role: str, generation: int) -> None:
+    """Record that the holder of ``generation`` let the lock go cleanly (nothing if another
+    holder claimed a generation since)."""
+    conn.execute(
+        update(service_fence)
+        .where(service_fence.c.role == role, service_fence.c.generation == generation)
+        .values(released_at=datetime.now(UTC))
+    )
 
 
 def current(conn: Connection, role: str) -> int | None:

@@ -146,6 +146,9 @@ class ServiceLock:
     #: the fence generation this holder took (``claim_fence``; None: not claimed)
     generation: int | None = None
     _db: Engine | None = None  # where the fence is read on SQLite (the store's engine)
+    #: the previous holder did not let the lock go cleanly (it died or lost its session):
+    #: it may still be finishing a slot when ``claim_fence`` returns
+    took_over: bool = False
     released: bool = field(default=False)
     _mutex: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -171,6 +174,12 @@ class ServiceLock:
         if self.released:
             return
         self.released = True
+        if self._db is not None and self.generation is not None and not self.shared:
+            try:  # the next holder need not wait for this one's last slot
+                with self._db.begin() as conn:
+                    _fence.release(conn, self.role, self.generation)
+            except SQLAlchemyError as exc:
+                log.warning("the %s lock's clean release not recorded: %s", self.role, exc)
         if self._conn is not None:
             with contextlib.suppress(SQLAlchemyError):  # a dead session holds nothing
                 self._conn.close()
@@ -208,11 +217,12 @@ class ServiceLock:
             f"{self.owner.get('what', 'crawler')} pid={os.getpid()} host={socket.gethostname()}"
         )
         with translate_errors(f"taking the {self.role} lock's fence"), engine.begin() as conn:
-            generation = _fence.claim(conn, self.role, holder)
+            claimed = _fence.claim(conn, self.role, holder)
         with self._mutex:
-            self.generation = generation
+            self.generation = claimed.generation
+            self.took_over = not claimed.predecessor_released
             self._db = engine
-        return generation
+        return claimed.generation
 
     def _fence_is_mine(self, conn: Connection | None) -> bool:
         """Whether no other holder claimed the fence since this one (read on ``conn``, else

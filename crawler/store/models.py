@@ -225,7 +225,8 @@ class Meta(Base):
 class ServiceFence(Base):
     """The fencing token of a service lock (``crawler/store/_fence.py``): ``generation``
     grows by one each time a service takes the lock of ``role``; a slot commits only while
-    the generation it took is still the stored one (``checked_at``: its last such commit)."""
+    the generation it took is still the stored one (``checked_at``: its last such commit;
+    ``released_at``: it stopped cleanly)."""
 
     __tablename__ = "service_fence"
     role: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -233,6 +234,8 @@ class ServiceFence(Base):
     holder: Mapped[str | None] = mapped_column(Text)  # who took it: pid, host
     taken_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: set by a holder that let the lock go cleanly; None while held (or after a crash)
+    released_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class HostCap(Base):

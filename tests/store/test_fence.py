@@ -56,6 +56,7 @@ def test_a_commit_under_a_stale_generation_lands_nothing(database_url: str) -> N
         lock_a.release()
         with b.acquire_service_lock() as lock_b:
             assert b.claim_service_fence(lock_b) == generation + 1
+            assert not lock_b.took_over  # A's release was clean: B need not wait for it
             stale = [
                 poll(ids[0], "hit", content_hash="h1", old_hash="h0", snapshot="new"),
                 poll(ids[1], "miss"),
@@ -142,6 +143,7 @@ def test_a_holder_whose_fence_moved_does_not_take_the_lock_back(
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
         b.claim_service_fence(lock_b)
+        assert lock_b.took_over  # A did not let go: it may still be finishing a slot
         assert not lock_a.ensure()  # B still holds it
         lock_b.release()  # B is gone
         assert not lock_a.ensure()  # free, but fenced out

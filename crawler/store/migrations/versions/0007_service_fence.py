@@ -33,6 +33,7 @@ def upgrade() -> None:
         sa.Column("holder", sa.Text(), nullable=True),
         sa.Column("taken_at", TS, nullable=True),
         sa.Column("checked_at", TS, nullable=True),
+        sa.Column("released_at", TS, nullable=True),
         sa.PrimaryKeyConstraint("role", name=op.f("pk_service_fence")),
     )
 
