@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import os
 import signal
 import time
@@ -99,7 +100,7 @@ class CrawlService:
         if not self._lock.shared:  # cluster workers are fenced per site by their leases
             self.loop.may_poll = self._may_poll
             if self._lock.took_over:  # the previous holder may be finishing its last slot
-                self._first_poll_at = time.monotonic() + self.settings.slot_seconds
+                self._first_poll_at = math.inf  # from when this service is ready (below)
                 log.info(
                     "the previous holder of this database's lock did not let it go cleanly "
                     "(it died or lost its database session): the slots of the next %.3g s "
@@ -132,6 +133,8 @@ class CrawlService:
             max_instances=1,
         )
         self._housekeeping.start()
+        if self._first_poll_at:  # one slot length from now, when the first slot could start
+            self._first_poll_at = time.monotonic() + self.settings.slot_seconds
         return self
 
     async def __aexit__(

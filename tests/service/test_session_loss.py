@@ -177,6 +177,7 @@ class Overlap:
     doubled_polls: int  # A's polls of a page B polled within one slot length
     a_after_b: int  # A's polls after B's first poll
     a_after_lock_s: float  # A's last poll, seconds after B was seen holding the lock
+    gap_s: float  # from A's last poll to B's first poll
 
 
 def overlap(site: LoggingSite, b_locked_at: float) -> Overlap:
@@ -189,6 +190,7 @@ def overlap(site: LoggingSite, b_locked_at: float) -> Overlap:
         doubled_polls=len(doubled),
         a_after_b=sum(1 for t, _ in a if t >= b_first),
         a_after_lock_s=max(t for t, _ in a) - b_locked_at,
+        gap_s=b_first - max(t for t, _ in a),
     )
 
 
