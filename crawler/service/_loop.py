@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from crawler.service._records import RecentRecords, after_poll, asks_for_text, c
 from crawler.settings import Settings
 from crawler.store import (
     OUTCOMES,
+    FencedOut,
     Outcome,
     PollRecord,
     SlotRecord,
@@ -55,6 +56,9 @@ MAX_PENDING_SLOTS = 10_000
 GRACE_S = 5.0
 #: changes logged one by one (at INFO, with the URL) per slot; the slot line counts them all
 CHANGES_LOGGED_PER_SLOT = 50
+
+#: what a slot-start guard answers: poll this slot, leave it out, or stop the loop
+Verdict = Literal["poll", "skip", "stop"]
 
 #: poll outcomes as the metrics count them (a baseline poll is a successful miss)
 _METRIC_OUTCOME = {
@@ -116,6 +120,10 @@ class CrawlLoop:
         self.cluster: ClusterMember | None = None
         # discovery: a share of each slot's polls follows links from the sources
         self.discovery = DiscoverySide(settings, store, poller, metrics)
+        #: "may this process poll?", awaited by ``run`` at every slot start before any
+        #: request (the service's database lock: _service.py); "skip" leaves the slot out,
+        #: "stop" sets the stop event and ends the run
+        self.may_poll: Callable[[], Awaitable[Verdict]] | None = None
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -269,6 +277,12 @@ class CrawlLoop:
                 tick = await clock.wait(stop)
                 if tick is None:
                     break
+                verdict = "poll" if self.may_poll is None else await self.may_poll()
+                if verdict == "stop":
+                    stop.set()
+                    break
+                if verdict == "skip":
+                    continue
                 summary, commit = await self._slot(tick, clock, deferred, on_slot)
                 deferred = None
                 if summary.overrun:
@@ -435,6 +449,10 @@ class CrawlLoop:
                 fenced = await asyncio.to_thread(self.store.commit_slot, slot, polls, delta, fence)
                 if fenced and self.cluster is not None:
                     self.cluster.fenced_polls_total += fenced
+            except FencedOut as exc:  # another service has the database: never retried
+                log.error("%d slot(s) not committed, dropped: %s", len(self._pending), exc)
+                self._pending.clear()
+                return False
             except StoreError as exc:
                 unavailable = isinstance(exc, StoreUnavailable)
                 (log.warning if unavailable else log.error)(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import os
 import signal
 import time
@@ -20,15 +21,23 @@ from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
 from crawler.service._cluster import ClusterMember
-from crawler.service._loop import CrawlLoop, SlotSummary
+from crawler.service._loop import CrawlLoop, SlotSummary, Verdict
 from crawler.service._pollers import build_poller
 from crawler.settings import Settings
-from crawler.store import OutboxStore, ServiceLock, Store, StoreError, save_service_settings
+from crawler.store import (
+    OutboxStore,
+    ServiceLock,
+    ServiceLockLost,
+    Store,
+    StoreError,
+    save_service_settings,
+)
 
 log = logging.getLogger("crawler.service")
 
 PRUNE_EVERY_MINUTES = 60
-#: how often the service checks it still holds its database's lock (store/_lock.py)
+#: how often a thread checks the service still holds its database's lock (store/_lock.py),
+#: besides the loop's check at every slot start (a slot may last longer than this)
 LOCK_CHECK_SECONDS = 15.0
 
 
@@ -76,6 +85,10 @@ class CrawlService:
             self.deliverer = Deliverer(settings, self.metrics, exclusive_lock=settings.cluster)
         self._http: AsyncServer | None = None
         self._lock: ServiceLock | None = None
+        #: set when another process took this database's lock: ``serve`` raises it
+        self.lost: ServiceLockLost | None = None
+        self._unsure = False  # the last lock check could not reach the database
+        self._first_poll_at = 0.0  # monotonic: taken over from a holder that did not release
         self._running = False
         self._started = time.monotonic()
         #: issue 20: this worker's membership in cluster mode (crawler/service/_cluster.py)
@@ -90,7 +103,7 @@ class CrawlService:
         self._lock = await asyncio.to_thread(
             functools.partial(self.store.acquire_service_lock, shared=self.cluster is not None)
         )
-        self._lock.watch(LOCK_CHECK_SECONDS, _stop_this_process)
+        self._lock.watch(LOCK_CHECK_SECONDS, self._lost_from_thread)
         try:
             return await self._start()
         except BaseException:
@@ -103,6 +116,19 @@ class CrawlService:
         await asyncio.to_thread(self.store.upgrade)
         # the admin commands show bounds and shares with the running service's settings
         await asyncio.to_thread(save_service_settings, self.store, recorded_settings(self.settings))
+        # the lock's fencing token: from now on, a holder that lost the lock commits nothing
+        assert self._lock is not None
+        await asyncio.to_thread(self.store.claim_service_fence, self._lock)
+        if not self._lock.shared:  # cluster workers are fenced per site by their leases
+            self.loop.may_poll = self._may_poll
+            if self._lock.took_over:  # the previous holder may be finishing its last slot
+                self._first_poll_at = math.inf  # from when this service is ready (below)
+                log.info(
+                    "the previous holder of this database's lock did not let it go cleanly "
+                    "(it died or lost its database session): the slots of the next %.3g s "
+                    "are left out, so that no page is polled by both in one slot",
+                    self.settings.slot_seconds,
+                )
         if self.cluster is not None:  # issue 20: register, heartbeat, try to coordinate
             await asyncio.to_thread(self.cluster.start)
             self.loop.cluster = self.cluster
@@ -131,6 +157,8 @@ class CrawlService:
         self._housekeeping.start()
         if self.deliverer is not None:
             self.deliverer.start()
+        if self._first_poll_at:  # one slot length from now, when the first slot could start
+            self._first_poll_at = time.monotonic() + self.settings.slot_seconds
         return self
 
     async def __aexit__(
@@ -155,6 +183,46 @@ class CrawlService:
                 self.store.close()
             if self._lock is not None:
                 self._lock.release()
+
+    async def _may_poll(self) -> Verdict:
+        """The loop's ``may_poll`` hook, before every slot's first request: does this
+        service still hold its database's lock (``ServiceLock.ensure``: one round trip on
+        PostgreSQL)? Lost to another process: stop at once. Cannot tell (the database is
+        unreachable): leave this slot out, as another service may be polling meanwhile.
+        Also left out: the slots starting within one slot length of taking the lock over
+        from a holder that did not release it (it may be finishing its last slot)."""
+        assert self._lock is not None
+        if time.monotonic() < self._first_poll_at:
+            return "skip"
+        try:
+            held = await asyncio.to_thread(self._lock.ensure)
+        except StoreError as exc:
+            (log.debug if self._unsure else log.warning)(
+                "slot not polled: cannot tell whether this service still holds the "
+                "database's lock (%s); not polling until it can (checked every slot)",
+                exc,
+            )
+            self._unsure = True
+            return "skip"
+        if held:
+            if self._unsure:
+                log.info("this service still holds the database's lock: polling again")
+                self._unsure = False
+            return "poll"
+        self._lock_lost()
+        return "stop"
+
+    def _lock_lost(self) -> ServiceLockLost:
+        assert self._lock is not None
+        if self.lost is None:
+            self.lost = ServiceLockLost(self._lock.role, self._lock.where)
+            log.error("%s", self.lost)
+        return self.lost
+
+    def _lost_from_thread(self) -> None:
+        """The lock's watch thread found the lock taken (a slot longer than its check)."""
+        self._lock_lost()
+        _stop_this_process()
 
     def is_healthy(self) -> tuple[bool, str]:
         """Healthy while the loop runs and its last slot ended recently."""
@@ -237,4 +305,6 @@ async def serve(settings: Settings, max_slots: int | None = None) -> None:
         )
         tune_gc()
         await service.run(stop, max_slots)
+    if service.lost is not None:  # another process has the database now (exit status 3)
+        raise service.lost
     log.info("stopped cleanly")

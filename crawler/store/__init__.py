@@ -24,9 +24,10 @@ from crawler.store._discovery import (
     SourceSpec,
 )
 from crawler.store._engine import sync_url
+from crawler.store._fence import FencedOut
 from crawler.store._history import ChangeInfo, ChangeText, PruneReport
 from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
-from crawler.store._lock import ServiceLock, ServiceLockHeld, owner_info
+from crawler.store._lock import ServiceLock, ServiceLockHeld, ServiceLockLost, owner_info
 from crawler.store._migrate import alembic_config, head_revision
 from crawler.store._outbox import PAGE_CHANGED, PAGE_DISCOVERED, OutboxStore
 from crawler.store._outbox_types import (
@@ -90,6 +91,7 @@ __all__ = [
     "EventRow",
     "FailureRow",
     "Fence",
+    "FencedOut",
     "Found",
     "HostCapRow",
     "LeaseRow",
@@ -102,6 +104,7 @@ __all__ = [
     "PruneReport",
     "ServiceLock",
     "ServiceLockHeld",
+    "ServiceLockLost",
     "SlotDiscovery",
     "SlotRecord",
     "SourceRow",

@@ -236,6 +236,7 @@ class DiscoveryStore:
         fresh: dict[str, int] = {}
         now = slot.at or _now()
         with translate_errors("recording discovery"), self.engine.begin() as conn:
+            self.store.check_service_fence(conn)  # a service that lost its lock: nothing
             if slot.polls or slot.found:
                 fresh = self._insert_found(conn, slot.found)  # url -> its finder
                 found_by: dict[int, int] = {}

@@ -36,6 +36,23 @@ Decisions:
   False when another process took it meanwhile (then this one must stop).
   ``ServiceLock.watch(interval, on_lost)`` does that from a daemon thread; the service
   stops itself (as on SIGTERM) when told its lock is gone.
+* **A fencing token, and a check at every slot.** A watch every 15 s left a window: after
+  ``pg_terminate_backend`` a second service took the lock at once while the first polled on
+  until its next look (13 slots of 0.5 s polled by both on the test's site). So a holder
+  bumps the lock's *generation* in ``service_fence`` once it holds the lock
+  (``claim_fence``; ``_fence.py``), every slot commit checks in its own transaction that the
+  generation is still its own (else nothing lands), and the service calls ``ensure()``
+  before every slot's first request (the hook ``CrawlLoop.may_poll``). On PostgreSQL that
+  is one round trip on the lock's own connection (is the lock still granted to this
+  session: a terminated session fails it at once), then, only if the session died, a new
+  session that takes the lock again only if it is free *and* the generation is still this
+  holder's (a service that came and went meanwhile may have committed: this one's memory
+  is stale, it must stop). On SQLite it reads the generation (the flock itself cannot be
+  lost, but a deleted lock file lets a second service in). An exclusive holder whose check
+  cannot reach the database does not poll that slot: it cannot tell whether another
+  service has taken over. What is left is the slot in progress when the lock went: its
+  polls were checked at its start (``tests/service/test_session_loss.py``: 0 pages polled
+  by both after the takeover).
 """
 
 from __future__ import annotations
@@ -59,6 +76,8 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from crawler.store import _fence
+from crawler.store._engine import translate_errors
 from crawler.store._types import StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -79,6 +98,20 @@ class ServiceLockHeld(StoreError):  # noqa: N818 - reads as the condition it rep
     def __init__(self, message: str, holders: list[dict[str, Any]]) -> None:
         super().__init__(message)
         self.holders = holders
+
+
+class ServiceLockLost(ServiceLockHeld):
+    """This service held the lock, lost its session, and another process took the lock
+    meanwhile: it stopped polling and commits nothing more."""
+
+    def __init__(self, role: str, where: str) -> None:
+        super().__init__(
+            f"another process took this database's {role} lock ({where}) while this "
+            "service ran (its lock's database session had ended, or its lock file was "
+            "removed): this service stopped polling at once and committed nothing since. "
+            "One service runs per database: stop the other one first if this one should run",
+            [],
+        )
 
 
 def owner_info(what: str = "crawler run") -> dict[str, Any]:
@@ -110,6 +143,12 @@ class ServiceLock:
     _fd: int | None = None
     _key: int = 0
     _idle_ms: int = 0  # issue 20: end_session_when_idle
+    #: the fence generation this holder took (``claim_fence``; None: not claimed)
+    generation: int | None = None
+    _db: Engine | None = None  # where the fence is read on SQLite (the store's engine)
+    #: the previous holder did not let the lock go cleanly (it died or lost its session):
+    #: it may still be finishing a slot when ``claim_fence`` returns
+    took_over: bool = False
     released: bool = field(default=False)
     _mutex: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -135,6 +174,12 @@ class ServiceLock:
         if self.released:
             return
         self.released = True
+        if self._db is not None and self.generation is not None and not self.shared:
+            try:  # the next holder need not wait for this one's last slot
+                with self._db.begin() as conn:
+                    _fence.release(conn, self.role, self.generation)
+            except SQLAlchemyError as exc:
+                log.warning("the %s lock's clean release not recorded: %s", self.role, exc)
         if self._conn is not None:
             with contextlib.suppress(SQLAlchemyError):  # a dead session holds nothing
                 self._conn.close()
@@ -163,6 +208,32 @@ class ServiceLock:
                     text("SELECT set_config('idle_session_timeout', :v, false)"),
                     {"v": f"{self._idle_ms}ms"},
                 )
+
+    def claim_fence(self, engine: Engine) -> int:
+        """Take the next generation of this lock's fence (``_fence.py``), once the schema is
+        migrated and before anything is loaded or polled; remembered as ``generation``.
+        Raises StoreError (StoreUnavailable: retry) if the database refuses."""
+        holder = (
+            f"{self.owner.get('what', 'crawler')} pid={os.getpid()} host={socket.gethostname()}"
+        )
+        with translate_errors(f"taking the {self.role} lock's fence"), engine.begin() as conn:
+            claimed = _fence.claim(conn, self.role, holder)
+        with self._mutex:
+            self.generation = claimed.generation
+            self.took_over = not claimed.predecessor_released
+            self._db = engine
+        return claimed.generation
+
+    def _fence_is_mine(self, conn: Connection | None) -> bool:
+        """Whether no other holder claimed the fence since this one (read on ``conn``, else
+        on the store's engine); shared holders and unclaimed locks do not check."""
+        if self.shared or self.generation is None:
+            return True
+        if conn is not None:
+            return _fence.current(conn, self.role) == self.generation
+        assert self._db is not None
+        with translate_errors(f"checking the {self.role} lock's fence"), self._db.connect() as c:
+            return _fence.current(c, self.role) == self.generation
 
     def ensure(self) -> bool:
         """True if this process still holds the lock (a PostgreSQL lock whose session died
@@ -200,7 +271,7 @@ class ServiceLock:
         if self.released:
             return False
         if self._engine is None:  # SQLite: a flock lives as long as the descriptor
-            return True
+            return self._fence_is_mine(None)
         if self._conn is not None:
             try:
                 held = self._conn.execute(_HELD, {"ns": NAMESPACE, "key": _oid(self._key)})
@@ -215,11 +286,15 @@ class ServiceLock:
             conn = _pg_connection(self._engine, self.role)
         except SQLAlchemyError as exc:
             raise StoreUnavailable(f"re-taking the {self.role} lock: {_short(exc)}") from exc
-        if _pg_try(conn, self._key, self.shared):
-            self._conn = conn
-            self._set_idle(conn)
-            return True
-        conn.close()
+        try:
+            if _pg_try(conn, self._key, self.shared) and self._fence_is_mine(conn):
+                self._conn = conn
+                self._set_idle(conn)
+                return True
+        except SQLAlchemyError as exc:
+            conn.close()
+            raise StoreUnavailable(f"re-taking the {self.role} lock: {_short(exc)}") from exc
+        conn.close()  # and with it the lock, if it was taken with a stale generation
         return False
 
 

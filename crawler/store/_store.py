@@ -26,7 +26,7 @@ from sqlalchemy import (
 from crawler.detect import collapse_whitespace, cut_snapshot
 from crawler.schedulers import SchedulerState
 from crawler.sites import site_of
-from crawler.store import _admin, _bounds, _history, _outbox, _pg, _sqlite, _state
+from crawler.store import _admin, _bounds, _fence, _history, _outbox, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._cluster import ClusterStore, Fence, fence_rows
 from crawler.store._engine import make_engine, sync_url, translate_errors
@@ -136,6 +136,8 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         self.engine = make_engine(database_url)
         self.store_snapshots = store_snapshots and snapshot_max_bytes != 0
         self.snapshot_max_bytes = snapshot_max_bytes
+        #: (role, generation) of the service lock this store commits under (``_fence.py``)
+        self.service_fence: tuple[str, int] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Store:
@@ -180,6 +182,22 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         from crawler.store._lock import acquire
 
         return acquire(self.engine, owner, role=role, shared=shared)
+
+    def claim_service_fence(self, lock: ServiceLock) -> int:
+        """Take the next generation of ``lock``'s fencing token (``_fence.py``; after
+        ``upgrade``, before anything is loaded or polled). An exclusive holder's slot
+        commits from then on land only while that generation is still the stored one (else
+        ``FencedOut``, and nothing is written). Returns the generation."""
+        generation = lock.claim_fence(self.engine)
+        if not lock.shared:  # shared holders (cluster workers) are fenced by their leases
+            self.service_fence = (lock.role, generation)
+        return generation
+
+    def check_service_fence(self, conn: Connection) -> None:
+        """In a commit's transaction, first: raise ``FencedOut`` if another service took
+        the lock since this store's holder claimed its fence (no-op when none is held)."""
+        if self.service_fence is not None:
+            _fence.check(conn, *self.service_fence)
 
     def __enter__(self) -> Store:
         return self
@@ -386,12 +404,17 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         sites whose lease is no longer (worker, epoch) are dropped, checked in this same
         transaction (``_cluster.fence_rows``). Returns the number of poll rows so dropped.
 
+        When this store holds a service fence (``claim_service_fence``), the transaction
+        first checks it is still the stored generation: ``FencedOut`` if another service
+        took the lock since.
+
         Raises StoreUnavailable (retry later) or StoreError; then nothing was written."""
         for p in polls:
             if p.outcome not in OUTCOMES:
                 raise ValueError(f"unknown poll outcome {p.outcome!r}")
         fenced = 0
         with translate_errors("committing the slot"), self.engine.begin() as conn:
+            self.check_service_fence(conn)  # a service that lost its lock lands nothing
             failures = slot.failures
             if fence is not None:  # issue 20: fencing by lease epochs
                 polls, scheduler_delta, fenced, _ = fence_rows(conn, fence, polls, scheduler_delta)

@@ -246,6 +246,22 @@ class Meta(Base):
     text_value: Mapped[str | None] = mapped_column(Text)
 
 
+class ServiceFence(Base):
+    """The fencing token of a service lock (``crawler/store/_fence.py``): ``generation``
+    grows by one each time a service takes the lock of ``role``; a slot commits only while
+    the generation it took is still the stored one (``checked_at``: its last such commit;
+    ``released_at``: it stopped cleanly)."""
+
+    __tablename__ = "service_fence"
+    role: Mapped[str] = mapped_column(String(32), primary_key=True)
+    generation: Mapped[int] = mapped_column(BigInteger)
+    holder: Mapped[str | None] = mapped_column(Text)  # who took it: pid, host
+    taken_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: set by a holder that let the lock go cleanly; None while held (or after a crash)
+    released_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
 class HostCap(Base):
     """The service's current politeness cap of one host (``crawler.service._caps``), in polls
     per slot, and whether the scheduler's plan reaches it (the cap binds). Rewritten by the
@@ -319,6 +335,7 @@ deferrals: Table = _tables["deferrals"]
 meta: Table = _tables["meta"]
 host_caps: Table = _tables["host_caps"]
 url_tags: Table = _tables["url_tags"]
+service_fence: Table = _tables["service_fence"]
 
 
 # ----- issue 20: several workers on one PostgreSQL (crawler/store/_cluster.py) -------------

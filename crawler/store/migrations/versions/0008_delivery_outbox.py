@@ -7,7 +7,7 @@
   last answer.
 
 Revision ID: delivery_outbox
-Revises: 0006
+Revises: history
 Create Date: 2026-11-26 14:00:00.000000
 """
 
