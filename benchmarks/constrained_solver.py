@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from crawler.schedulers._optimum import Limits, constrained_fill, optimum_curve
+from crawler.schedulers._constrained import constrained_fill, optimum_curve
+from crawler.schedulers._limits import Limits
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -224,8 +224,7 @@ def _markdown(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         if "error" in row:
             lines.append(
-                f"| {row['n']:,} | {row['scheduler']} | failed: {row['error'][:60]} "
-                "| | | | | | |"
+                f"| {row['n']:,} | {row['scheduler']} | failed: {row['error'][:60]} | | | | | | |"
             )
         else:
             lines.append(

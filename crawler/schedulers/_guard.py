@@ -51,7 +51,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crawler.schedulers._optimum import Limits, constrained_fill, proportional_curve
+from crawler.schedulers._constrained import constrained_fill, proportional_curve
+from crawler.schedulers._limits import Limits
 
 FloatArray = NDArray[np.float64]
 IdArray = NDArray[np.int64]
@@ -65,6 +66,22 @@ FAILURE_KINDS: tuple[FailureKind, ...] = ("transient", "permanent", "gone")
 PROJECT_EVERY = 32
 #: at most this much stride credit is kept by a URL the guard turned away
 _CREDIT_CEILING = 2.0
+#: the per-row arrays, each with its dtype and the value of a new row (None: the slot):
+#: group label (-1: none), bounds, pause, slot of the last selection, consecutive
+#: failures (and of them the permanent ones), share when the streak began, retirement,
+#: and the projection's per-row scale
+_ROWS: dict[str, tuple[type[np.generic], float | int | bool | None]] = {
+    "label": (np.int64, -1),
+    "lower": (np.float64, 0.0),
+    "upper": (np.float64, 1.0),
+    "paused": (np.bool_, False),
+    "last": (np.int64, None),
+    "streak": (np.int32, 0),
+    "permanent": (np.int32, 0),
+    "base": (np.float64, 0.0),
+    "retired": (np.bool_, False),
+    "_scale": (np.float64, 1.0),
+}
 
 
 def classify_failure(status: int | None = None, error: str | None = None) -> FailureKind:
@@ -105,15 +122,18 @@ class Guard:
             int(retire_after),
             float(probe),
         )
-        self.label: IdArray = np.full(n, -1, dtype=np.int64)
-        self.lower: FloatArray = np.zeros(n)
-        self.upper: FloatArray = np.ones(n)
-        self.paused: BoolArray = np.zeros(n, dtype=bool)
-        self.last: IdArray = np.full(n, slot, dtype=np.int64)
-        self.streak: NDArray[np.int32] = np.zeros(n, dtype=np.int32)
-        self.permanent: NDArray[np.int32] = np.zeros(n, dtype=np.int32)
-        self.base: FloatArray = np.zeros(n)
-        self.retired: BoolArray = np.zeros(n, dtype=bool)
+        self.label: IdArray
+        self.lower: FloatArray
+        self.upper: FloatArray
+        self.paused: BoolArray
+        self.last: IdArray
+        self.streak: NDArray[np.int32]
+        self.permanent: NDArray[np.int32]
+        self.base: FloatArray
+        self.retired: BoolArray
+        self._scale: FloatArray
+        for name, (dtype, fill) in _ROWS.items():
+            setattr(self, name, np.full(n, slot if fill is None else fill, dtype=dtype))
         self.caps: dict[int, float] = {}
         #: bumped on every change of what the allocation must respect
         self.version = 0
@@ -122,7 +142,6 @@ class Guard:
         self._limits: Limits | None = None
         self._projected_at = -1
         self._projected_version = -1
-        self._scale: FloatArray = np.ones(n)
         self._active = False
         self._active_version = -1
 
@@ -131,32 +150,14 @@ class Guard:
     def insert(self, where: IndexArray, count: int, slot: int) -> None:
         """Rows for ``count`` new URLs at ``where`` (np.insert positions): no group, no
         bounds, no failures."""
-        self.label = np.insert(self.label, where, np.full(count, -1, dtype=np.int64))
-        self.lower = np.insert(self.lower, where, np.zeros(count))
-        self.upper = np.insert(self.upper, where, np.ones(count))
-        self.paused = np.insert(self.paused, where, np.zeros(count, dtype=bool))
-        self.last = np.insert(self.last, where, np.full(count, slot, dtype=np.int64))
-        self.streak = np.insert(self.streak, where, np.zeros(count, dtype=np.int32))
-        self.permanent = np.insert(self.permanent, where, np.zeros(count, dtype=np.int32))
-        self.base = np.insert(self.base, where, np.zeros(count))
-        self.retired = np.insert(self.retired, where, np.zeros(count, dtype=bool))
-        self._scale = np.insert(self._scale, where, np.ones(count))
+        for name, (dtype, fill) in _ROWS.items():
+            new = np.full(count, slot if fill is None else fill, dtype=dtype)
+            setattr(self, name, np.insert(getattr(self, name), where, new))
         self._changed(groups=True)
 
     def delete(self, keep: BoolArray) -> None:
         """Drop the rows where ``keep`` is False."""
-        for name in (
-            "label",
-            "lower",
-            "upper",
-            "paused",
-            "last",
-            "streak",
-            "permanent",
-            "base",
-            "retired",
-            "_scale",
-        ):
+        for name in _ROWS:
             setattr(self, name, getattr(self, name)[keep])
         self._changed(groups=True)
 

@@ -1,0 +1,434 @@
+"""The optimum under politeness caps and per-URL bounds, and the limits it gives.
+
+Kolobov et al., "Optimal freshness crawl under politeness constraints" (SIGIR 2019): with
+a global budget C, a cap K_h on the polls per slot of each host h and bounds
+lower_i <= x_i <= upper_i, the KKT conditions of the concave problem say that every URL
+sits where its marginal value w_i g(r_i / x_i) equals the global multiplier m plus its
+host's multiplier mu_h >= 0, clipped to its bounds. A host's own level (the level at which
+its URLs, alone, fill its cap) does not depend on m, so the solution is found in two
+passes: (1) each host's own level, by a root search run on all hosts at once (one
+bincount per step); (2) the global level m, by the same search, each URL taking the
+larger of m and its host's own level. Each step is O(n), so the cost is O(n) times a
+constant, near-linear like the paper's O(n log n) sort, and the same code serves every
+concave curve (equal weights, importance weights, the generic projection of the
+schedulers). The search (``_search``) works on the logarithm of the level: 12 halvings
+bring the 1,381-wide range below 0.4, then regula falsi with the Illinois rule
+(superlinear on these monotone fills) narrows every bracket to 1e-13, with a halving
+after any step that failed to halve its bracket, so it is never much slower than
+bisection. It replaced 64-step bisections (about 130 fill evaluations per solve); see
+benchmarks/scheduler_speed.py for the figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from crawler.schedulers._lagrange import gain, inverse_gain
+from crawler.schedulers._limits import Constrained, Limits
+from crawler.schedulers._optimum import (
+    change_rates,
+    checked_problem,
+    checked_weights,
+    expected_hits,
+    optimal_allocation,
+)
+
+FloatArray = NDArray[np.float64]
+IndexArray = NDArray[np.intp]
+
+_LOG_TINY = math.log(1e-300)
+_LOG_HUGE = math.log(1e300)
+_FILL_STEPS = 64  # the log-level range is 1,381 wide: 64 halvings reach 1e-16
+_HALVINGS = 12  # plain halvings before the Illinois steps: the range is then < 0.4 wide
+_LOG_WIDTH = 1e-13  # a bracket this narrow (relative, in log-level) is done
+_FILL_REL = 1e-12  # or a fill this close to its target (relative to the target)
+#: caps and budgets are met to this relative tolerance
+_FIT_TOL = 1e-9
+
+Curve = Callable[[FloatArray, IndexArray], FloatArray]
+
+
+def optimum_curve(r: FloatArray, importance: FloatArray | None) -> tuple[Curve, float]:
+    """The optimum's frequency x_i at a level, and the top of the level range.
+
+    Equal weights: the level is u and x = r / u. Weights: the level is the marginal value
+    m and x = r / u with w g(u) = m (0 once m >= w: such a URL is not worth a poll)."""
+    if importance is None:
+
+        def equal(level: FloatArray, rows: IndexArray) -> FloatArray:
+            # levels are positive and finite: r / level is never NaN
+            with np.errstate(over="ignore"):
+                out: FloatArray = r[rows] / level
+            return out
+
+        return equal, _LOG_HUGE
+    w = importance
+
+    def weighted(level: FloatArray, rows: IndexArray) -> FloatArray:
+        u = inverse_gain(level / w[rows])
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            x = np.where(np.isfinite(u), r[rows] / u, 0.0)
+        return np.nan_to_num(x, nan=0.0, posinf=np.inf)
+
+    return weighted, math.log(float(w.max())) if w.size else 0.0
+
+
+def proportional_curve(values: FloatArray) -> tuple[Curve, float]:
+    """x = v / level: the constrained projection of a wanted allocation v (the largest
+    allocation proportional to v, clipped to the bounds, that fits the caps and budget)."""
+
+    def curve(level: FloatArray, rows: IndexArray) -> FloatArray:
+        # levels are positive and finite: v / level is never NaN
+        with np.errstate(over="ignore"):
+            out: FloatArray = values[rows] / level
+        return out
+
+    return curve, _LOG_HUGE
+
+
+def constrained_fill(curve: Curve, top: float, capacity: float, limits: Limits) -> Constrained:
+    """The allocation x_i = clip(curve_i(max(m, l_h)), lower_i, upper_i), where each host's
+    level l_h makes it fill its cap alone and the global level m makes sum(x) = C (m at the
+    bottom of the range when even that leaves budget over). ``curve`` must fall as the
+    level rises; ``top`` is the logarithm of the level where every curve is at its lowest.
+
+    Lower bounds that do not fit are scaled down: in a host whose cap is below the sum of
+    its URLs' lower bounds, each URL gets ``lower_i * cap / sum(lower)``; if the lower
+    bounds (after that) exceed the budget C, every URL gets ``lower_i * C / sum(lower)``.
+    ``feasible`` is then False. Caps and the budget are never exceeded.
+    """
+    lo, hi, group, cap = limits.lower, limits.upper, limits.group, limits.cap
+    n, n_groups = lo.size, cap.size
+    grouped = np.flatnonzero(group >= 0)
+    g_of = group[grouped]
+    feasible = True
+    fixed = np.zeros(n, dtype=bool)
+    x_fixed = np.zeros(n)
+    own = np.full(n_groups, -np.inf)  # log of each group's own level
+    if n_groups:
+        sum_lo = np.bincount(g_of, lo[grouped], minlength=n_groups)
+        sum_hi = np.bincount(g_of, hi[grouped], minlength=n_groups)
+        over = sum_lo > cap * (1 + _FIT_TOL)
+        if over.any():
+            feasible = False
+            rows = grouped[over[g_of]]
+            fixed[rows] = True
+            x_fixed[rows] = lo[rows] * (cap / np.maximum(sum_lo, 1e-300))[group[rows]]
+            own[over] = np.inf
+        active = (cap < sum_hi) & ~over
+        if active.any():
+            rows = grouped[active[g_of]]
+            gr = group[rows]
+
+            def excess(log_level: FloatArray) -> FloatArray:
+                y = np.clip(curve(np.exp(log_level[gr]), rows), lo[rows], hi[rows])
+                out: FloatArray = np.bincount(gr, y, minlength=n_groups) - cap
+                return out
+
+            b, _ = _search(excess, _LOG_TINY, top, active, cap)
+            own[active] = b[active]  # the side that fits
+    # The global level.
+    free = np.flatnonzero(~fixed)
+    own_padded = np.append(own, -np.inf)  # index -1 (no group) reads the padding
+    floor_level = own_padded[group[free]]
+
+    def allocation(log_m: float) -> FloatArray:
+        level = np.exp(np.maximum(floor_level, log_m))
+        return np.asarray(np.clip(curve(level, free), lo[free], hi[free]), dtype=np.float64)
+
+    fixed_sum = float(x_fixed.sum())
+    x = x_fixed.copy()
+    budget = capacity - fixed_sum
+    min_free = float(lo[free].sum())
+    if budget < min_free * (1 - _FIT_TOL) or budget <= 0:
+        # The lower bounds alone exceed the budget: shrink them all to fit.
+        feasible = False
+        total_lo = fixed_sum + min_free
+        base = x_fixed.copy()
+        base[free] = lo[free]
+        x = base * (capacity / total_lo) if total_lo > 0 else base
+        log_m = top
+    else:
+        at_bottom = allocation(_LOG_TINY)
+        if float(at_bottom.sum()) <= budget:
+            x[free] = at_bottom
+            log_m = -np.inf
+        else:
+
+            def excess_global(log_level: FloatArray) -> FloatArray:
+                return np.array([float(allocation(float(log_level[0])).sum()) - budget])
+
+            fits, too_much = _search(
+                excess_global, _LOG_TINY, top, np.ones(1, dtype=bool), np.array([budget])
+            )
+            over_, under = float(fits[0]), float(too_much[0])
+            x_hi, x_lo = allocation(over_), allocation(under)
+            s_hi, s_lo = float(x_hi.sum()), float(x_lo.sum())
+            share = (budget - s_hi) / (s_lo - s_hi) if s_lo > s_hi else 0.0
+            x[free] = x_hi + min(max(share, 0.0), 1.0) * (x_lo - x_hi)
+            log_m = over_
+    level = float(np.exp(log_m)) if np.isfinite(log_m) else 0.0
+    own_level = np.where(np.isfinite(own), np.exp(np.minimum(own, _LOG_HUGE)), 0.0)
+    own_level[np.isposinf(own)] = np.inf
+    binding = np.isfinite(own) & (own > log_m) if n_groups else np.zeros(0, dtype=bool)
+    return Constrained(
+        x=x,
+        level=level,
+        groups=limits.labels.copy(),
+        group_level=own_level,
+        binding=np.asarray(binding, dtype=bool),
+        feasible=feasible,
+    )
+
+
+def _search(
+    excess: Callable[[FloatArray], FloatArray],
+    low: float,
+    high: float,
+    active: NDArray[np.bool_],
+    scale: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """For every active entry, a bracket [a, b] of log-levels around the point where
+    ``excess`` (falling as the level rises) crosses 0: excess(b) <= 0 (the side that fits)
+    and excess(a) > 0 (or a = ``low``, never evaluated). An entry is done when its bracket
+    is narrower than ``_LOG_WIDTH`` or excess(b) is within ``_FILL_REL * scale`` of 0.
+    Returns (b, a). Halvings first, then Illinois regula falsi (see the comment above
+    ``_LOG_TINY``), with a halving whenever three steps did not halve the bracket."""
+    size = active.size
+    a = np.full(size, low)
+    b = np.full(size, high)
+    fa = np.full(size, np.inf)  # excess at a, known once a point has landed there
+    fb = np.full(size, -np.inf)  # excess at b
+    open_ = active.copy()
+    moved = np.zeros(size, dtype=np.int8)  # the end moved by the last step: 1 a, -1 b
+    halve = np.ones(size, dtype=bool)
+    history = [b - a] * 3  # the bracket's width over the last three steps
+    close = _FILL_REL * np.asarray(scale, dtype=np.float64)
+    for step in range(4 * _FILL_STEPS):
+        width = b - a
+        open_ &= (width > _LOG_WIDTH * np.maximum(1.0, np.abs(b))) & (fb < -close)
+        if not open_.any():
+            break
+        mid = 0.5 * (a + b)
+        if step >= _HALVINGS:
+            known = np.isfinite(fa) & np.isfinite(fb) & (fa > fb) & ~halve
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                secant = a + fa * width / (fa - fb)
+            inside = np.clip(secant, a + 1e-3 * width, b - 1e-3 * width)
+            mid = np.where(known & np.isfinite(inside), inside, mid)
+        point = np.where(open_, mid, b)
+        f = excess(point)
+        over = open_ & (f > 0)
+        under = open_ & ~(f > 0)
+        # Illinois: the end kept a second time in a row counts half
+        fb = np.where(over & (moved == 1), 0.5 * fb, fb)
+        fa = np.where(under & (moved == -1), 0.5 * fa, fa)
+        a = np.where(over, point, a)
+        fa = np.where(over, f, fa)
+        b = np.where(under, point, b)
+        fb = np.where(under, f, fb)
+        moved = np.where(over, 1, np.where(under, -1, moved)).astype(np.int8)
+        history = [*history[1:], b - a]
+        halve = history[-1] > 0.5 * history[0]  # three steps did not halve: halve next
+    return b, a
+
+
+def solve_constrained(
+    r: ArrayLike,
+    capacity: float,
+    importance: ArrayLike | None = None,
+    *,
+    limits: Limits | None = None,
+) -> Constrained:
+    """The optimum under a budget, host caps and per-URL bounds, from Poisson rates r.
+
+    ``limits``: the URLs' host groups, the caps and the per-URL bounds (``Limits.build``;
+    None: none). See ``constrained_fill`` for what happens when the lower bounds do not
+    fit."""
+    ra = np.asarray(r, dtype=np.float64)
+    if ra.ndim != 1 or np.any(np.isnan(ra)) or np.any(ra < 0):
+        raise ValueError("rates must be a 1-D array of non-negative numbers")
+    if not math.isfinite(capacity) or capacity <= 0:
+        raise ValueError("capacity must be a positive number")
+    limits = _limits_for(ra.size, limits)
+    w = None if importance is None else np.asarray(importance, dtype=np.float64)
+    if w is not None:
+        if w.shape != ra.shape or not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError("importance must be positive, finite and match the rates")
+        if w.size and np.all(w == w[0]):
+            w = None
+    curve, top = optimum_curve(ra, w)
+    return constrained_fill(curve, top, float(capacity), limits)
+
+
+def constrained_allocation(
+    p: ArrayLike,
+    capacity: float,
+    importance: ArrayLike | None = None,
+    *,
+    limits: Limits | None = None,
+) -> FloatArray:
+    """``optimal_allocation`` under host caps and per-URL bounds (see ``solve_constrained``).
+
+    Without any constraint it is ``optimal_allocation`` itself (the same numbers)."""
+    pa = checked_problem(p, capacity)
+    if limits is None:
+        return optimal_allocation(pa, capacity, importance)
+    if importance is not None:
+        checked_weights(importance, pa)
+    return solve_constrained(change_rates(pa), capacity, importance, limits=limits).x
+
+
+def constrained_limit(
+    p: ArrayLike,
+    capacity: float,
+    importance: ArrayLike | None = None,
+    *,
+    limits: Limits | None = None,
+    model: Literal["overwrite", "disappear"] = "overwrite",
+) -> float:
+    """``limit`` under host caps and per-URL bounds: the expected (weighted) hits per slot
+    of the best policy that respects them.
+
+    Overwrite: the value of the constrained optimum under regular polling. Disappear: the
+    problem is linear (a poll of URL i is worth w_i p_i whenever it happens), so the greedy
+    fill by w_i p_i is optimal (the caps nest inside the budget: a laminar family, for
+    which greedy is exact): every URL first gets its lower bound, then the most valuable
+    URLs get up to their upper bound while their host's cap and the budget last."""
+    pa = checked_problem(p, capacity)
+    w = np.ones_like(pa) if importance is None else checked_weights(importance, pa)
+    if model == "overwrite":
+        x = constrained_allocation(pa, capacity, importance, limits=limits)
+        return expected_hits(x, pa, importance)
+    x = _greedy_linear(w * pa, float(capacity), _limits_for(pa.size, limits))
+    return float(np.sum(w * pa * x))
+
+
+def _greedy_linear(value: FloatArray, capacity: float, limits: Limits) -> FloatArray:
+    """Maximize sum(value x) under the caps, budget and bounds: lower bounds first (scaled
+    like ``constrained_fill`` scales them when they do not fit), then the rest in order of
+    value, each URL up to its upper bound while its host's cap and the budget last."""
+    x = fitted_lower(limits, capacity)
+    grouped = limits.group >= 0
+    room_group = limits.cap - np.bincount(
+        limits.group[grouped], x[grouped], minlength=limits.cap.size
+    )
+    room = capacity - float(x.sum())
+    for i in np.argsort(-value, kind="stable").tolist():
+        if room <= 1e-15 or value[i] <= 0:
+            break
+        g = int(limits.group[i])
+        extra = min(float(limits.upper[i] - x[i]), room)
+        if g >= 0:
+            extra = min(extra, float(room_group[g]))
+        if extra <= 0:
+            continue
+        x[i] += extra
+        room -= extra
+        if g >= 0:
+            room_group[g] -= extra
+    return x
+
+
+def fitted_lower(limits: Limits, capacity: float) -> FloatArray:
+    """The lower bounds, scaled down where they do not fit (as ``constrained_fill`` does):
+    in a host whose cap is below their sum, to the cap; then, if they exceed C, to C."""
+    x = limits.lower.copy()
+    grouped = np.flatnonzero(limits.group >= 0)
+    if limits.cap.size:
+        g_of = limits.group[grouped]
+        sum_lo = np.bincount(g_of, x[grouped], minlength=limits.cap.size)
+        over = sum_lo > limits.cap * (1 + _FIT_TOL)
+        rows = grouped[over[g_of]]
+        x[rows] *= (limits.cap / np.maximum(sum_lo, 1e-300))[limits.group[rows]]
+    total = float(x.sum())
+    if total > capacity * (1 + _FIT_TOL):
+        x *= capacity / total
+    return x
+
+
+def constrained_whole_slot_limit(
+    p: ArrayLike,
+    capacity: float,
+    importance: ArrayLike | None = None,
+    *,
+    limits: Limits | None = None,
+) -> float:
+    """``whole_slot_limit`` under host caps: an upper bound on the value per slot of any
+    schedule that polls each URL at whole-slot intervals within the caps and the budget.
+
+    By weak duality, for any multipliers m >= 0 (budget) and mu_h >= 0 (caps),
+    ``m C + sum_h mu_h K_h + sum_i max(0, max_k w_i (1 - q_i^k - c_i) / k)``, with
+    ``c_i = (m + mu_h(i)) / w_i``, bounds the value of every whole-interval allocation that
+    fits. The multipliers of the fractional constrained optimum are near-optimal for it;
+    they are scaled by the factor (found by golden-section search, the dual being convex)
+    that gives the smallest bound, and the result is the smaller of that and the
+    fractional constrained limit (both are upper bounds). The inner maximum over k is
+    found among the integers around the continuous optimum k* = g^-1(c) / r (the
+    function is unimodal in k)."""
+    pa = checked_problem(p, capacity)
+    w = np.ones_like(pa) if importance is None else checked_weights(importance, pa)
+    weights = None if importance is None or np.all(w == w[0]) else w
+    r = change_rates(pa)
+    limits = _limits_for(pa.size, limits)
+    if np.any(limits.lower > 0) or np.any(limits.upper < 1):
+        raise ValueError("constrained_whole_slot_limit takes host caps only, no per-URL bounds")
+    curve, top = optimum_curve(r, weights)
+    solved = constrained_fill(curve, top, float(capacity), limits)
+    own = np.append(solved.group_level, 0.0)[limits.group]
+    level_row = np.maximum(own, solved.level)
+    if weights is None:  # equal weights w0: levels are u, the marginal value is w0 g(u)
+        w0 = float(w[0]) if w.size else 1.0
+        marg_row = w0 * gain(np.minimum(level_row, 700.0))
+        m = w0 * float(gain(np.array([min(solved.level, 700.0)]))[0])
+        own_m = w0 * gain(np.minimum(solved.group_level, 700.0))
+    else:
+        marg_row, m, own_m = level_row, solved.level, solved.group_level
+    mu = np.maximum(own_m - m, 0.0)
+    finite_cap = np.isfinite(limits.cap)
+    fractional = expected_hits(solved.x, pa, w)
+
+    def dual(t: float) -> float:
+        c = np.minimum(t * marg_row / w, 1.0)
+        u = inverse_gain(np.minimum(c, 1.0 - 1e-12))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            k_star = np.where(r > 0, u / r, np.inf)
+        base = np.maximum(np.floor(np.minimum(k_star, 1e15)) - 1.0, 1.0)
+        best = np.zeros_like(pa)
+        for step in range(4):
+            k = base + step
+            with np.errstate(over="ignore", invalid="ignore"):
+                gain = np.where(np.isfinite(r), -np.expm1(-r * k), 1.0)
+            best = np.maximum(best, (gain - c) / k)
+        inner = float(np.sum(w * best))
+        caps_term = float(np.sum(t * mu[finite_cap] * limits.cap[finite_cap]))
+        return inner + t * m * capacity + caps_term
+
+    lo, hi = 0.5, 1.5
+    golden = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = hi - golden * (hi - lo), lo + golden * (hi - lo)
+    fa, fb = dual(a), dual(b)
+    for _ in range(40):
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - golden * (hi - lo)
+            fa = dual(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + golden * (hi - lo)
+            fb = dual(b)
+    return min(fa, fb, dual(1.0), fractional)
+
+
+def _limits_for(n: int, limits: Limits | None) -> Limits:
+    """The limits of n URLs (none when None); ValueError when they are for another n."""
+    if limits is None:
+        return Limits.build(n)
+    if limits.lower.size != n:
+        raise ValueError(f"the limits are for {limits.lower.size} URLs, the problem has {n}")
+    return limits
