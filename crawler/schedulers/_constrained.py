@@ -50,7 +50,31 @@ _FILL_REL = 1e-12  # or a fill this close to its target (relative to the target)
 #: caps and budgets are met to this relative tolerance
 _FIT_TOL = 1e-9
 
-Curve = Callable[[FloatArray, IndexArray], FloatArray]
+
+class Curve:
+    """The frequencies x_i = r_i / u_i of some rows at a level: equal weights (``importance``
+    None), u is the level itself; weights, u solves w_i g(u) = level (x = 0 once the level
+    reaches w_i: such a URL is not worth a poll). ``subset`` gathers the rows once, so that
+    the many evaluations of a solve do not gather them again."""
+
+    def __init__(self, r: FloatArray, importance: FloatArray | None = None) -> None:
+        self.r = r
+        self.importance = importance
+
+    def subset(self, rows: IndexArray) -> Curve:
+        w = None if self.importance is None else self.importance[rows]
+        return Curve(self.r[rows], w)
+
+    def __call__(self, level: FloatArray) -> FloatArray:
+        if self.importance is None:
+            # levels are positive and finite: r / level is never NaN
+            with np.errstate(over="ignore"):
+                out: FloatArray = self.r / level
+            return out
+        u = inverse_gain(level / self.importance)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            x = np.where(np.isfinite(u), self.r / u, 0.0)
+        return np.nan_to_num(x, nan=0.0, posinf=np.inf)
 
 
 def optimum_curve(r: FloatArray, importance: FloatArray | None) -> tuple[Curve, float]:
@@ -59,39 +83,32 @@ def optimum_curve(r: FloatArray, importance: FloatArray | None) -> tuple[Curve, 
     Equal weights: the level is u and x = r / u. Weights: the level is the marginal value
     m and x = r / u with w g(u) = m (0 once m >= w: such a URL is not worth a poll)."""
     if importance is None:
-
-        def equal(level: FloatArray, rows: IndexArray) -> FloatArray:
-            # levels are positive and finite: r / level is never NaN
-            with np.errstate(over="ignore"):
-                out: FloatArray = r[rows] / level
-            return out
-
-        return equal, _LOG_HUGE
-    w = importance
-
-    def weighted(level: FloatArray, rows: IndexArray) -> FloatArray:
-        u = inverse_gain(level / w[rows])
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            x = np.where(np.isfinite(u), r[rows] / u, 0.0)
-        return np.nan_to_num(x, nan=0.0, posinf=np.inf)
-
-    return weighted, math.log(float(w.max())) if w.size else 0.0
+        return Curve(r), _LOG_HUGE
+    return Curve(r, importance), math.log(float(importance.max())) if importance.size else 0.0
 
 
 def proportional_curve(values: FloatArray) -> tuple[Curve, float]:
     """x = v / level: the constrained projection of a wanted allocation v (the largest
     allocation proportional to v, clipped to the bounds, that fits the caps and budget)."""
-
-    def curve(level: FloatArray, rows: IndexArray) -> FloatArray:
-        # levels are positive and finite: v / level is never NaN
-        with np.errstate(over="ignore"):
-            out: FloatArray = values[rows] / level
-        return out
-
-    return curve, _LOG_HUGE
+    return Curve(values), _LOG_HUGE
 
 
-def constrained_fill(curve: Curve, top: float, capacity: float, limits: Limits) -> Constrained:
+def _clip(y: FloatArray, lo: FloatArray | None, hi: FloatArray) -> FloatArray:
+    """np.clip(y, lo, hi) in place (lo None: all 0 and y >= 0, nothing to raise)."""
+    if lo is not None:
+        np.maximum(y, lo, out=y)
+    np.minimum(y, hi, out=y)
+    return y
+
+
+def constrained_fill(
+    curve: Curve,
+    top: float,
+    capacity: float,
+    limits: Limits,
+    *,
+    group_level: FloatArray | None = None,
+) -> Constrained:
     """The allocation x_i = clip(curve_i(max(m, l_h)), lower_i, upper_i), where each host's
     level l_h makes it fill its cap alone and the global level m makes sum(x) = C (m at the
     bottom of the range when even that leaves budget over). ``curve`` must fall as the
@@ -101,6 +118,10 @@ def constrained_fill(curve: Curve, top: float, capacity: float, limits: Limits) 
     its URLs' lower bounds, each URL gets ``lower_i * cap / sum(lower)``; if the lower
     bounds (after that) exceed the budget C, every URL gets ``lower_i * C / sum(lower)``.
     ``feasible`` is then False. Caps and the budget are never exceeded.
+
+    ``group_level``: the hosts' own levels (``Constrained.group_level``) of an earlier
+    solve under the same limits, kept instead of searched again: a re-solve after the
+    rates moved a little then costs the global level's search only.
     """
     lo, hi, group, cap = limits.lower, limits.upper, limits.group, limits.cap
     n, n_groups = lo.size, cap.size
@@ -121,12 +142,17 @@ def constrained_fill(curve: Curve, top: float, capacity: float, limits: Limits) 
             x_fixed[rows] = lo[rows] * (cap / np.maximum(sum_lo, 1e-300))[group[rows]]
             own[over] = np.inf
         active = (cap < sum_hi) & ~over
-        if active.any():
+        if active.any() and group_level is not None:
+            with np.errstate(divide="ignore"):
+                own[active] = np.log(group_level[active])
+        elif active.any():
             rows = grouped[active[g_of]]
             gr = group[rows]
+            sub, lo_rows, hi_rows = curve.subset(rows), lo[rows], hi[rows]
+            floor_rows = lo_rows if lo_rows.any() else None
 
             def excess(log_level: FloatArray) -> FloatArray:
-                y = np.clip(curve(np.exp(log_level[gr]), rows), lo[rows], hi[rows])
+                y = _clip(sub(np.exp(log_level)[gr]), floor_rows, hi_rows)
                 out: FloatArray = np.bincount(gr, y, minlength=n_groups) - cap
                 return out
 
@@ -135,11 +161,16 @@ def constrained_fill(curve: Curve, top: float, capacity: float, limits: Limits) 
     # The global level.
     free = np.flatnonzero(~fixed)
     own_padded = np.append(own, -np.inf)  # index -1 (no group) reads the padding
-    floor_level = own_padded[group[free]]
+    floor_level = np.exp(own_padded[group[free]])  # exp(-inf) = 0: no floor
+    whole = free.size == n
+    sub_free = curve if whole else curve.subset(free)
+    lo_free, hi_free = (lo, hi) if whole else (lo[free], hi[free])
+    floor_free = lo_free if lo_free.any() else None
 
     def allocation(log_m: float) -> FloatArray:
-        level = np.exp(np.maximum(floor_level, log_m))
-        return np.asarray(np.clip(curve(level, free), lo[free], hi[free]), dtype=np.float64)
+        # exp is increasing: exp(max(a, b)) is max(exp(a), exp(b)), without n exps a call
+        level = np.maximum(floor_level, math.exp(log_m))
+        return _clip(sub_free(level), floor_free, hi_free)
 
     fixed_sum = float(x_fixed.sum())
     x = x_fixed.copy()

@@ -53,6 +53,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from crawler.schedulers._constrained import constrained_fill, proportional_curve
 from crawler.schedulers._limits import Limits
+from crawler.schedulers._realize import CreditArray
 
 FloatArray = NDArray[np.float64]
 IdArray = NDArray[np.int64]
@@ -66,6 +67,8 @@ FAILURE_KINDS: tuple[FailureKind, ...] = ("transient", "permanent", "gone")
 PROJECT_EVERY = 32
 #: at most this much stride credit is kept by a URL the guard turned away
 _CREDIT_CEILING = 2.0
+#: a refill first ranks only the allowed URLs with at least this much stride credit
+_REFILL_FROM = 0.5
 #: the per-row arrays, each with its dtype and the value of a new row (None: the slot):
 #: group label (-1: none), bounds, pause, slot of the last selection, consecutive
 #: failures (and of them the permanent ones), share when the streak began, retirement,
@@ -138,12 +141,16 @@ class Guard:
         #: bumped on every change of what the allocation must respect
         self.version = 0
         self._dense: tuple[IndexArray, IdArray, FloatArray] | None = None
-        self._credit: dict[int, float] = {}
+        #: each capped group's credit left by the last slot, by label (sorted)
+        self._credit_labels: IdArray = np.empty(0, dtype=np.int64)
+        self._credit_values: FloatArray = np.empty(0)
         self._limits: Limits | None = None
         self._projected_at = -1
         self._projected_version = -1
         self._active = False
         self._active_version = -1
+        self._gap_cache: tuple[FloatArray, IndexArray, FloatArray] | None = None
+        self._gap_version = -1
 
     # ----- rows -------------------------------------------------------------------------
 
@@ -300,7 +307,7 @@ class Guard:
     # ----- each slot --------------------------------------------------------------------
 
     def enforce(
-        self, rows: IndexArray, slot: int, k: int, credit: FloatArray | None = None
+        self, rows: IndexArray, slot: int, k: int, credit: CreditArray | None = None
     ) -> tuple[IndexArray, IndexArray]:
         """Filter a slot's picks (row positions, in the scheduler's order of preference):
         drop what is paused, too soon for its upper bound or over its host's credit, put the
@@ -311,21 +318,15 @@ class Guard:
         dropped picks go to the other due URLs (credit >= 1) that are allowed, largest
         credit first; each pays 1 from its credit. Without it a stride scheduler would keep
         picking the backlog of a capped host, only to see it dropped again."""
-        limits = self.limits()
-        lower, upper = limits.lower, limits.upper
-        with np.errstate(divide="ignore"):
-            min_gap = np.ceil(1.0 / upper[rows] - 1e-9)
+        min_gap, floored, max_gap = self._gaps()
         gap = slot - self.last[rows]
-        allowed = rows[gap >= min_gap]
+        allowed = rows[gap >= min_gap[rows]]
         forced = np.empty(0, dtype=np.intp)
-        if np.any(lower > 0):
-            with np.errstate(divide="ignore"):
-                # never before the upper bound's gap (lower == upper between whole slots)
-                max_gap = np.maximum(np.floor(1.0 / lower + 1e-9), np.ceil(1.0 / upper - 1e-9))
-            late = slot - self.last - max_gap
-            forced = np.flatnonzero(late >= 0)
-            if forced.size:
-                forced = forced[np.argsort(-late[forced], kind="stable")]
+        if floored.size:
+            late = slot - self.last[floored] - max_gap
+            due = np.flatnonzero(late >= 0)
+            if due.size:
+                forced = floored[due[np.argsort(-late[due], kind="stable")]]
                 is_forced = np.zeros(self.label.size, dtype=bool)
                 is_forced[forced] = True
                 allowed = allowed[~is_forced[allowed]]
@@ -339,7 +340,7 @@ class Guard:
         taken[kept] = True
         dropped = rows[~taken[rows]]
         if credit is not None and kept.size < k:
-            kept = self._refill(kept, k, taken, rows, credit, slot, upper, group, host_credit)
+            kept = self._refill(kept, k, taken, rows, credit, slot, min_gap, group, host_credit)
         if host_credit is not None:
             self._keep_credit(labels, cap, host_credit)
         self.last[kept] = slot
@@ -351,9 +352,9 @@ class Guard:
         k: int,
         taken: BoolArray,
         rows: IndexArray,
-        credit: FloatArray,
+        credit: CreditArray,
         slot: int,
-        upper: FloatArray,
+        min_gap: FloatArray,
         group: IndexArray,
         host_credit: FloatArray | None,
     ) -> IndexArray:
@@ -362,12 +363,16 @@ class Guard:
         in its slot is lost for good). Each pays 1 from its credit."""
         need = k - kept.size
         taken[rows] = True
-        with np.errstate(divide="ignore"):
-            soon = np.ceil(1.0 / upper - 1e-9)
-        pool = np.flatnonzero(~taken & (slot - self.last >= soon))
+        many = 8 * need + 64
+        # The largest credits first: those above _REFILL_FROM are usually more than enough
+        # (stride credits spread over [0, 1)), and ranking them spares a pass over all n.
+        pool = np.flatnonzero(credit >= _REFILL_FROM)
+        pool = pool[~taken[pool] & (slot - self.last[pool] >= min_gap[pool])]
+        if pool.size < many:
+            pool = np.flatnonzero(~taken & (slot - self.last >= min_gap))
         if pool.size == 0:
             return kept
-        many = min(pool.size, 8 * need + 64)
+        many = min(pool.size, many)
         if many < pool.size:
             pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         pool = pool[np.argsort(-credit[pool], kind="stable")]
@@ -379,17 +384,29 @@ class Guard:
 
     def allowed(self, slot: int) -> BoolArray:
         """Rows that their upper bound (pause, back-off, retirement) lets be polled now."""
-        with np.errstate(divide="ignore"):
-            min_gap = np.ceil(1.0 / self.limits().upper - 1e-9)
-        allowed: BoolArray = (slot - self.last) >= min_gap
+        allowed: BoolArray = (slot - self.last) >= self._gaps()[0]
         return allowed
+
+    def _gaps(self) -> tuple[FloatArray, IndexArray, FloatArray]:
+        """Per row the fewest slots between two polls (upper bound); the rows with a lower
+        bound and for each the most slots before it is overdue (never before the upper
+        bound's gap: lower == upper between whole slots). Kept until the limits change."""
+        if self._gap_cache is None or self._gap_version != self.version:
+            limits = self.limits()
+            with np.errstate(divide="ignore"):
+                min_gap = np.ceil(1.0 / limits.upper - 1e-9)
+                floored = np.flatnonzero(limits.lower > 0)
+                max_gap = np.maximum(np.floor(1.0 / limits.lower[floored] + 1e-9), min_gap[floored])
+            self._gap_cache = (min_gap, floored, max_gap)
+            self._gap_version = self.version
+        return self._gap_cache
 
     def _host_credit(self, labels: IdArray, cap: FloatArray) -> FloatArray:
         """This slot's credit per group: last slot's plus the cap, at most ``cap`` for an
         integer cap and ``cap + 1`` for another, so that floor(credit) <= ceil(cap). (A
         ceiling of ceil(cap) threw away the fraction carried over: a busy host capped at
         1.98 got 1, 2, 1, 2, ... polls, 1.5 per slot.)"""
-        credit = np.array([self._credit.get(int(label), 0.0) for label in labels.tolist()])
+        credit = self._credit_array(labels)
         finite = np.where(np.isfinite(cap), cap, 1.0)
         whole = np.abs(finite - np.round(finite)) < 1e-9
         ceiling = np.where(whole, np.round(finite), finite + 1.0)
@@ -423,11 +440,8 @@ class Guard:
     def _keep_credit(self, labels: IdArray, cap: FloatArray, credit: FloatArray) -> None:
         """Store the groups' credit left after this slot (``credit`` is already net of
         what ``_within_credit`` kept)."""
-        for label, value, limited in zip(
-            labels.tolist(), credit.tolist(), np.isfinite(cap).tolist(), strict=True
-        ):
-            if limited:
-                self._credit[label] = value
+        self._credit_values = np.where(np.isfinite(cap), credit, 0.0)
+        self._credit_labels = labels
 
     def cap_load(self, shares: FloatArray) -> tuple[IdArray, FloatArray, FloatArray]:
         """Per capped group: its label, its cap and the polls per slot ``shares`` give it."""
@@ -438,6 +452,19 @@ class Guard:
         return labels[limited], cap[limited], load[limited].astype(np.float64)
 
     # ----- internals --------------------------------------------------------------------
+
+    def _credit_array(self, labels: IdArray) -> FloatArray:
+        """The groups' credit left by the last slot, aligned with ``labels`` (0 for a group
+        new since then)."""
+        if self._credit_labels is labels:
+            return self._credit_values.copy()
+        out = np.zeros(labels.size)
+        known = self._credit_labels
+        if known.size and labels.size:
+            at = np.minimum(np.searchsorted(known, labels), known.size - 1)
+            same = known[at] == labels
+            out[same] = self._credit_values[at[same]]
+        return out
 
     def _changed(self, *, groups: bool = False) -> None:
         self.version += 1
@@ -457,7 +484,7 @@ class Guard:
         return self._dense
 
 
-def refund(credit: FloatArray, rows: IndexArray) -> None:
+def refund(credit: CreditArray, rows: IndexArray) -> None:
     """Give a turned-away URL its stride credit back (at most ``_CREDIT_CEILING``)."""
     if rows.size:
         credit[rows] = np.minimum(credit[rows] + 1.0, _CREDIT_CEILING)

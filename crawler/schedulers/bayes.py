@@ -169,6 +169,9 @@ class BayesRate(Scheduler):
         super().__init__(capacity, seed=seed, realization=realization)
         #: the parameters (see ``BayesParams``; ValueError when one is out of range)
         self.settings = BayesParams(**params)
+        # float32 stride credit: 4 bytes per URL less, and the per-slot pass over it reads
+        # half the memory (credit sits in [0, 2]: float32 keeps 7 digits of it)
+        self._credit = np.empty(0, dtype=np.float32)
         self._last: I32Array = np.empty(0, dtype=np.int32)
         self._hit_time: F32Array = np.empty(0, dtype=np.float32)
         self._miss_time: F32Array = np.empty(0, dtype=np.float32)
@@ -187,11 +190,13 @@ class BayesRate(Scheduler):
         self._weighted = False
         #: the change model the adaptation is tuned for (see "Change models" above)
         self._disappear = self.settings.model == "disappear"
-        # Under host caps, bounds or failures (see _solve_constrained): each row's level in
-        # force (the larger of the global one and its host's own) and the limits solved
-        # for; None when the scheduler is unconstrained. Rebuilt at every re-solve.
-        self._row_level: FloatArray | None = None
+        # Under host caps, bounds or failures (see _solve_constrained): the limits solved
+        # for (None when the scheduler is unconstrained), each host's own level and the
+        # global one; a row's level in force is the larger of its host's and the global.
         self._limits: Limits | None = None
+        self._own: FloatArray = np.empty(0)
+        self._own_padded: FloatArray = np.zeros(1)
+        self._level = 0.0
         self._planned_total = 0.0
 
     def params(self) -> dict[str, Any]:
@@ -230,14 +235,14 @@ class BayesRate(Scheduler):
     def _after_add(self) -> None:
         self._refresh_weighted()
         self._stale = True
-        if self._row_level is not None:
+        if self._limits is not None:
             self._resolve()  # the per-row levels must stay aligned with the rows
 
     def _after_remove(self) -> None:
         self._refresh_weighted()
         self._total = float(self._x.sum(dtype=np.float64))
         self._stale = True
-        if self._row_level is not None:
+        if self._limits is not None:
             self._resolve()
 
     def _after_restore(self) -> None:
@@ -272,21 +277,20 @@ class BayesRate(Scheduler):
     def _choose(self, k: int) -> IndexArray:
         self._since_solve += 1
         target = min(self.capacity, self._ids.size)
-        if self._row_level is not None:
+        if self._limits is not None:
             target = self._planned_total  # caps may leave part of the budget unused
-        if (
-            self._stale
-            or self._since_solve >= self.settings.resolve_every
-            or abs(self._total - target) > self.settings.tolerance * self.capacity
-        ):
-            self._resolve()
+        due = self._stale or self._since_solve >= self.settings.resolve_every
+        if due or abs(self._total - target) > self.settings.tolerance * self.capacity:
+            # between the scheduled re-solves only the estimates of the polled URLs moved:
+            # under constraints the hosts' own levels are kept, the global one re-solved
+            self._resolve(hosts_too=due)
         if self.realization == "sampling":
             return super()._choose(k)
         if self._total <= 0:
             return np.empty(0, dtype=np.intp)
         # Constrained, x already respects the caps and sums to at most C: scale to the
         # slot's k polls, never up (that would push capped hosts over their caps).
-        scale = k / (self._total if self._row_level is None else max(self._total, self.capacity))
+        scale = k / (self._total if self._limits is None else max(self._total, self.capacity))
         credit = self._credit
         if scale > 1.0:
             credit += np.minimum(self._x * np.float32(scale), np.float32(1.0))
@@ -399,7 +403,7 @@ class BayesRate(Scheduler):
 
     def _allocate(self, rate: F32Array, pos: IndexArray | None) -> F32Array:
         """x = min(1, rate / u_i) at the current multiplier, for rows ``pos`` (None: all)."""
-        if self._row_level is not None and self._limits is not None:
+        if self._limits is not None:
             return self._constrained_x(rate, pos)
         if self.capacity >= self._ids.size:
             return np.ones(rate.size, dtype=np.float32)
@@ -423,8 +427,10 @@ class BayesRate(Scheduler):
         u = np.minimum(inverse_gain(m / w), _MAX_U)
         return np.minimum(rate.astype(np.float64) / u, 1.0).astype(np.float32)
 
-    def _resolve(self) -> None:
-        """Re-solve the multiplier over all URLs; refresh the rate of unobserved URLs."""
+    def _resolve(self, *, hosts_too: bool = True) -> None:
+        """Re-solve the multiplier over all URLs; refresh the rate of unobserved URLs.
+        Under constraints, ``hosts_too`` False keeps the hosts' own levels of the last
+        solve (when the limits are still the same)."""
         self._since_solve = 0
         self._stale = False
         n = self._ids.size
@@ -446,11 +452,12 @@ class BayesRate(Scheduler):
         capacity = self.capacity
         guard = self._guard
         if guard is not None and guard.active():
-            self._solve_constrained(rate, guard.limits())
+            limits = guard.limits()
+            keep = not hosts_too and limits is self._limits
+            self._solve_constrained(rate, limits, self._own if keep else None)
             self._total = float(self._x.sum(dtype=np.float64))
             self._planned_total = self._total
             return
-        self._row_level = None
         self._limits = None
         if capacity >= n:
             self._x = self._allocate(rate, None)
@@ -461,25 +468,30 @@ class BayesRate(Scheduler):
             self._solve_equal(rate, capacity)
         self._total = float(self._x.sum(dtype=np.float64))
 
-    def _solve_constrained(self, rate: F32Array, limits: Limits) -> None:
+    def _solve_constrained(
+        self, rate: F32Array, limits: Limits, group_level: FloatArray | None = None
+    ) -> None:
         """The constrained optimum (host caps, bounds, failures) on the estimated rates:
         x_i = clip(r_i / u_i, lower_i, upper_i) at the level in force for the URL's host.
         The level of each row is kept so that a poll's new estimate moves only its own x
-        (O(polled) per slot, as without constraints)."""
+        (O(polled) per slot, as without constraints). ``group_level``: the hosts' own
+        levels of an earlier solve under the same limits, kept (see ``constrained_fill``)."""
         w = self._importance if self._weighted else None
         r = rate.astype(np.float64)
         curve, top = optimum_curve(r, w)
-        solved = constrained_fill(curve, top, self.capacity, limits)
-        own = np.append(solved.group_level, 0.0)[limits.group]
-        self._row_level = np.maximum(own, solved.level)
+        solved = constrained_fill(curve, top, self.capacity, limits, group_level=group_level)
+        self._own = solved.group_level
+        # a row's level in force is the larger of its host's own and the global one
+        self._own_padded = np.append(solved.group_level, 0.0)  # index -1: no host
+        self._level = solved.level
         self._limits = limits
         self._x = solved.x.astype(np.float32)
 
     def _constrained_x(self, rate: F32Array, pos: IndexArray | None) -> F32Array:
         """x of rows ``pos`` (None: all) at their levels in force, clipped to the bounds."""
-        assert self._row_level is not None and self._limits is not None
+        assert self._limits is not None
         rows = slice(None) if pos is None else pos
-        level = self._row_level[rows]
+        level = np.maximum(self._own_padded[self._limits.group[rows]], self._level)
         r = rate.astype(np.float64)
         u = inverse_gain(level / self._importance[rows]) if self._weighted else level
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
