@@ -67,23 +67,19 @@ FAILURE_KINDS: tuple[FailureKind, ...] = ("transient", "permanent", "gone")
 PROJECT_EVERY = 32
 #: at most this much stride credit is kept by a URL the guard turned away
 _CREDIT_CEILING = 2.0
-#: a refill first ranks only the allowed URLs with at least this much stride credit
-_REFILL_FROM = 0.5
 #: the per-row arrays, each with its dtype and the value of a new row (None: the slot):
 #: group label (-1: none), bounds, pause, slot of the last selection, consecutive
-#: failures (and of them the permanent ones), share when the streak began, retirement,
-#: and the projection's per-row scale
+#: failures (and of them the permanent ones), share when the streak began, retirement
 _ROWS: dict[str, tuple[type[np.generic], float | int | bool | None]] = {
     "label": (np.int64, -1),
     "lower": (np.float64, 0.0),
     "upper": (np.float64, 1.0),
     "paused": (np.bool_, False),
-    "last": (np.int64, None),
+    "last": (np.int32, None),
     "streak": (np.int32, 0),
     "permanent": (np.int32, 0),
     "base": (np.float64, 0.0),
     "retired": (np.bool_, False),
-    "_scale": (np.float64, 1.0),
 }
 
 
@@ -129,12 +125,13 @@ class Guard:
         self.lower: FloatArray
         self.upper: FloatArray
         self.paused: BoolArray
-        self.last: IdArray
+        self.last: NDArray[np.int32]
         self.streak: NDArray[np.int32]
         self.permanent: NDArray[np.int32]
         self.base: FloatArray
         self.retired: BoolArray
-        self._scale: FloatArray
+        #: the projection's per-row scale (``project``; empty until a projection is made)
+        self._scale: FloatArray = np.ones(0)
         for name, (dtype, fill) in _ROWS.items():
             setattr(self, name, np.full(n, slot if fill is None else fill, dtype=dtype))
         self.caps: dict[int, float] = {}
@@ -149,7 +146,7 @@ class Guard:
         self._projected_version = -1
         self._active = False
         self._active_version = -1
-        self._gap_cache: tuple[FloatArray, IndexArray, FloatArray] | None = None
+        self._gap_cache: tuple[IndexArray, FloatArray] | None = None
         self._gap_version = -1
 
     # ----- rows -------------------------------------------------------------------------
@@ -253,8 +250,12 @@ class Guard:
         if self._limits is not None:
             return self._limits
         group, labels, cap = self._groups()
-        upper = self.upper.copy()
         failing = self.streak > 0
+        if not (failing.any() or self.retired.any() or self.paused.any()):
+            # nothing to fold in: the bounds as set (lower <= upper holds), not copies
+            self._limits = Limits(group, labels, cap, self.lower, self.upper)
+            return self._limits
+        upper = self.upper.copy()
         if failing.any():
             backed = np.maximum(
                 self.floor, self.base[failing] * self.backoff ** self.streak[failing]
@@ -318,9 +319,8 @@ class Guard:
         dropped picks go to the other due URLs (credit >= 1) that are allowed, largest
         credit first; each pays 1 from its credit. Without it a stride scheduler would keep
         picking the backlog of a capped host, only to see it dropped again."""
-        min_gap, floored, max_gap = self._gaps()
-        gap = slot - self.last[rows]
-        allowed = rows[gap >= min_gap[rows]]
+        floored, max_gap = self._deadlines()
+        allowed = rows[slot - self.last[rows] >= self._min_gap(rows)]
         forced = np.empty(0, dtype=np.intp)
         if floored.size:
             late = slot - self.last[floored] - max_gap
@@ -340,7 +340,7 @@ class Guard:
         taken[kept] = True
         dropped = rows[~taken[rows]]
         if credit is not None and kept.size < k:
-            kept = self._refill(kept, k, taken, rows, credit, slot, min_gap, group, host_credit)
+            kept = self._refill(kept, k, taken, rows, credit, slot, group, host_credit)
         if host_credit is not None:
             self._keep_credit(labels, cap, host_credit)
         self.last[kept] = slot
@@ -354,7 +354,6 @@ class Guard:
         rows: IndexArray,
         credit: CreditArray,
         slot: int,
-        min_gap: FloatArray,
         group: IndexArray,
         host_credit: FloatArray | None,
     ) -> IndexArray:
@@ -364,12 +363,16 @@ class Guard:
         need = k - kept.size
         taken[rows] = True
         many = 8 * need + 64
-        # The largest credits first: those above _REFILL_FROM are usually more than enough
-        # (stride credits spread over [0, 1)), and ranking them spares a pass over all n.
-        pool = np.flatnonzero(credit >= _REFILL_FROM)
-        pool = pool[~taken[pool] & (slot - self.last[pool] >= min_gap[pool])]
-        if pool.size < many:
-            pool = np.flatnonzero(~taken & (slot - self.last >= min_gap))
+        # The largest credits first: stride credits spread over [0, 1), so those above
+        # 1 - 4 many / n are about 4 many URLs, usually more than enough; ranking them
+        # spares the passes over all n (all of them are ranked when they are too few).
+        floor = 1.0 - 4.0 * many / max(credit.size, 1)
+        pool = np.flatnonzero(credit >= floor) if floor > 0 else np.arange(credit.size)
+        pool = pool[~taken[pool]]
+        pool = pool[slot - self.last[pool] >= self._min_gap(pool)]
+        if pool.size < many and floor > 0:
+            pool = np.flatnonzero(~taken)
+            pool = pool[slot - self.last[pool] >= self._min_gap(pool)]
         if pool.size == 0:
             return kept
         many = min(pool.size, many)
@@ -384,20 +387,27 @@ class Guard:
 
     def allowed(self, slot: int) -> BoolArray:
         """Rows that their upper bound (pause, back-off, retirement) lets be polled now."""
-        allowed: BoolArray = (slot - self.last) >= self._gaps()[0]
+        allowed: BoolArray = (slot - self.last) >= self._min_gap(slice(None))
         return allowed
 
-    def _gaps(self) -> tuple[FloatArray, IndexArray, FloatArray]:
-        """Per row the fewest slots between two polls (upper bound); the rows with a lower
-        bound and for each the most slots before it is overdue (never before the upper
-        bound's gap: lower == upper between whole slots). Kept until the limits change."""
+    def _min_gap(self, rows: IndexArray | slice) -> FloatArray:
+        """The fewest slots between two polls of some rows (their upper bound)."""
+        with np.errstate(divide="ignore"):
+            out: FloatArray = np.ceil(1.0 / self.limits().upper[rows] - 1e-9)
+        return out
+
+    def _deadlines(self) -> tuple[IndexArray, FloatArray]:
+        """The rows with a lower bound and for each the most slots before it is overdue
+        (never before the upper bound's gap: lower == upper between whole slots). Kept
+        until the limits change."""
         if self._gap_cache is None or self._gap_version != self.version:
             limits = self.limits()
+            floored = np.flatnonzero(limits.lower > 0)
             with np.errstate(divide="ignore"):
-                min_gap = np.ceil(1.0 / limits.upper - 1e-9)
-                floored = np.flatnonzero(limits.lower > 0)
-                max_gap = np.maximum(np.floor(1.0 / limits.lower[floored] + 1e-9), min_gap[floored])
-            self._gap_cache = (min_gap, floored, max_gap)
+                max_gap = np.maximum(
+                    np.floor(1.0 / limits.lower[floored] + 1e-9), self._min_gap(floored)
+                )
+            self._gap_cache = (floored, max_gap)
             self._gap_version = self.version
         return self._gap_cache
 

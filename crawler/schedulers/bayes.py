@@ -282,8 +282,8 @@ class BayesRate(Scheduler):
         due = self._stale or self._since_solve >= self.settings.resolve_every
         if due or abs(self._total - target) > self.settings.tolerance * self.capacity:
             # between the scheduled re-solves only the estimates of the polled URLs moved:
-            # under constraints the hosts' own levels are kept, the global one re-solved
-            self._resolve(hosts_too=due)
+            # under constraints the searches start from the last levels
+            self._resolve(fresh=due)
         if self.realization == "sampling":
             return super()._choose(k)
         if self._total <= 0:
@@ -427,10 +427,10 @@ class BayesRate(Scheduler):
         u = np.minimum(inverse_gain(m / w), _MAX_U)
         return np.minimum(rate.astype(np.float64) / u, 1.0).astype(np.float32)
 
-    def _resolve(self, *, hosts_too: bool = True) -> None:
+    def _resolve(self, *, fresh: bool = True) -> None:
         """Re-solve the multiplier over all URLs; refresh the rate of unobserved URLs.
-        Under constraints, ``hosts_too`` False keeps the hosts' own levels of the last
-        solve (when the limits are still the same)."""
+        Under constraints, ``fresh`` False starts the searches from the levels of the
+        last solve (when the limits are still the same)."""
         self._since_solve = 0
         self._stale = False
         n = self._ids.size
@@ -453,8 +453,11 @@ class BayesRate(Scheduler):
         guard = self._guard
         if guard is not None and guard.active():
             limits = guard.limits()
-            keep = not hosts_too and limits is self._limits
-            self._solve_constrained(rate, limits, self._own if keep else None)
+            keep = not fresh and limits is self._limits
+            if keep:
+                self._solve_constrained(rate, limits, self._own, self._level)
+            else:
+                self._solve_constrained(rate, limits)
             self._total = float(self._x.sum(dtype=np.float64))
             self._planned_total = self._total
             return
@@ -469,17 +472,24 @@ class BayesRate(Scheduler):
         self._total = float(self._x.sum(dtype=np.float64))
 
     def _solve_constrained(
-        self, rate: F32Array, limits: Limits, group_level: FloatArray | None = None
+        self,
+        rate: F32Array,
+        limits: Limits,
+        group_level: FloatArray | None = None,
+        level_hint: float = 0.0,
     ) -> None:
         """The constrained optimum (host caps, bounds, failures) on the estimated rates:
         x_i = clip(r_i / u_i, lower_i, upper_i) at the level in force for the URL's host.
         The level of each row is kept so that a poll's new estimate moves only its own x
         (O(polled) per slot, as without constraints). ``group_level``: the hosts' own
-        levels of an earlier solve under the same limits, kept (see ``constrained_fill``)."""
+        levels of an earlier solve under the same limits and ``level_hint`` its global level,
+        where the searches start (see ``constrained_fill``)."""
         w = self._importance if self._weighted else None
         r = rate.astype(np.float64)
         curve, top = optimum_curve(r, w)
-        solved = constrained_fill(curve, top, self.capacity, limits, group_level=group_level)
+        solved = constrained_fill(
+            curve, top, self.capacity, limits, group_level=group_level, level_hint=level_hint
+        )
         self._own = solved.group_level
         # a row's level in force is the larger of its host's own and the global one
         self._own_padded = np.append(solved.group_level, 0.0)  # index -1: no host
