@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from crawler.schedulers._constrained import Curve, constrained_fill, optimum_curve
+from crawler.schedulers._fill import Curve, constrained_fill, optimum_curve
 from crawler.schedulers._limits import Limits
 
 

@@ -51,7 +51,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crawler.schedulers._constrained import constrained_fill, proportional_curve
+from crawler.schedulers._fill import constrained_fill, proportional_curve
 from crawler.schedulers._limits import Limits
 from crawler.schedulers._realize import CreditArray
 

@@ -88,7 +88,7 @@ from numpy.typing import NDArray
 
 from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Scheduler
 from crawler.schedulers._bayes_params import BayesParams
-from crawler.schedulers._constrained import constrained_fill, optimum_curve
+from crawler.schedulers._fill import constrained_fill, optimum_curve
 from crawler.schedulers._lagrange import gain, inverse_gain, water_level
 from crawler.schedulers._limits import Limits
 
