@@ -41,6 +41,7 @@ _HALVINGS = 12  # plain halvings before the Illinois steps: the range is then < 
 _LOG_WIDTH = 1e-13  # a bracket this narrow (relative, in log-level) is done
 _FILL_REL = 1e-12  # or a fill this close to its target (relative to the target)
 _HINT_WIDTH = 0.1  # a re-solve first looks for each level within 10% of the last one
+_HINT_STEPS = 12  # and stops a host's search there after this many evaluations
 #: caps and budgets are met to this relative tolerance
 FIT_TOL = 1e-9
 
@@ -161,6 +162,7 @@ def constrained_fill(
             high: float | FloatArray = top
             ends: tuple[FloatArray, FloatArray] | None = None
             first: int | NDArray[np.int_] = _HALVINGS
+            steps: int | NDArray[np.int_] = 4 * _FILL_STEPS
             if group_level is not None:
                 # each host's search starts within _HINT_WIDTH of its earlier level when
                 # its new level lies there (the rest search the whole range)
@@ -175,7 +177,20 @@ def constrained_fill(
                 high = np.where(inside, near_hi, top)
                 ends = (np.where(inside, f_lo, np.inf), np.where(inside, f_hi, -np.inf))
                 first = np.where(inside, 0, _HALVINGS)
-            b, _ = _search(excess, low, high, active, cap, halvings=first, ends=ends, by_entry=True)
+                # 0.2 wide, a bracket is 1e-4 wide (in log-level) after 12 steps: enough
+                # between scheduled re-solves, and the side that fits stands (caps hold)
+                steps = np.where(inside, _HINT_STEPS, 4 * _FILL_STEPS)
+            b, _ = _search(
+                excess,
+                low,
+                high,
+                active,
+                cap,
+                halvings=first,
+                ends=ends,
+                by_entry=True,
+                steps=steps,
+            )
             own[active] = b[active]  # the side that fits
     # The global level.
     free = np.flatnonzero(~fixed)
@@ -269,6 +284,7 @@ def _search(
     halvings: int | NDArray[np.int_] = _HALVINGS,
     ends: tuple[FloatArray, FloatArray] | None = None,
     by_entry: bool = False,
+    steps: int | NDArray[np.int_] = 4 * _FILL_STEPS,
 ) -> tuple[FloatArray, FloatArray]:
     """For every active entry, a bracket [a, b] of log-levels around the point where
     ``excess`` (falling as the level rises) crosses 0: excess(b) <= 0 (the side that fits)
@@ -279,7 +295,8 @@ def _search(
     halve the bracket. ``low``/``high``: the bracket to start from (per entry or for all);
     ``ends``: the excess at both ends where known (inf / -inf where not): a narrow bracket
     around an earlier solution needs no halving first. ``by_entry``: ``excess`` takes the
-    mask of the entries still open as a second argument (and may skip the others)."""
+    mask of the entries still open as a second argument (and may skip the others).
+    ``steps``: at most this many evaluations per entry (then its fitting side stands)."""
     size = active.size
     a = np.broadcast_to(np.asarray(low, dtype=np.float64), (size,)).copy()
     b = np.broadcast_to(np.asarray(high, dtype=np.float64), (size,)).copy()
@@ -292,11 +309,13 @@ def _search(
     moved = np.zeros(size, dtype=np.int8)  # the end moved by the last step: 1 a, -1 b
     halve = ~(np.isfinite(fa) & np.isfinite(fb))
     earliest = int(first.min()) if size else 0
+    limit = np.broadcast_to(np.asarray(steps), (size,))
     history = [b - a] * 3  # the bracket's width over the last three steps
     close = _FILL_REL * np.asarray(scale, dtype=np.float64)
     for step in range(4 * _FILL_STEPS):
         width = b - a
         open_ &= (width > _LOG_WIDTH * np.maximum(1.0, np.abs(b))) & (fb < -close)
+        open_ &= step < limit
         if not open_.any():
             break
         mid = 0.5 * (a + b)
