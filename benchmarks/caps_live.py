@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import func, select
 
-from crawler.schedulers import constrained_limit, limit
+from crawler.schedulers import Limits, constrained_limit, limit
 from crawler.store import NewUrl, Store, host_caps
 from crawler.store.models import slots as slots_table
 from crawler.testsite import ChangingSite, zipf_rates
@@ -220,7 +220,8 @@ def limits(cfg: Config, derived: dict[str, float]) -> tuple[float, float]:
     p, host = cfg.layout()
     names = [f"127.0.0.{k + 1}" for k in range(cfg.hosts)]
     caps = {k: derived[name] for k, name in enumerate(names) if name in derived}
-    return constrained_limit(p, cfg.capacity, groups=host, caps=caps), limit(p, cfg.capacity)
+    constrained = constrained_limit(p, cfg.capacity, limits=Limits.build(p.size, host, caps))
+    return constrained, limit(p, cfg.capacity)
 
 
 def report(cfg: Config, with_caps: Side, without: Side) -> list[str]:

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from crawler.schedulers._optimum import Limits, constrained_fill, optimum_curve
+from crawler.schedulers._fill import Curve, constrained_fill, optimum_curve
+from crawler.schedulers._limits import Limits
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,10 +57,17 @@ def _measure(n: int, weighted: bool, repeats: int, seed: int) -> dict[str, Any]:
     inner, top = optimum_curve(r, w)
     calls = 0
 
-    def curve(level: Any, rows: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        return inner(level, rows)
+    class Counted(Curve):
+        def subset(self, rows: Any) -> Curve:
+            part = inner.subset(rows)
+            return Counted(part.r, part.importance)
+
+        def __call__(self, level: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return super().__call__(level)
+
+    curve = Counted(inner.r, inner.importance)
 
     best = float("inf")
     solved = None

@@ -222,9 +222,9 @@ def _whole_slot_share(env: EnvSpec) -> float | None:
         built = env.build(0)
         p = built.p.copy()
         w = None if built.importance is None else built.importance.copy()
-        kwargs: dict[str, Any] = {"groups": built.groups, "caps": built.caps}
-        fractional = schedulers.constrained_limit(p, built.capacity, w, **kwargs)
-        bound = schedulers.constrained_whole_slot_limit(p, built.capacity, w, **kwargs)
+        caps = schedulers.Limits.build(p.size, built.groups, built.caps)
+        fractional = schedulers.constrained_limit(p, built.capacity, w, limits=caps)
+        bound = schedulers.constrained_whole_slot_limit(p, built.capacity, w, limits=caps)
         return bound / fractional
     built = env.build(0)
     p, w = built.p.copy(), None if built.importance is None else built.importance.copy()

@@ -5,18 +5,15 @@
 """
 
 from crawler.schedulers._base import Scheduler, State
-from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, classify_failure
-from crawler.schedulers._optimum import (
-    Constrained,
+from crawler.schedulers._constrained import (
     constrained_allocation,
     constrained_limit,
     constrained_whole_slot_limit,
-    expected_hits,
-    limit,
-    optimal_allocation,
     solve_constrained,
-    whole_slot_limit,
 )
+from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, classify_failure
+from crawler.schedulers._limits import Constrained, Limits
+from crawler.schedulers._optimum import expected_hits, limit, optimal_allocation, whole_slot_limit
 from crawler.schedulers._registry import create, names, restore, scheduler_class
 from crawler.schedulers._state import SchedulerState
 
@@ -24,6 +21,7 @@ __all__ = [
     "FAILURE_KINDS",
     "Constrained",
     "FailureKind",
+    "Limits",
     "Scheduler",
     "SchedulerState",
     "State",

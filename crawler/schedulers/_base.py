@@ -17,7 +17,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, Guard, refund
-from crawler.schedulers._realize import REALIZATIONS, poll_shares, sampling_pick, stride_pick
+from crawler.schedulers._realize import (
+    REALIZATIONS,
+    CreditArray,
+    poll_shares,
+    sampling_pick,
+    stride_pick,
+)
 from crawler.schedulers._state import URL_PREFIX, SchedulerState
 
 IdArray = NDArray[np.int64]
@@ -92,7 +98,8 @@ class Scheduler(ABC):
         self._ids: IdArray = np.empty(0, dtype=np.int64)
         self._importance: FloatArray = np.empty(0, dtype=np.float64)
         self._rate: FloatArray = np.empty(0, dtype=np.float64)
-        self._credit: FloatArray = np.empty(0, dtype=np.float64)
+        #: stride credit (float64; a subclass may keep it in float32 to save memory)
+        self._credit: CreditArray = np.empty(0, dtype=np.float64)
         self._dirty: BoolArray = np.empty(0, dtype=bool)
         self._budget = 0.0
         self._slot = 0

@@ -51,7 +51,9 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crawler.schedulers._optimum import Limits, constrained_fill, proportional_curve
+from crawler.schedulers._fill import constrained_fill, proportional_curve
+from crawler.schedulers._limits import Limits
+from crawler.schedulers._realize import CreditArray
 
 FloatArray = NDArray[np.float64]
 IdArray = NDArray[np.int64]
@@ -65,6 +67,20 @@ FAILURE_KINDS: tuple[FailureKind, ...] = ("transient", "permanent", "gone")
 PROJECT_EVERY = 32
 #: at most this much stride credit is kept by a URL the guard turned away
 _CREDIT_CEILING = 2.0
+#: the per-row arrays, each with its dtype and the value of a new row (None: the slot):
+#: group label (-1: none), bounds, pause, slot of the last selection, consecutive
+#: failures (and of them the permanent ones), share when the streak began, retirement
+_ROWS: dict[str, tuple[type[np.generic], float | int | bool | None]] = {
+    "label": (np.int64, -1),
+    "lower": (np.float64, 0.0),
+    "upper": (np.float64, 1.0),
+    "paused": (np.bool_, False),
+    "last": (np.int32, None),
+    "streak": (np.int32, 0),
+    "permanent": (np.int32, 0),
+    "base": (np.float64, 0.0),
+    "retired": (np.bool_, False),
+}
 
 
 def classify_failure(status: int | None = None, error: str | None = None) -> FailureKind:
@@ -105,58 +121,47 @@ class Guard:
             int(retire_after),
             float(probe),
         )
-        self.label: IdArray = np.full(n, -1, dtype=np.int64)
-        self.lower: FloatArray = np.zeros(n)
-        self.upper: FloatArray = np.ones(n)
-        self.paused: BoolArray = np.zeros(n, dtype=bool)
-        self.last: IdArray = np.full(n, slot, dtype=np.int64)
-        self.streak: NDArray[np.int32] = np.zeros(n, dtype=np.int32)
-        self.permanent: NDArray[np.int32] = np.zeros(n, dtype=np.int32)
-        self.base: FloatArray = np.zeros(n)
-        self.retired: BoolArray = np.zeros(n, dtype=bool)
+        self.label: IdArray
+        self.lower: FloatArray
+        self.upper: FloatArray
+        self.paused: BoolArray
+        self.last: NDArray[np.int32]
+        self.streak: NDArray[np.int32]
+        self.permanent: NDArray[np.int32]
+        self.base: FloatArray
+        self.retired: BoolArray
+        #: the projection's per-row scale (``project``; empty until a projection is made)
+        self._scale: FloatArray = np.ones(0)
+        for name, (dtype, fill) in _ROWS.items():
+            setattr(self, name, np.full(n, slot if fill is None else fill, dtype=dtype))
         self.caps: dict[int, float] = {}
         #: bumped on every change of what the allocation must respect
         self.version = 0
         self._dense: tuple[IndexArray, IdArray, FloatArray] | None = None
-        self._credit: dict[int, float] = {}
+        #: each capped group's credit left by the last slot, by label (sorted)
+        self._credit_labels: IdArray = np.empty(0, dtype=np.int64)
+        self._credit_values: FloatArray = np.empty(0)
         self._limits: Limits | None = None
         self._projected_at = -1
         self._projected_version = -1
-        self._scale: FloatArray = np.ones(n)
         self._active = False
         self._active_version = -1
+        self._gap_cache: tuple[IndexArray, FloatArray] | None = None
+        self._gap_version = -1
 
     # ----- rows -------------------------------------------------------------------------
 
     def insert(self, where: IndexArray, count: int, slot: int) -> None:
         """Rows for ``count`` new URLs at ``where`` (np.insert positions): no group, no
         bounds, no failures."""
-        self.label = np.insert(self.label, where, np.full(count, -1, dtype=np.int64))
-        self.lower = np.insert(self.lower, where, np.zeros(count))
-        self.upper = np.insert(self.upper, where, np.ones(count))
-        self.paused = np.insert(self.paused, where, np.zeros(count, dtype=bool))
-        self.last = np.insert(self.last, where, np.full(count, slot, dtype=np.int64))
-        self.streak = np.insert(self.streak, where, np.zeros(count, dtype=np.int32))
-        self.permanent = np.insert(self.permanent, where, np.zeros(count, dtype=np.int32))
-        self.base = np.insert(self.base, where, np.zeros(count))
-        self.retired = np.insert(self.retired, where, np.zeros(count, dtype=bool))
-        self._scale = np.insert(self._scale, where, np.ones(count))
+        for name, (dtype, fill) in _ROWS.items():
+            new = np.full(count, slot if fill is None else fill, dtype=dtype)
+            setattr(self, name, np.insert(getattr(self, name), where, new))
         self._changed(groups=True)
 
     def delete(self, keep: BoolArray) -> None:
         """Drop the rows where ``keep`` is False."""
-        for name in (
-            "label",
-            "lower",
-            "upper",
-            "paused",
-            "last",
-            "streak",
-            "permanent",
-            "base",
-            "retired",
-            "_scale",
-        ):
+        for name in _ROWS:
             setattr(self, name, getattr(self, name)[keep])
         self._changed(groups=True)
 
@@ -252,8 +257,12 @@ class Guard:
         if self._limits is not None:
             return self._limits
         group, labels, cap = self._groups()
-        upper = self.upper.copy()
         failing = self.streak > 0
+        if not (failing.any() or self.retired.any() or self.paused.any()):
+            # nothing to fold in: the bounds as set (lower <= upper holds), not copies
+            self._limits = Limits(group, labels, cap, self.lower, self.upper)
+            return self._limits
+        upper = self.upper.copy()
         if failing.any():
             backed = np.maximum(
                 self.floor, self.base[failing] * self.backoff ** self.streak[failing]
@@ -306,7 +315,7 @@ class Guard:
     # ----- each slot --------------------------------------------------------------------
 
     def enforce(
-        self, rows: IndexArray, slot: int, k: int, credit: FloatArray | None = None
+        self, rows: IndexArray, slot: int, k: int, credit: CreditArray | None = None
     ) -> tuple[IndexArray, IndexArray]:
         """Filter a slot's picks (row positions, in the scheduler's order of preference):
         drop what is paused, too soon for its upper bound or over its host's credit, put the
@@ -317,21 +326,14 @@ class Guard:
         dropped picks go to the other due URLs (credit >= 1) that are allowed, largest
         credit first; each pays 1 from its credit. Without it a stride scheduler would keep
         picking the backlog of a capped host, only to see it dropped again."""
-        limits = self.limits()
-        lower, upper = limits.lower, limits.upper
-        with np.errstate(divide="ignore"):
-            min_gap = np.ceil(1.0 / upper[rows] - 1e-9)
-        gap = slot - self.last[rows]
-        allowed = rows[gap >= min_gap]
+        floored, max_gap = self._deadlines()
+        allowed = rows[slot - self.last[rows] >= self._min_gap(rows)]
         forced = np.empty(0, dtype=np.intp)
-        if np.any(lower > 0):
-            with np.errstate(divide="ignore"):
-                # never before the upper bound's gap (lower == upper between whole slots)
-                max_gap = np.maximum(np.floor(1.0 / lower + 1e-9), np.ceil(1.0 / upper - 1e-9))
-            late = slot - self.last - max_gap
-            forced = np.flatnonzero(late >= 0)
-            if forced.size:
-                forced = forced[np.argsort(-late[forced], kind="stable")]
+        if floored.size:
+            late = slot - self.last[floored] - max_gap
+            due = np.flatnonzero(late >= 0)
+            if due.size:
+                forced = floored[due[np.argsort(-late[due], kind="stable")]]
                 is_forced = np.zeros(self.label.size, dtype=bool)
                 is_forced[forced] = True
                 allowed = allowed[~is_forced[allowed]]
@@ -345,7 +347,7 @@ class Guard:
         taken[kept] = True
         dropped = rows[~taken[rows]]
         if credit is not None and kept.size < k:
-            kept = self._refill(kept, k, taken, rows, credit, slot, upper, group, host_credit)
+            kept = self._refill(kept, k, taken, rows, credit, slot, group, host_credit)
         if host_credit is not None:
             self._keep_credit(labels, cap, host_credit)
         self.last[kept] = slot
@@ -357,9 +359,8 @@ class Guard:
         k: int,
         taken: BoolArray,
         rows: IndexArray,
-        credit: FloatArray,
+        credit: CreditArray,
         slot: int,
-        upper: FloatArray,
         group: IndexArray,
         host_credit: FloatArray | None,
     ) -> IndexArray:
@@ -368,12 +369,20 @@ class Guard:
         in its slot is lost for good). Each pays 1 from its credit."""
         need = k - kept.size
         taken[rows] = True
-        with np.errstate(divide="ignore"):
-            soon = np.ceil(1.0 / upper - 1e-9)
-        pool = np.flatnonzero(~taken & (slot - self.last >= soon))
+        many = 8 * need + 64
+        # The largest credits first: stride credits spread over [0, 1), so those above
+        # 1 - 4 many / n are about 4 many URLs, usually more than enough; ranking them
+        # spares the passes over all n (all of them are ranked when they are too few).
+        floor = 1.0 - 4.0 * many / max(credit.size, 1)
+        pool = np.flatnonzero(credit >= floor) if floor > 0 else np.arange(credit.size)
+        pool = pool[~taken[pool]]
+        pool = pool[slot - self.last[pool] >= self._min_gap(pool)]
+        if pool.size < many and floor > 0:
+            pool = np.flatnonzero(~taken)
+            pool = pool[slot - self.last[pool] >= self._min_gap(pool)]
         if pool.size == 0:
             return kept
-        many = min(pool.size, 8 * need + 64)
+        many = min(pool.size, many)
         if many < pool.size:
             pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         pool = pool[np.argsort(-credit[pool], kind="stable")]
@@ -385,17 +394,36 @@ class Guard:
 
     def allowed(self, slot: int) -> BoolArray:
         """Rows that their upper bound (pause, back-off, retirement) lets be polled now."""
-        with np.errstate(divide="ignore"):
-            min_gap = np.ceil(1.0 / self.limits().upper - 1e-9)
-        allowed: BoolArray = (slot - self.last) >= min_gap
+        allowed: BoolArray = (slot - self.last) >= self._min_gap(slice(None))
         return allowed
+
+    def _min_gap(self, rows: IndexArray | slice) -> FloatArray:
+        """The fewest slots between two polls of some rows (their upper bound)."""
+        with np.errstate(divide="ignore"):
+            out: FloatArray = np.ceil(1.0 / self.limits().upper[rows] - 1e-9)
+        return out
+
+    def _deadlines(self) -> tuple[IndexArray, FloatArray]:
+        """The rows with a lower bound and for each the most slots before it is overdue
+        (never before the upper bound's gap: lower == upper between whole slots). Kept
+        until the limits change."""
+        if self._gap_cache is None or self._gap_version != self.version:
+            limits = self.limits()
+            floored = np.flatnonzero(limits.lower > 0)
+            with np.errstate(divide="ignore"):
+                max_gap = np.maximum(
+                    np.floor(1.0 / limits.lower[floored] + 1e-9), self._min_gap(floored)
+                )
+            self._gap_cache = (floored, max_gap)
+            self._gap_version = self.version
+        return self._gap_cache
 
     def _host_credit(self, labels: IdArray, cap: FloatArray) -> FloatArray:
         """This slot's credit per group: last slot's plus the cap, at most ``cap`` for an
         integer cap and ``cap + 1`` for another, so that floor(credit) <= ceil(cap). (A
         ceiling of ceil(cap) threw away the fraction carried over: a busy host capped at
         1.98 got 1, 2, 1, 2, ... polls, 1.5 per slot.)"""
-        credit = np.array([self._credit.get(int(label), 0.0) for label in labels.tolist()])
+        credit = self._credit_array(labels)
         finite = np.where(np.isfinite(cap), cap, 1.0)
         whole = np.abs(finite - np.round(finite)) < 1e-9
         ceiling = np.where(whole, np.round(finite), finite + 1.0)
@@ -429,11 +457,8 @@ class Guard:
     def _keep_credit(self, labels: IdArray, cap: FloatArray, credit: FloatArray) -> None:
         """Store the groups' credit left after this slot (``credit`` is already net of
         what ``_within_credit`` kept)."""
-        for label, value, limited in zip(
-            labels.tolist(), credit.tolist(), np.isfinite(cap).tolist(), strict=True
-        ):
-            if limited:
-                self._credit[label] = value
+        self._credit_values = np.where(np.isfinite(cap), credit, 0.0)
+        self._credit_labels = labels
 
     def cap_load(self, shares: FloatArray) -> tuple[IdArray, FloatArray, FloatArray]:
         """Per capped group: its label, its cap and the polls per slot ``shares`` give it."""
@@ -444,6 +469,19 @@ class Guard:
         return labels[limited], cap[limited], load[limited].astype(np.float64)
 
     # ----- internals --------------------------------------------------------------------
+
+    def _credit_array(self, labels: IdArray) -> FloatArray:
+        """The groups' credit left by the last slot, aligned with ``labels`` (0 for a group
+        new since then)."""
+        if self._credit_labels is labels:
+            return self._credit_values.copy()
+        out = np.zeros(labels.size)
+        known = self._credit_labels
+        if known.size and labels.size:
+            at = np.minimum(np.searchsorted(known, labels), known.size - 1)
+            same = known[at] == labels
+            out[same] = self._credit_values[at[same]]
+        return out
 
     def _changed(self, *, groups: bool = False) -> None:
         self.version += 1
@@ -463,7 +501,7 @@ class Guard:
         return self._dense
 
 
-def refund(credit: FloatArray, rows: IndexArray) -> None:
+def refund(credit: CreditArray, rows: IndexArray) -> None:
     """Give a turned-away URL its stride credit back (at most ``_CREDIT_CEILING``)."""
     if rows.size:
         credit[rows] = np.minimum(credit[rows] + 1.0, _CREDIT_CEILING)

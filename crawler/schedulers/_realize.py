@@ -11,6 +11,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]
+#: stride credits: float64, or float32 where a scheduler saves the memory
+CreditArray = NDArray[np.float64] | NDArray[np.float32]
 IndexArray = NDArray[np.intp]
 
 REALIZATIONS = ("stride", "sampling")
@@ -47,7 +49,7 @@ def top_k(values: FloatArray, k: int) -> IndexArray:
     return np.argpartition(values, values.size - k)[values.size - k :].astype(np.intp)
 
 
-def stride_pick(credit: FloatArray, shares: FloatArray, k: int) -> IndexArray:
+def stride_pick(credit: CreditArray, shares: FloatArray, k: int) -> IndexArray:
     """Add this slot's shares to the credits; take the k largest credits >= 1, pay 1 each.
 
     ``credit`` is updated in place.

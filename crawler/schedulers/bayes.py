@@ -80,26 +80,25 @@ two float16 CUSUM statistics).
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Scheduler
-from crawler.schedulers._optimum import Limits, constrained_fill, fast_inverse_gain, optimum_curve
+from crawler.schedulers._bayes_params import BayesParams
+from crawler.schedulers._fill import constrained_fill, optimum_curve
+from crawler.schedulers._lagrange import gain, inverse_gain, water_level
+from crawler.schedulers._limits import Limits
 
 F32Array = NDArray[np.float32]
 I32Array = NDArray[np.int32]
 
-# g(u) = 1 - e^-u (1 + u) on a log grid, for inverting it by interpolation (weighted case).
-_U_GRID: FloatArray = np.logspace(-4.0, 2.5, 4001)
-_G_GRID: FloatArray = -np.expm1(-_U_GRID) - _U_GRID * np.exp(-_U_GRID)
-_MAX_LEVEL = float(_G_GRID[-1])
-
-
-def _inverse_gain(level: FloatArray) -> FloatArray:
-    """u with g(u) = level (clamped to the grid: level near 1 gives a large finite u)."""
-    return np.asarray(np.interp(level, _G_GRID, _U_GRID), dtype=np.float64)
+#: the largest u the weighted allocation uses: a URL whose weight is below the multiplier
+#: (not worth a poll at the optimum) keeps x = r / _MAX_U, small but never 0, so that it is
+#: still polled now and then and its estimate can move
+_MAX_U = 10.0**2.5
 
 
 def estimate_rates(
@@ -165,58 +164,14 @@ class BayesRate(Scheduler):
         *,
         seed: int | None = None,
         realization: str = "stride",
-        forget: float = 0.99,
-        prior_hits: float = 0.5,
-        prior_misses: float = 0.5,
-        new_rate: float = 1.0,
-        optimism: float = 0.0,
-        resolve_every: int = 64,
-        tolerance: float = 0.02,
-        whole_intervals: int = 0,
-        shift_factor: float = 4.0,
-        shift_threshold: float = 8.0,
-        shift_keep: float = 0.1,
-        drop_factor: float = 10.0,
-        drop_threshold: float = 8.0,
-        drop_keep: float = 0.0,
-        model: str = "overwrite",
-        disappear_shift_factor: float = 16.0,
+        **params: Any,
     ) -> None:
         super().__init__(capacity, seed=seed, realization=realization)
-        self.forget = _check_real(forget, "forget", low=0.0, high=1.0, open_low=True)
-        self.prior_hits = _check_real(prior_hits, "prior_hits", low=0.0, open_low=True)
-        self.prior_misses = _check_real(prior_misses, "prior_misses", low=0.0, open_low=True)
-        self.new_rate = _check_real(new_rate, "new_rate", low=0.0, open_low=True)
-        self.optimism = _check_real(optimism, "optimism", low=0.0)
-        if isinstance(resolve_every, bool) or not isinstance(resolve_every, int | np.integer):
-            raise ValueError(f"resolve_every must be a positive integer, got {resolve_every!r}")
-        if resolve_every < 1:
-            raise ValueError(f"resolve_every must be a positive integer, got {resolve_every!r}")
-        self.resolve_every = int(resolve_every)
-        if (
-            isinstance(whole_intervals, bool)
-            or not isinstance(whole_intervals, int | np.integer)
-            or whole_intervals < 0
-        ):
-            raise ValueError(
-                f"whole_intervals must be a non-negative integer, got {whole_intervals!r}"
-            )
-        self.whole_intervals = int(whole_intervals)
-        self.tolerance = _check_real(tolerance, "tolerance", low=0.0, open_low=True)
-        self.shift_factor = _check_real(shift_factor, "shift_factor", low=1.0, open_low=True)
-        #: 0 turns the shift test off
-        self.shift_threshold = _check_real(shift_threshold, "shift_threshold", low=0.0)
-        self.shift_keep = _check_real(shift_keep, "shift_keep", low=0.0, high=1.0)
-        self.drop_factor = _check_real(drop_factor, "drop_factor", low=1.0, open_low=True)
-        #: 0 turns the drop test off
-        self.drop_threshold = _check_real(drop_threshold, "drop_threshold", low=0.0)
-        self.drop_keep = _check_real(drop_keep, "drop_keep", low=0.0, high=1.0)
-        if model not in MODELS:
-            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
-        self.model = str(model)
-        self.disappear_shift_factor = _check_real(
-            disappear_shift_factor, "disappear_shift_factor", low=1.0, open_low=True
-        )
+        #: the parameters (see ``BayesParams``; ValueError when one is out of range)
+        self.settings = BayesParams(**params)
+        # float32 stride credit: 4 bytes per URL less, and the per-slot pass over it reads
+        # half the memory (credit sits in [0, 2]: float32 keeps 7 digits of it)
+        self._credit = np.empty(0, dtype=np.float32)
         self._last: I32Array = np.empty(0, dtype=np.int32)
         self._hit_time: F32Array = np.empty(0, dtype=np.float32)
         self._miss_time: F32Array = np.empty(0, dtype=np.float32)
@@ -234,34 +189,18 @@ class BayesRate(Scheduler):
         self._stale = True
         self._weighted = False
         #: the change model the adaptation is tuned for (see "Change models" above)
-        self._disappear = model == "disappear"
-        # Under host caps, bounds or failures (see _solve_constrained): each row's level in
-        # force (the larger of the global one and its host's own) and the limits solved
-        # for; None when the scheduler is unconstrained. Rebuilt at every re-solve.
-        self._row_level: FloatArray | None = None
+        self._disappear = self.settings.model == "disappear"
+        # Under host caps, bounds or failures (see _solve_constrained): the limits solved
+        # for (None when the scheduler is unconstrained), each host's own level and the
+        # global one; a row's level in force is the larger of its host's and the global.
         self._limits: Limits | None = None
+        self._own: FloatArray = np.empty(0)
+        self._own_padded: FloatArray = np.zeros(1)
+        self._level = 0.0
         self._planned_total = 0.0
 
     def params(self) -> dict[str, Any]:
-        return {
-            **super().params(),
-            "forget": self.forget,
-            "prior_hits": self.prior_hits,
-            "prior_misses": self.prior_misses,
-            "new_rate": self.new_rate,
-            "optimism": self.optimism,
-            "resolve_every": self.resolve_every,
-            "tolerance": self.tolerance,
-            "whole_intervals": self.whole_intervals,
-            "shift_factor": self.shift_factor,
-            "shift_threshold": self.shift_threshold,
-            "shift_keep": self.shift_keep,
-            "drop_factor": self.drop_factor,
-            "drop_threshold": self.drop_threshold,
-            "drop_keep": self.drop_keep,
-            "model": self.model,
-            "disappear_shift_factor": self.disappear_shift_factor,
-        }
+        return {**super().params(), **asdict(self.settings)}
 
     def rates(self) -> tuple[NDArray[np.int64], FloatArray]:
         """Every URL's id and estimated change probability per slot (NaN: not observed)."""
@@ -270,8 +209,8 @@ class BayesRate(Scheduler):
             self._miss_time,
             self._hit_count,
             self._miss_count,
-            self.prior_hits,
-            self.prior_misses,
+            self.settings.prior_hits,
+            self.settings.prior_misses,
         )
         return self._ids.copy(), -np.expm1(-r)
 
@@ -296,14 +235,14 @@ class BayesRate(Scheduler):
     def _after_add(self) -> None:
         self._refresh_weighted()
         self._stale = True
-        if self._row_level is not None:
+        if self._limits is not None:
             self._resolve()  # the per-row levels must stay aligned with the rows
 
     def _after_remove(self) -> None:
         self._refresh_weighted()
         self._total = float(self._x.sum(dtype=np.float64))
         self._stale = True
-        if self._row_level is not None:
+        if self._limits is not None:
             self._resolve()
 
     def _after_restore(self) -> None:
@@ -338,21 +277,20 @@ class BayesRate(Scheduler):
     def _choose(self, k: int) -> IndexArray:
         self._since_solve += 1
         target = min(self.capacity, self._ids.size)
-        if self._row_level is not None:
+        if self._limits is not None:
             target = self._planned_total  # caps may leave part of the budget unused
-        if (
-            self._stale
-            or self._since_solve >= self.resolve_every
-            or abs(self._total - target) > self.tolerance * self.capacity
-        ):
-            self._resolve()
+        due = self._stale or self._since_solve >= self.settings.resolve_every
+        if due or abs(self._total - target) > self.settings.tolerance * self.capacity:
+            # between the scheduled re-solves only the estimates of the polled URLs moved:
+            # under constraints the searches start from the last levels
+            self._resolve(fresh=due)
         if self.realization == "sampling":
             return super()._choose(k)
         if self._total <= 0:
             return np.empty(0, dtype=np.intp)
         # Constrained, x already respects the caps and sums to at most C: scale to the
         # slot's k polls, never up (that would push capped hosts over their caps).
-        scale = k / (self._total if self._row_level is None else max(self._total, self.capacity))
+        scale = k / (self._total if self._limits is None else max(self._total, self.capacity))
         credit = self._credit
         if scale > 1.0:
             credit += np.minimum(self._x * np.float32(scale), np.float32(1.0))
@@ -372,9 +310,13 @@ class BayesRate(Scheduler):
         tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
         self._last[pos] = self._slot
         disappear = self._disappear
-        shifted = self._shift_test(pos, hits, tau) if self.shift_threshold > 0 else None
-        dropped = self._drop_test(pos, hits, tau) if disappear and self.drop_threshold > 0 else None
-        g = np.float32(self.forget)
+        shifted = self._shift_test(pos, hits, tau) if self.settings.shift_threshold > 0 else None
+        dropped = (
+            self._drop_test(pos, hits, tau)
+            if disappear and self.settings.drop_threshold > 0
+            else None
+        )
+        g = np.float32(self.settings.forget)
         hit = hits.astype(np.float32)
         miss = np.float32(1.0) - hit
         a = self._hit_time[pos] * g + tau * hit
@@ -385,12 +327,12 @@ class BayesRate(Scheduler):
             # The evidence against a higher rate, the misses, mostly go: what the old regime
             # said for a lower rate no longer holds. (Scaling the hits down as well would
             # lower the estimate of a URL that hits at every poll.)
-            keep = np.where(shifted, np.float32(self.shift_keep), np.float32(1.0))
+            keep = np.where(shifted, np.float32(self.settings.shift_keep), np.float32(1.0))
             b = b - self._miss_time[pos] * g * (1 - keep)
             mc = mc - self._miss_count[pos] * g * (1 - keep)
         if dropped is not None and dropped.any():
             # The mirror image for a fall: the hits of the old regime no longer hold.
-            keep = np.where(dropped, np.float32(self.drop_keep), np.float32(1.0))
+            keep = np.where(dropped, np.float32(self.settings.drop_keep), np.float32(1.0))
             a = a - self._hit_time[pos] * g * (1 - keep)
             h = h - self._hit_count[pos] * g * (1 - keep)
         rate = self._estimate(a, b, h, mc)
@@ -407,7 +349,7 @@ class BayesRate(Scheduler):
         """Advance the URLs' CUSUM tests by this poll; True where a rise of the rate is
         detected (the test then restarts from zero)."""
         rt = np.maximum(self._rhat[pos].astype(np.float64) * tau, 1e-12)
-        k = self.disappear_shift_factor if self._disappear else self.shift_factor
+        k = self.settings.disappear_shift_factor if self._disappear else self.settings.shift_factor
         with np.errstate(divide="ignore", over="ignore"):
             ratio = np.where(
                 hits,
@@ -416,7 +358,7 @@ class BayesRate(Scheduler):
             )
         surge = np.maximum(self._surge[pos].astype(np.float64) + ratio, 0.0)
         # a URL's first observation has nothing to shift from
-        shifted = (surge > self.shift_threshold) & (
+        shifted = (surge > self.settings.shift_threshold) & (
             (self._hit_count[pos] + self._miss_count[pos]) > 0
         )
         surge[shifted] = 0.0
@@ -428,7 +370,7 @@ class BayesRate(Scheduler):
         the estimate) by this poll; True where a fall is detected (the test then restarts
         from zero)."""
         rt = np.maximum(self._rhat[pos].astype(np.float64) * tau, 1e-12)
-        k = 1.0 / self.drop_factor
+        k = 1.0 / self.settings.drop_factor
         with np.errstate(divide="ignore", over="ignore"):
             ratio = np.where(
                 hits,
@@ -437,7 +379,7 @@ class BayesRate(Scheduler):
             )
         # float16 holds up to 65504; the threshold is far below
         slump = np.clip(self._slump[pos].astype(np.float64) + ratio, 0.0, 6e4)
-        dropped = (slump > self.drop_threshold) & (
+        dropped = (slump > self.settings.drop_threshold) & (
             (self._hit_count[pos] + self._miss_count[pos]) > 0
         )
         slump[dropped] = 0.0
@@ -448,9 +390,9 @@ class BayesRate(Scheduler):
         self, a: NDArray[Any], b: NDArray[Any], h: NDArray[Any], mc: NDArray[Any]
     ) -> F32Array:
         """The allocation rate (float32) from the statistics; NaN where nothing observed."""
-        rate = estimate_rates(a, b, h, mc, self.prior_hits, self.prior_misses)
-        if self.optimism > 0:
-            rate *= 1.0 + self.optimism / np.sqrt(1.0 + h + mc)
+        rate = estimate_rates(a, b, h, mc, self.settings.prior_hits, self.settings.prior_misses)
+        if self.settings.optimism > 0:
+            rate *= 1.0 + self.settings.optimism / np.sqrt(1.0 + h + mc)
         return rate.astype(np.float32)
 
     # ----- allocation ---------------------------------------------------------------------
@@ -461,7 +403,7 @@ class BayesRate(Scheduler):
 
     def _allocate(self, rate: F32Array, pos: IndexArray | None) -> F32Array:
         """x = min(1, rate / u_i) at the current multiplier, for rows ``pos`` (None: all)."""
-        if self._row_level is not None and self._limits is not None:
+        if self._limits is not None:
             return self._constrained_x(rate, pos)
         if self.capacity >= self._ids.size:
             return np.ones(rate.size, dtype=np.float32)
@@ -473,20 +415,22 @@ class BayesRate(Scheduler):
     def _equal_x(self, rate: F32Array, u: float) -> F32Array:
         """Equal weights: x = min(1, r / u), the short intervals rounded to whole slots."""
         x: F32Array = np.minimum(rate / np.float32(u), np.float32(1.0))
-        big = self.whole_intervals
+        big = self.settings.whole_intervals
         if big:
             head = np.flatnonzero(x >= np.float32(1.0 / big))
             if head.size:
-                x[head] = _whole(x[head], rate[head], _gain(u))
+                x[head] = _whole(x[head], rate[head], float(gain(u)))
         return x
 
     @staticmethod
     def _weighted_x(rate: F32Array, w: FloatArray, m: float) -> F32Array:
-        u = _inverse_gain(np.minimum(m / w, _MAX_LEVEL))
+        u = np.minimum(inverse_gain(m / w), _MAX_U)
         return np.minimum(rate.astype(np.float64) / u, 1.0).astype(np.float32)
 
-    def _resolve(self) -> None:
-        """Re-solve the multiplier over all URLs; refresh the rate of unobserved URLs."""
+    def _resolve(self, *, fresh: bool = True) -> None:
+        """Re-solve the multiplier over all URLs; refresh the rate of unobserved URLs.
+        Under constraints, ``fresh`` False starts the searches from the levels of the
+        last solve (when the limits are still the same)."""
         self._since_solve = 0
         self._stale = False
         n = self._ids.size
@@ -501,18 +445,22 @@ class BayesRate(Scheduler):
             )
             mean_seen = seen_sum / (n - n_unseen)
             if mean_seen > 0 and math.isfinite(mean_seen):
-                self._new_value = self.new_rate * mean_seen
+                self._new_value = self.settings.new_rate * mean_seen
         if n_unseen:
             self._rhat[unseen] = np.float32(self._new_value)
         rate = self._rhat
         capacity = self.capacity
         guard = self._guard
         if guard is not None and guard.active():
-            self._solve_constrained(rate, guard.limits())
+            limits = guard.limits()
+            keep = not fresh and limits is self._limits
+            if keep:
+                self._solve_constrained(rate, limits, self._own, self._level)
+            else:
+                self._solve_constrained(rate, limits)
             self._total = float(self._x.sum(dtype=np.float64))
             self._planned_total = self._total
             return
-        self._row_level = None
         self._limits = None
         if capacity >= n:
             self._x = self._allocate(rate, None)
@@ -523,27 +471,39 @@ class BayesRate(Scheduler):
             self._solve_equal(rate, capacity)
         self._total = float(self._x.sum(dtype=np.float64))
 
-    def _solve_constrained(self, rate: F32Array, limits: Limits) -> None:
+    def _solve_constrained(
+        self,
+        rate: F32Array,
+        limits: Limits,
+        group_level: FloatArray | None = None,
+        level_hint: float = 0.0,
+    ) -> None:
         """The constrained optimum (host caps, bounds, failures) on the estimated rates:
         x_i = clip(r_i / u_i, lower_i, upper_i) at the level in force for the URL's host.
         The level of each row is kept so that a poll's new estimate moves only its own x
-        (O(polled) per slot, as without constraints)."""
+        (O(polled) per slot, as without constraints). ``group_level``: the hosts' own
+        levels of an earlier solve under the same limits and ``level_hint`` its global level,
+        where the searches start (see ``constrained_fill``)."""
         w = self._importance if self._weighted else None
         r = rate.astype(np.float64)
         curve, top = optimum_curve(r, w)
-        solved = constrained_fill(curve, top, self.capacity, limits)
-        own = np.append(solved.group_level, 0.0)[limits.group]
-        self._row_level = np.maximum(own, solved.level)
+        solved = constrained_fill(
+            curve, top, self.capacity, limits, group_level=group_level, level_hint=level_hint
+        )
+        self._own = solved.group_level
+        # a row's level in force is the larger of its host's own and the global one
+        self._own_padded = np.append(solved.group_level, 0.0)  # index -1: no host
+        self._level = solved.level
         self._limits = limits
         self._x = solved.x.astype(np.float32)
 
     def _constrained_x(self, rate: F32Array, pos: IndexArray | None) -> F32Array:
         """x of rows ``pos`` (None: all) at their levels in force, clipped to the bounds."""
-        assert self._row_level is not None and self._limits is not None
+        assert self._limits is not None
         rows = slice(None) if pos is None else pos
-        level = self._row_level[rows]
+        level = np.maximum(self._own_padded[self._limits.group[rows]], self._level)
         r = rate.astype(np.float64)
-        u = fast_inverse_gain(level / self._importance[rows]) if self._weighted else level
+        u = inverse_gain(level / self._importance[rows]) if self._weighted else level
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             x = np.where((u > 0) & np.isfinite(u), r / u, np.where(u > 0, 0.0, 1.0))
         x = np.clip(np.nan_to_num(x, nan=0.0), self._limits.lower[rows], self._limits.upper[rows])
@@ -554,8 +514,8 @@ class BayesRate(Scheduler):
         """Equal weights: the water level u, then (whole_intervals) the short intervals
         rounded to whole slots with u re-balanced; the URLs on the margin between two whole
         intervals take up the remainder so that sum(x) = C."""
-        u0 = _water_level(rate, capacity)
-        big = self.whole_intervals
+        u0 = water_level(rate if rate.size > 100_000 else rate.astype(np.float64), capacity)
+        big = self.settings.whole_intervals
         self._u = u0
         if not big:
             self._x = self._equal_x(rate, u0)
@@ -594,7 +554,7 @@ class BayesRate(Scheduler):
         def excess(m: float) -> float:
             return float(self._weighted_x(rate, w, m).sum(dtype=np.float64)) - capacity
 
-        top = float(w.max()) * _MAX_LEVEL
+        top = float(w.max())
         lo, hi = min(max(self._m, 1e-12), top) * 0.5, min(max(self._m, 1e-12) * 2.0, top)
         while excess(lo) < 0 and lo > 1e-15:
             lo *= 0.1
@@ -612,15 +572,6 @@ class BayesRate(Scheduler):
         return hi
 
 
-#: the change models the adaptation can be tuned for (docs/schedulers.md)
-MODELS = ("overwrite", "disappear")
-
-
-def _gain(u: float) -> float:
-    """g(u) = 1 - e^-u (1 + u): the value of one more poll at u = r / x."""
-    return -math.expm1(-u) - u * math.exp(-u)
-
-
 def _whole(x: F32Array, rate: F32Array, level: float) -> F32Array:
     """Round frequencies to 1 / (a whole number of slots): of the two whole intervals around
     1 / x keep the one with the larger value net of the multiplier, (1 - e^-rk - g) / k."""
@@ -630,45 +581,3 @@ def _whole(x: F32Array, rate: F32Array, level: float) -> F32Array:
     v1 = (-np.expm1(-r * k1) - level) / k1
     v2 = (-np.expm1(-r * k2) - level) / k2
     return np.where(v1 >= v2, 1.0 / k1, 1.0 / k2).astype(np.float32)
-
-
-def _water_level(rate: F32Array, capacity: float) -> float:
-    """u with sum_i min(1, r_i / u) = C (requires C < number of URLs)."""
-    r = rate.astype(np.float64) if rate.size <= 100_000 else rate
-    total = float(r.sum(dtype=np.float64))
-    if total <= 0:
-        return 1.0
-    u = total / capacity
-    for _ in range(100):
-        capped = r >= u
-        k = int(np.count_nonzero(capped))
-        room = capacity - k
-        if room <= 0:
-            break
-        rest = total - float(r[capped].sum(dtype=np.float64))
-        new_u = rest / room
-        if new_u <= 0 or new_u >= u * (1 - 1e-12):
-            u = new_u if new_u > 0 else u
-            break
-        u = new_u
-    return u
-
-
-def _check_real(
-    value: Any,
-    what: str,
-    *,
-    low: float,
-    high: float = math.inf,
-    open_low: bool = False,
-) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{what} must be a number, got {value!r}")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a number, got {value!r}") from None
-    if not math.isfinite(v) or v < low or (open_low and v == low) or v > high:
-        bound = f"({low}, {high}]" if open_low else f"[{low}, {high}]"
-        raise ValueError(f"{what} must be in {bound}, got {value!r}")
-    return v

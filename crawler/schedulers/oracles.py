@@ -18,12 +18,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Scheduler
-from crawler.schedulers._optimum import (
-    change_rates,
-    constrained_fill,
-    optimal_allocation,
-    optimum_curve,
-)
+from crawler.schedulers._fill import constrained_fill, optimum_curve
+from crawler.schedulers._optimum import change_rates, optimal_allocation
 from crawler.schedulers._realize import poll_shares, sampling_pick, stride_pick
 
 

@@ -39,8 +39,7 @@ class LimitTracker:
                 env.p.copy(),
                 env.capacity,
                 None if env.importance is None else env.importance.copy(),
-                groups=env.groups,
-                caps=env.caps,
+                limits=schedulers.Limits.build(env.p.size, env.groups, env.caps),
                 model=env.model,
             )
         elif cached is None:

@@ -203,7 +203,7 @@ def test_state_saved_before_the_change_model_restores() -> None:
     old = {k: v for k, v in st.items() if k != "url_slump"}
     old["params"] = json.dumps(params)
     s2 = schedulers.restore(old)
-    assert isinstance(s2, BayesRate) and s2.model == "overwrite"
+    assert isinstance(s2, BayesRate) and s2.settings.model == "overwrite"
     np.testing.assert_array_equal(s2._slump, np.zeros(p.size, dtype=np.float16))
     for _ in range(200):
         a, b = s.select(), s2.select()

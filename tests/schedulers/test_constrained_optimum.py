@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawler.schedulers import (
+    Limits,
     constrained_allocation,
     constrained_limit,
     constrained_whole_slot_limit,
@@ -27,7 +28,8 @@ from crawler.schedulers import (
     solve_constrained,
     whole_slot_limit,
 )
-from crawler.schedulers._optimum import Limits, change_rates, fitted_lower
+from crawler.schedulers._constrained import fitted_lower
+from crawler.schedulers._optimum import change_rates
 
 STEPS = 1500
 
@@ -123,9 +125,7 @@ def test_matches_the_greedy_reference(case: tuple) -> None:
     p, capacity, w, weighted, groups, caps, lower, upper = case
     importance = w if weighted else None
     limits = Limits.build(p.size, groups, caps, lower, upper)
-    solved = solve_constrained(
-        change_rates(p), capacity, importance, groups=groups, caps=caps, lower=lower, upper=upper
-    )
+    solved = solve_constrained(change_rates(p), capacity, importance, limits=limits)
     check_constraints(solved.x, capacity, limits)
     assert solved.feasible == fits(limits, capacity)
     if not solved.feasible:
@@ -135,9 +135,7 @@ def test_matches_the_greedy_reference(case: tuple) -> None:
     # The greedy's steps cost it at most a step's worth of value; it never beats the optimum.
     assert ours >= reference - 1e-7
     assert ours <= reference + 2 * capacity / STEPS + 1e-9
-    got = constrained_limit(
-        p, capacity, importance, groups=groups, caps=caps, lower=lower, upper=upper
-    )
+    got = constrained_limit(p, capacity, importance, limits=limits)
     assert got == pytest.approx(ours, rel=1e-12, abs=1e-12)
 
 
@@ -152,10 +150,7 @@ def test_disappear_limit_matches_the_greedy_reference(case: tuple) -> None:
         p,
         capacity,
         w if weighted else None,
-        groups=groups,
-        caps=caps,
-        lower=lower,
-        upper=upper,
+        limits=limits,
         model="disappear",
     )
     reference = greedy_reference(p, capacity, w, groups, caps, lower, upper, "disappear")
@@ -169,9 +164,7 @@ def test_no_feasible_transfer_improves_it(case: tuple, seed: int) -> None:
     limits = Limits.build(p.size, groups, caps, lower, upper)
     if not fits(limits, capacity):
         return
-    x = constrained_allocation(
-        p, capacity, w if weighted else None, groups=groups, caps=caps, lower=lower, upper=upper
-    )
+    x = constrained_allocation(p, capacity, w if weighted else None, limits=limits)
     best = float(value(x, p, w, "overwrite").sum())
     rng = np.random.default_rng(seed)
     for _ in range(200):
@@ -196,7 +189,9 @@ def test_no_constraints_is_the_plain_optimum() -> None:
         plain = optimal_allocation(p, 7.5, importance)
         assert np.array_equal(constrained_allocation(p, 7.5, importance), plain)
         # and the solver itself, with empty constraints, agrees to rounding
-        loose = constrained_allocation(p, 7.5, importance, groups=np.zeros(300, dtype=int))
+        loose = constrained_allocation(
+            p, 7.5, importance, limits=Limits.build(300, np.zeros(300, dtype=int))
+        )
         assert np.allclose(loose, plain, atol=1e-6)
         assert constrained_limit(p, 7.5, importance) == limit(p, 7.5, importance)
 
@@ -208,7 +203,7 @@ def test_host_caps_bind_for_the_big_hosts() -> None:
     rng.shuffle(p)
     host = np.minimum(rng.zipf(1.6, n) - 1, 49)
     caps = {h: 1.5 for h in range(50)}
-    solved = solve_constrained(change_rates(p), 20.0, groups=host, caps=caps)
+    solved = solve_constrained(change_rates(p), 20.0, limits=Limits.build(p.size, host, caps))
     load = np.bincount(host, solved.x, minlength=50)
     free_load = np.bincount(host, optimal_allocation(p, 20.0), minlength=50)
     assert solved.x.sum() == pytest.approx(20.0)
@@ -223,7 +218,7 @@ def test_host_caps_bind_for_the_big_hosts() -> None:
     assert np.all(load[~solved.binding] < 1.5)
     # the capped optimum is worth less than the free one, and more than truncating it
     free = limit(p, 20.0)
-    capped = constrained_limit(p, 20.0, groups=host, caps=caps)
+    capped = constrained_limit(p, 20.0, limits=Limits.build(p.size, host, caps))
     scaled = optimal_allocation(p, 20.0)
     factor = np.ones(50)
     factor[solved.groups] = np.where(big, 1.5 / np.maximum(free_load, 1e-300), 1.0)
@@ -234,7 +229,7 @@ def test_host_caps_bind_for_the_big_hosts() -> None:
 def test_budget_left_over_when_every_cap_binds() -> None:
     p = np.full(10, 0.5)
     groups = np.repeat([0, 1], 5)
-    x = constrained_allocation(p, 5.0, groups=groups, caps={0: 1.0, 1: 0.5})
+    x = constrained_allocation(p, 5.0, limits=Limits.build(p.size, groups, {0: 1.0, 1: 0.5}))
     assert x.sum() == pytest.approx(1.5)
     assert np.allclose(x[:5], 0.2) and np.allclose(x[5:], 0.1)
 
@@ -244,29 +239,35 @@ def test_infeasible_lower_bounds_are_scaled_down() -> None:
     lower = np.array([0.5, 0.5, 0.2, 0.2])
     groups = np.array([0, 0, 1, 1])
     # host 0: minimums 1.0 over its cap 0.5 -> halved; then 0.25 + 0.25 + 0.2 + 0.2 = 0.9
-    solved = solve_constrained(change_rates(p), 2.0, groups=groups, caps={0: 0.5}, lower=lower)
+    solved = solve_constrained(
+        change_rates(p), 2.0, limits=Limits.build(p.size, groups, {0: 0.5}, lower)
+    )
     assert not solved.feasible
     assert np.allclose(solved.x[:2], [0.25, 0.25])
     assert solved.x.sum() == pytest.approx(2.0)
     # the minimums alone over the budget: all scaled to C
-    tight = solve_constrained(change_rates(p), 0.6, lower=lower)
+    tight = solve_constrained(change_rates(p), 0.6, limits=Limits.build(p.size, lower=lower))
     assert not tight.feasible
     assert np.allclose(tight.x, lower * 0.6 / lower.sum())
 
 
 def test_paused_urls_get_nothing_and_bad_input_is_rejected() -> None:
     p = np.array([0.9, 0.5, 0.1])
-    x = constrained_allocation(p, 1.0, upper=np.array([0.0, 1.0, 1.0]))
+    x = constrained_allocation(p, 1.0, limits=Limits.build(3, upper=np.array([0.0, 1.0, 1.0])))
     assert x[0] == 0.0 and x.sum() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="lower bound"):
-        constrained_allocation(p, 1.0, lower=[0.5, 0.5, 0.5], upper=[0.2, 1.0, 1.0])
+        Limits.build(3, lower=[0.5, 0.5, 0.5], upper=[0.2, 1.0, 1.0])
     with pytest.raises(ValueError, match="cap"):
-        constrained_allocation(p, 1.0, groups=[0, 0, 1], caps={0: 0.0})
+        Limits.build(3, [0, 0, 1], {0: 0.0})
     with pytest.raises(ValueError, match="groups"):
-        constrained_allocation(p, 1.0, groups=[0.5, 0, 1])
+        Limits.build(3, [0.5, 0, 1])
     with pytest.raises(ValueError, match="bounds"):
-        constrained_allocation(p, 1.0, upper=[1.5, 1.0, 1.0])
-    assert math.isfinite(constrained_limit(p, 1.0, groups=[0, 0, 1], caps={0: 0.3}))
+        Limits.build(3, upper=[1.5, 1.0, 1.0])
+    with pytest.raises(ValueError, match="limits are for 4 URLs"):
+        constrained_allocation(p, 1.0, limits=Limits.build(4))
+    with pytest.raises(ValueError, match="host caps only"):
+        constrained_whole_slot_limit(p, 1.0, limits=Limits.build(3, lower=[0.1, 0.0, 0.0]))
+    assert math.isfinite(constrained_limit(p, 1.0, limits=Limits.build(3, [0, 0, 1], {0: 0.3})))
 
 
 @pytest.mark.parametrize(
@@ -290,12 +291,11 @@ def test_whole_slot_bound_without_caps_is_whole_slot_limit(
 @given(instances())
 def test_whole_slot_bound_beats_every_whole_interval_schedule(case: tuple) -> None:
     p, capacity, w, weighted, groups, caps, _, _ = case
-    bound = constrained_whole_slot_limit(
-        p, capacity, w if weighted else None, groups=groups, caps=caps
+    limits = Limits.build(p.size, groups, caps)
+    bound = constrained_whole_slot_limit(p, capacity, w if weighted else None, limits=limits)
+    assert bound <= constrained_limit(p, capacity, w if weighted else None, limits=limits) * (
+        1 + 1e-12
     )
-    assert bound <= constrained_limit(
-        p, capacity, w if weighted else None, groups=groups, caps=caps
-    ) * (1 + 1e-12)
     # every assignment of whole intervals (1..6 slots, or never) that fits is below it
     choices = [0.0, *(1.0 / k for k in range(1, 7))]
     best = 0.0

@@ -68,7 +68,9 @@ def test_bayes_allocates_by_the_constrained_optimum() -> None:
     assert x.sum() == pytest.approx(6.0, rel=0.03)
     # the same problem on the estimated rates, solved from scratch, gives the same x
     _, est = s.rates()  # type: ignore[attr-defined]
-    again = schedulers.constrained_allocation(est, 6.0, groups=hosts, caps=caps)
+    again = schedulers.constrained_allocation(
+        est, 6.0, limits=schedulers.Limits.build(est.size, hosts, caps)
+    )
     assert np.allclose(x, again, atol=0.02)
     status = s.cap_status()
     assert set(status) == {0, 1}

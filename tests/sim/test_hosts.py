@@ -28,12 +28,13 @@ def test_the_host_environments_carry_groups_caps_and_the_constrained_limit() -> 
     assert env.groups is not None and env.caps is not None
     assert env.n == 2000 and env.capacity == 20.0 and len(env.caps) == 50
     free = schedulers.limit(env.p, env.capacity)
-    capped = schedulers.constrained_limit(env.p, 20.0, groups=env.groups, caps=env.caps)
+    limits = schedulers.Limits.build(env.n, env.groups, env.caps)
+    capped = schedulers.constrained_limit(env.p, 20.0, limits=limits)
     assert capped < free
     assert LimitTracker().value(env) == pytest.approx(capped)
     assert LimitTracker().value(cut.build(3)) == pytest.approx(capped)
     # the caps bind for the big hosts only
-    solved = schedulers.solve_constrained(-np.log1p(-env.p), 20.0, groups=env.groups, caps=env.caps)
+    solved = schedulers.solve_constrained(-np.log1p(-env.p), 20.0, limits=limits)
     assert 3 <= int(solved.binding.sum()) <= 10
     assert solved.binding[0] and not solved.binding[-1]
 
