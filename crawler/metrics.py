@@ -71,7 +71,13 @@ ERROR_KINDS: Final[tuple[str, ...]] = (*FETCH_ERROR_KINDS, *JUDGE_ERROR_KINDS)
 
 #: Why a poll was deferred (label values of ``crawler_polls_deferred_total``): see
 #: ``crawler.workers.DEFERRED_REASONS``.
-DEFERRED_REASONS: Final[tuple[str, ...]] = ("politeness", "backoff", "timeout", "shutdown")
+DEFERRED_REASONS: Final[tuple[str, ...]] = (
+    "politeness",
+    "backoff",
+    "timeout",
+    "shutdown",
+    "lease",
+)
 
 #: One HTTP poll: a fast 304 on loopback takes a few ms, a slow origin up to the timeout.
 POLL_BUCKETS: Final[tuple[float, ...]] = (

@@ -40,6 +40,7 @@ import math
 import os
 import socket
 import threading
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ from crawler import schedulers
 from crawler.schedulers import SchedulerState
 from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._coordinator import Coordinator
+from crawler.service._renewal import RenewDeadline
 from crawler.settings import Settings
 from crawler.sites import site_of
 from crawler.store import Fence, Store, StoreError
@@ -155,6 +157,8 @@ class ClusterMember:
         self._slots_since_report = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: the worker fences itself: no poll past its renew deadline (``may_poll``)
+        self.renewal = RenewDeadline(settings.effective_renew_deadline())
 
     # ----- lifecycle (sync: run in a thread) ---------------------------------------------
 
@@ -163,9 +167,11 @@ class ClusterMember:
         role."""
         wid = uuid.uuid4().hex  # known before the first connection: it names the sessions
         self._limit_transactions(wid)
+        sent = time.monotonic()
         self.worker_id = self.store.register_worker(
             self.capacity, name=self.name, metrics_url=self.metrics_url, worker_id=wid
         )
+        self.renewal.renewed(sent)
         log.info("cluster worker %s (%s) registered, capacity %g", self.worker_id, self.name,
                  self.capacity)  # fmt: skip
         self._thread = threading.Thread(target=self._beat, name="crawler-heartbeat", daemon=True)
@@ -227,9 +233,11 @@ class ClusterMember:
         sites, weight, multiplier, slot = self._report
         if not self.worker_id or self._stop.is_set():
             return
+        sent = time.monotonic()  # the server stamps the renewal later than this
         try:
             if not self.store.heartbeat(self.worker_id, sites, weight, multiplier, slot):
                 log.warning("cluster worker %s was forgotten; registering again", self.worker_id)
+                sent = time.monotonic()
                 self.store.register_worker(
                     self.capacity,
                     name=self.name,
@@ -239,6 +247,48 @@ class ClusterMember:
                 )
         except StoreError as exc:
             log.warning("heartbeat failed: %s", exc)
+            return
+        self.renewal.renewed(sent)
+
+    # ----- self-fencing (the loop's poll permit) -----------------------------------------
+
+    async def may_poll(self, loop: CrawlLoop) -> bool:
+        """At a slot start, before any request: True while the last renewal is younger than
+        the renew deadline. After a lapse, False until it has renewed and read its leases
+        afresh (they may have moved meanwhile)."""
+        lapses = self.renewal.lapses_total
+        if not self.renewal.valid():
+            if self.renewal.lapses_total != lapses:
+                log.warning(
+                    "cluster worker %s has not renewed its heartbeat for %g s (its renew "
+                    "deadline): not polling until it has renewed and re-read its leases",
+                    self.worker_id,
+                    self.renewal.deadline_s,
+                )
+            return False
+        if not self.renewal.needs_sync:
+            return True
+        began = time.monotonic()
+        try:
+            await loop.sync_watch_list(force=True)
+        except StoreError as exc:
+            log.warning("leases not re-read after a lapse (not polling yet): %s", exc)
+            return False
+        self.renewal.synced(began)
+        if self.renewal.needs_sync:
+            return False
+        log.warning("cluster worker %s renewed and re-read its leases: polling again",
+                    self.worker_id)  # fmt: skip
+        return True
+
+    def valid(self) -> bool:
+        """False once the renew deadline has passed without a renewal."""
+        return self.renewal.valid()
+
+    async def lapse(self) -> None:
+        """Returns when the renew deadline passes without a renewal (a slot in flight is
+        cut there)."""
+        await self.renewal.lapse()
 
     # ----- what the crawl loop calls -----------------------------------------------------
 

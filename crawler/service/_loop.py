@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -61,6 +61,23 @@ _METRIC_OUTCOME = {
     "baseline": "miss",
     "error": "error",
 }
+
+
+class PollPermit(Protocol):
+    """Whether this process may send requests now (a cluster worker that has not renewed
+    its leases in time may not: crawler/service/_renewal.py)."""
+
+    async def may_poll(self, loop: CrawlLoop) -> bool:
+        """Asked at every slot start before any request; False leaves the slot out."""
+        ...
+
+    def valid(self) -> bool:
+        """False once polling must stop."""
+        ...
+
+    async def lapse(self) -> None:
+        """Returns when polling must stop: the slot in flight is cut there."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +130,9 @@ class CrawlLoop:
         self.cluster: ClusterMember | None = None
         # discovery: a share of each slot's polls follows links from the sources
         self.discovery = DiscoverySide(settings, store, poller, metrics)
+        #: asked before every slot's requests, and cuts a slot in flight (a cluster
+        #: worker's renew deadline); None: always
+        self.permit: PollPermit | None = None
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -265,6 +285,8 @@ class CrawlLoop:
                 tick = await clock.wait(stop)
                 if tick is None:
                     break
+                if self.permit is not None and not await self.permit.may_poll(self):
+                    continue
                 summary, commit = await self._slot(tick, clock, deferred, on_slot)
                 deferred = None
                 if summary.overrun:
@@ -306,43 +328,59 @@ class CrawlLoop:
         if self.cluster is not None and self.cluster.probes.size:  # issue 20: sites just
             ids = np.union1d(ids, self.cluster.take_probes())  # gained, polled at once
         ids = await self._with_hinted(ids)  # watched URLs a sitemap or feed says changed
-        records = await self._records(ids)
-        requests = [
-            FetchRequest(int(i), r.url, r.etag, r.last_modified)
-            for i in ids.tolist()
-            if (r := records.get(int(i))) is not None
-        ]
-        tally = _Tally()
-        jobs = [_poll_job(r, records[r.url_id]) for r in requests]
-        jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies too
-        deadline = started + self.settings.effective_slot_deadline()
-        # discovery's share, alongside and through the same poller, never a URL polled here
-        repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard
-        discovering = asyncio.ensure_future(
-            self.discovery.run_slot(
-                {r.url for r in requests}, self.scheduler.size, deadline, self._stop, repolled
-            )
-        )
-        # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched;
-        # the poller defers what is not done by the deadline; a stop request cuts the slot
-        # short at once, and so does a poller that overruns its deadline by GRACE_S
-        stop = self._stop
+        # the slot's stop: the service's, or the permit's lapse (then nothing more is sent)
+        stop, watching = _halt(self._stop, self.permit)
         try:
-            async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
-                async for answers in _until(chunks, stop, deadline + GRACE_S):
-                    self._recent.polled(records, self._outcomes(answers, records, tally))
-                    self.caps.observe(answers, records)  # host caps: what the fetcher learned
-                    self.discovery.heard(answers, _url_of(records))  # changed start pages
+            if stop is not None and stop.is_set():
+                ids = ids[:0]
+            try:
+                records = await self._records(ids)
+            except StoreError as exc:  # the database went away since the slot's start
+                log.warning("URL records not read: this slot polls nothing: %s", exc)
+                records = {}
+            requests = [
+                FetchRequest(int(i), r.url, r.etag, r.last_modified)
+                for i in ids.tolist()
+                if (r := records.get(int(i))) is not None
+            ]
+            tally = _Tally()
+            jobs = [_poll_job(r, records[r.url_id]) for r in requests]
+            jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies
+            deadline = started + self.settings.effective_slot_deadline()
+            # discovery's share, alongside and through the same poller, never a URL here
+            repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard
+            discovering = asyncio.ensure_future(
+                self.discovery.run_slot(
+                    {r.url for r in requests}, self.scheduler.size, deadline, stop, repolled
+                )
+            )
+            # outcomes recorded chunk by chunk, as the answers come, while the rest are
+            # fetched; the poller defers what is not done by the deadline; a stop request
+            # cuts the slot short at once, and so does a poller that overruns its deadline
+            # by GRACE_S
+            try:
+                async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
+                    async for answers in _until(chunks, stop, deadline + GRACE_S):
+                        self._recent.polled(records, self._outcomes(answers, records, tally))
+                        self.caps.observe(answers, records)  # host caps: what the fetcher learned
+                        self.discovery.heard(answers, _url_of(records))  # changed start pages
+            finally:
+                repolled.set()
+            if len(tally.seen) < len(jobs):  # cut short: not polled
+                reason = "timeout"
+                if self._stop is not None and self._stop.is_set():
+                    reason = "shutdown"
+                elif stop is not None and stop.is_set():
+                    reason = "lease"
+                for job in jobs:
+                    if job.url_id not in tally.seen:
+                        tally.defer(job.host, reason)
+                        self.metrics.observe_deferred(reason, job.host)
+            await _discovered(discovering)
         finally:
-            repolled.set()
-        if len(tally.seen) < len(jobs):  # cut short: not polled
-            reason = "shutdown" if stop is not None and stop.is_set() else "timeout"
-            for job in jobs:
-                if job.url_id not in tally.seen:
-                    tally.defer(job.host, reason)
-                    self.metrics.observe_deferred(reason, job.host)
+            if watching is not None:
+                watching.cancel()
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
-        await _discovered(discovering)
         floors: dict[int, float] = {}
         if self.discovery.pacer:  # watched start pages: read at least as often as they pay
             floors = self.discovery.start_floors(self.scheduler.capacity)
@@ -571,6 +609,8 @@ async def _until(
 ) -> AsyncGenerator[Sequence[PollAnswer], None]:
     """The chunks of ``chunks`` until it ends, ``stop`` is set, or ``time.monotonic()`` passes
     ``hard``; the chunk being awaited then is cancelled (``chunks`` must then be closed)."""
+    if stop is not None and stop.is_set():
+        return
     stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
     try:
         while stopping is None or not stopping.done():
@@ -591,6 +631,31 @@ async def _until(
     finally:
         if stopping is not None:
             stopping.cancel()
+
+
+def _halt(
+    stop: asyncio.Event | None, permit: PollPermit | None
+) -> tuple[asyncio.Event | None, asyncio.Task[None] | None]:
+    """A slot's stop event: ``stop``, or (with a permit) an event set when either ``stop`` is
+    set or the permit lapses, and the task that watches them (cancel it after the slot)."""
+    if permit is None:
+        return stop, None
+    halt = asyncio.Event()
+    if not permit.valid():
+        halt.set()
+
+    async def watch() -> None:
+        waits: list[asyncio.Future[object]] = [asyncio.ensure_future(permit.lapse())]
+        if stop is not None:
+            waits.append(asyncio.ensure_future(stop.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        halt.set()
+
+    return halt, asyncio.ensure_future(watch())
 
 
 async def _discovered(task: Awaitable[object]) -> None:
