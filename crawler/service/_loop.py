@@ -29,6 +29,7 @@ from crawler.service._clock import SlotClock, Tick
 from crawler.service._cluster_metrics import export_cluster_metrics_soon  # issue 20
 from crawler.service._discovery import DiscoverySide
 from crawler.service._records import RecentRecords, after_poll
+from crawler.service._watch import WatchFollower, WatchUpdate, merge_saved
 from crawler.settings import Settings
 from crawler.store import (
     OUTCOMES,
@@ -67,7 +68,7 @@ class PollPermit(Protocol):
     """Whether this process may send requests now (a cluster worker that has not renewed
     its leases in time may not: crawler/service/_renewal.py)."""
 
-    async def may_poll(self, loop: CrawlLoop) -> bool:
+    async def may_poll(self, loop: WatchFollower) -> bool:
         """Asked at every slot start before any request; False leaves the slot out."""
         ...
 
@@ -171,12 +172,11 @@ class CrawlLoop:
     async def sync_watch_list(self, *, force: bool = False) -> bool:
         """Add and remove URLs the operator changed since the last look; True if any."""
         if self.cluster is not None:  # issue 20: leases too; gained sites' saved rows
-            before = self.cluster.watched_ids  # replaced, never changed, by a sync: no copy
-            if not await self.cluster.sync(self, force=force):
+            assert self.scheduler is not None
+            update = await self.cluster.sync(self.scheduler, self._watch_version, force=force)
+            if update is None:
                 return False
-            # the gained sites' URLs (they enter with their saved rows, so the scheduler's
-            # own list of new ids misses them)
-            added = np.setdiff1d(self.cluster.watched_ids, before)
+            added = self._apply_update(update)
         else:
             version = await asyncio.to_thread(self.store.watch_list_version)
             if not force and version == self._watch_version:
@@ -185,6 +185,33 @@ class CrawlLoop:
             added = self._apply_watch_list(version, ids, importance)
         await self._apply_constraints(added)
         return True
+
+    def _apply_update(self, update: WatchUpdate) -> IdArray | None:
+        """Watch what a watch-list source says (``update``), the saved rows of the URLs it
+        gained restored; returns the URLs added (None: the scheduler was rebuilt, so every
+        constraint is to be given to it again, not only the added URLs')."""
+        assert self.scheduler is not None
+        before, _ = self.scheduler.frequencies()
+        rebuilt = False
+        if update.saved is not None:
+            try:
+                merged = merge_saved(self.scheduler, update.saved, self.settings.seed)
+            except ValueError as exc:  # a corrupt saved row: those URLs restart learning
+                log.warning("saved rows of the gained URLs not usable (they restart): %s", exc)
+                merged = None
+            if merged is None:
+                log.warning("saved rows of the gained URLs not restored; they restart")
+            elif merged is not self.scheduler:
+                merged.set_capacity(self.scheduler.capacity)
+                self.scheduler, rebuilt = merged, True
+                if self.cluster is not None:
+                    self.cluster.rows_restored_total += int(update.saved.ids.size)
+        self._apply_watch_list(update.version, update.ids, update.importance)
+        if rebuilt:  # the guard's constraints are not part of a scheduler's state
+            self.caps.forget_applied()
+            self.constraints.forget_applied()
+            return None
+        return np.setdiff1d(update.ids, before)
 
     async def _apply_constraints(self, added: IdArray | None) -> None:
         """Issue 21: host groups and caps (of the URLs ``added``; None: all), and the
@@ -325,8 +352,8 @@ class CrawlLoop:
         self.caps.apply(self.scheduler)
         await self._refresh_discovery()
         ids = self.scheduler.select()
-        if self.cluster is not None and self.cluster.probes.size:  # issue 20: sites just
-            ids = np.union1d(ids, self.cluster.take_probes())  # gained, polled at once
+        if self.cluster is not None:  # issue 20: sites just gained, polled at once
+            ids = np.union1d(ids, self.cluster.take_probes(self.scheduler))
         ids = await self._with_hinted(ids)  # watched URLs a sitemap or feed says changed
         # the slot's stop: the service's, or the permit's lapse (then nothing more is sent)
         stop, watching = _halt(self._stop, self.permit)
