@@ -16,7 +16,9 @@ Decisions:
   least ``worker timeout - renew deadline``, however long the answer took to come back.
 * **Lapsed means re-sync.** A worker whose deadline passed may have lost its sites; when
   it renews again it must read its leases afresh before it polls (``needs_sync``): the
-  old ones may belong to another worker by now.
+  old ones may belong to another worker by now. A renewal sent after the previous one's
+  deadline is a lapse too, even if nobody looked in between (a paused process wakes
+  with its heartbeat thread renewing at once).
 * **In flight.** ``lapse()`` returns when the deadline passes without a renewal (it
   follows renewals made meanwhile), so a slot in flight is cut there: its queued polls are
   not sent and those in flight are cancelled.
@@ -42,9 +44,15 @@ class RenewDeadline:
         self.lapses_total = 0
 
     def renewed(self, sent_at: float) -> None:
-        """A renewal sent at ``sent_at`` (monotonic) succeeded."""
+        """A renewal sent at ``sent_at`` (monotonic) succeeded. Sent after the deadline of
+        the one before, it ends a lapse that nobody may have looked at yet (a paused
+        process: its heartbeat thread renews as it wakes): the leases are read again."""
         with self._mutex:
-            if self._renewed is None or sent_at > self._renewed:
+            old = self._renewed
+            if old is not None and sent_at >= old + self.deadline_s and not self._lapsed:
+                self._lapsed = True
+                self.lapses_total += 1
+            if old is None or sent_at > old:
                 self._renewed = sent_at
 
     def expires_at(self) -> float:
@@ -79,7 +87,7 @@ class RenewDeadline:
         """Return once the deadline passes without a renewal (at once if it has)."""
         while True:
             left = self.expires_at() - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self._lapsed:
                 self.valid()  # notes the lapse
                 return
             await asyncio.sleep(left)

@@ -31,6 +31,21 @@ def test_valid_until_the_deadline_from_when_the_renewal_was_sent() -> None:
     assert not renewal.needs_sync
 
 
+def test_a_renewal_after_the_deadline_is_a_lapse_even_unobserved() -> None:
+    """A paused process wakes with its heartbeat thread renewing at once: the renewal
+    after the gap must still make it read its leases again before it polls."""
+    renewal = RenewDeadline(0.2)
+    renewal.renewed(time.monotonic() - 1.0)  # the last renewal before the pause
+    renewal.renewed(time.monotonic())  # renewed on waking, before anyone checked
+    assert renewal.valid()
+    assert renewal.needs_sync and renewal.lapses_total == 1
+
+    async def cut() -> None:
+        await asyncio.wait_for(renewal.lapse(), 0.1)  # a slot in flight is cut at once
+
+    asyncio.run(cut())
+
+
 def test_lapse_follows_renewals_made_meanwhile() -> None:
     renewal = RenewDeadline(0.2)
     renewal.renewed(time.monotonic())
