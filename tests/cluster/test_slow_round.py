@@ -58,12 +58,19 @@ def test_a_round_longer_than_the_worker_timeout_still_commits(
 
     try:
         contender = threading.Thread(target=contend, daemon=True)
+        results: list[Any] = []
         began = time.monotonic()
-        contender.start()
-        result = a.tick()
+        slow = threading.Thread(target=lambda: results.append(a.tick()), daemon=True)
+        slow.start()
+        deadline = time.monotonic() + 10
+        while not a.is_coordinator and time.monotonic() < deadline:  # a holds the lock
+            time.sleep(0.01)
+        contender.start()  # then b tries for it all along a's round
+        slow.join(60)
         took = time.monotonic() - began
         done.set()
         contender.join(10)
+        result = results[0] if results else None
         print(f"\nslow round: {took:.2f} s (worker timeout {TIMEOUT:g} s), committed: "
               f"{result is not None}; the other took the role in {sum(b_took)} of "
               f"{len(b_took)} tries")  # fmt: skip
