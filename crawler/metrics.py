@@ -72,7 +72,13 @@ ERROR_KINDS: Final[tuple[str, ...]] = (*FETCH_ERROR_KINDS, *JUDGE_ERROR_KINDS)
 
 #: Why a poll was deferred (label values of ``crawler_polls_deferred_total``): see
 #: ``crawler.workers.DEFERRED_REASONS``.
-DEFERRED_REASONS: Final[tuple[str, ...]] = ("politeness", "backoff", "timeout", "shutdown")
+DEFERRED_REASONS: Final[tuple[str, ...]] = (
+    "politeness",
+    "backoff",
+    "timeout",
+    "shutdown",
+    "lease",
+)
 #: the per-source discovery caps a dropped find is counted under
 DISCOVERY_CAPS: Final[tuple[str, ...]] = ("new_per_slot", "new_per_day", "auto_watched")
 

@@ -175,6 +175,15 @@ class Settings(BaseSettings):
         description="a cluster worker not heard from for this long is dead and its sites "
         "move; None = 3 heartbeats + 2 s",
     )
+    renew_deadline_s: float | None = Field(
+        None,
+        gt=0,
+        le=86400,
+        description="a cluster worker whose last successful heartbeat was sent longer ago "
+        "than this (its own monotonic clock) stops polling until it renews and re-reads its "
+        "leases; below the worker timeout, above the heartbeat; None = 2/3 of the worker "
+        "timeout",
+    )
     cluster_threshold: int = Field(
         1, ge=1, le=1024, description="the overload automaton's lowest state Th"
     )
@@ -414,6 +423,14 @@ class Settings(BaseSettings):
             )
         if self.cluster_threshold > self.cluster_states:
             raise ValueError("cluster_threshold must be at most cluster_states")
+        renew, timeout = self.effective_renew_deadline(), self.effective_worker_timeout()
+        if not self.heartbeat_s < renew < timeout:
+            raise ValueError(
+                f"renew_deadline_s ({renew:g} s) must lie between heartbeat_s "
+                f"({self.heartbeat_s:g} s) and the worker timeout ({timeout:g} s): a worker "
+                "stops polling before the others may take its sites; set renew_deadline_s, "
+                "heartbeat_s or worker_timeout_s so that they do"
+            )
         return self
 
     def effective_worker_timeout(self) -> float:
@@ -421,6 +438,13 @@ class Settings(BaseSettings):
         if self.worker_timeout_s is not None:
             return self.worker_timeout_s
         return 3 * self.heartbeat_s + 2.0
+
+    def effective_renew_deadline(self) -> float:
+        """Seconds a cluster worker may poll after its last successful heartbeat was sent
+        (crawler/service/_renewal.py)."""
+        if self.renew_deadline_s is not None:
+            return self.renew_deadline_s
+        return 2.0 / 3.0 * self.effective_worker_timeout()
 
     def effective_fetch_workers(self) -> int:
         """Crawl worker processes to start (0 = fetch in the service's own process)."""

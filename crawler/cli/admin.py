@@ -467,8 +467,8 @@ def stats(
     for key, value in totals.items():
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)
         table.add_row(key.replace("_", " "), shown)
-    # the three always (politeness, backoff, timeout); shutdown and any other if seen
-    reasons = [r for r in DEFERRED_REASONS if r != "shutdown" or r in deferred]
+    # politeness, backoff and timeout always; shutdown, lease and any other if seen
+    reasons = [r for r in DEFERRED_REASONS if r not in ("shutdown", "lease") or r in deferred]
     reasons += sorted(deferred.keys() - set(reasons))
     table.add_row("deferred", str(sum(deferred.values())))
     for reason in reasons:

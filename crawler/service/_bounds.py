@@ -114,6 +114,16 @@ class Constraints:
             self.failures.revive(scheduler, revived)
         self._version = version
 
+    def forget_applied(self) -> None:
+        """The scheduler was replaced (a cluster worker merged the saved rows of the URLs
+        it gained): nothing applied so far is in it; the next ``refresh`` applies every
+        URL's bounds, pause and failure record again."""
+        self._ids = np.empty(0, dtype=np.int64)
+        self._lower, self._upper, self._rule_lower = np.empty(0), np.empty(0), np.empty(0)
+        self._paused = np.empty(0, dtype=bool)
+        self._version = None
+        self.failures.forget_applied()
+
     def apply(self, scheduler: schedulers.Scheduler, rules: UrlRules) -> None:
         """Give the scheduler the bounds and pause of every watched URL that changed."""
         ids, _ = scheduler.frequencies()

@@ -190,6 +190,15 @@ class HostCaps:
             self._dirty.add(key)
         return h
 
+    def forget_applied(self) -> None:
+        """The scheduler was replaced: every URL's group and every host's cap (what the
+        fetcher learned is kept) are given to it again at the next ``load_groups``."""
+        self._applied = {}
+        self._reason = {}
+        self._dirty.update(self._hosts)
+        self._groups_missing = True
+        self._capacity = math.nan
+
     def label_of(self, host: str) -> int:
         """The group label of a stored host (``host[:port]``)."""
         return self._host(host_key(host)).label

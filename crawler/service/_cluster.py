@@ -15,9 +15,11 @@ module is what the crawl loop and the service call in that mode (``CrawlLoop.clu
   slot start (``sync``) it reads two counters, the watch-list version and the cluster's
   assignment version (one primary-key read each; polled rather than LISTENed: a worker
   acts on a change at a slot boundary anyway, and no connection has to be held open to
-  listen); when either moved it reads its leases and their URLs, drops the sites it lost
-  and takes the sites it gained **with their saved scheduler rows** (``merge_saved``), so a
-  moved site continues learning where its old owner left it.
+  listen); when either moved it reads its leases and their URLs and hands the loop an
+  update (``WatchUpdate``): the sites it lost are dropped, those it gained come **with
+  their saved scheduler rows**, so a moved site continues learning where its old owner
+  left it. The loop owns its scheduler and applies the update, constraints included
+  (``crawler/service/_watch.py``); this module never changes the loop.
 * **Acknowledged release.** A site revoked from this worker (a move between live workers)
   is acknowledged at the start of the next slot, when its slot in flight, the last one
   that may have polled the site, is over (``Store.release_leases``): the coordinator then
@@ -40,8 +42,9 @@ import math
 import os
 import socket
 import threading
+import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from sqlalchemy import event
@@ -50,53 +53,19 @@ from crawler import schedulers
 from crawler.schedulers import SchedulerState
 from crawler.schedulers._base import FloatArray, IdArray
 from crawler.service._coordinator import Coordinator
+from crawler.service._renewal import RenewDeadline
+from crawler.service._watch import WatchFollower, WatchUpdate
 from crawler.settings import Settings
 from crawler.sites import site_of
 from crawler.store import Fence, Store, StoreError
 from crawler.store._cluster import session_name
 
-if TYPE_CHECKING:
-    from crawler.service._loop import CrawlLoop
-
 log = logging.getLogger("crawler.cluster")
 
 #: slots between two reports of the sites' learned weights
 REPORT_EVERY_SLOTS = 5
-URL_PREFIX = "url_"
 #: slots whose fences are kept at most (more than the loop keeps pending, 10,000)
 FENCES_KEPT = 10_010
-
-
-def merge_saved(
-    scheduler: schedulers.Scheduler, saved: SchedulerState, seed: int | None = None
-) -> schedulers.Scheduler | None:
-    """``scheduler`` with the saved rows of URLs it does not watch yet added, learning
-    and all (rebuilt through ``state()``/``restore``: the schedulers stay as they are).
-    The new rows get fresh stride phases; derived caches are rebuilt by the scheduler.
-    None when the saved rows lack a field the scheduler keeps (another release): then the
-    caller adds those URLs afresh."""
-    current = scheduler.state()
-    fresh = ~np.isin(saved.ids, current.ids)
-    if not fresh.any():
-        return scheduler
-    fields = [k.removeprefix(URL_PREFIX) for k in scheduler.persistent_fields()]
-    if any(f not in saved.rows for f in fields):
-        return None
-    count = int(fresh.sum())
-    rows: dict[str, np.ndarray] = {}
-    for f in fields:
-        mine = np.asarray(current.rows[f])
-        rows[f] = np.concatenate([mine, np.asarray(saved.rows[f])[fresh].astype(mine.dtype)])
-    if "credit" in current.rows:
-        credit = np.asarray(current.rows["credit"])
-        phase = np.random.default_rng(seed).random(count).astype(credit.dtype)
-        rows["credit"] = np.concatenate([credit, phase])
-    ids = np.concatenate([np.asarray(current.ids, np.int64), saved.ids[fresh]])
-    order = np.argsort(ids, kind="stable")
-    merged = dataclasses.replace(
-        current, ids=ids[order], rows={k: v[order] for k, v in rows.items()}
-    )
-    return schedulers.restore(merged)
 
 
 def multiplier_of(scheduler: schedulers.Scheduler) -> float | None:
@@ -146,8 +115,9 @@ class ClusterMember:
         self._site_codes: np.ndarray = np.empty(0, np.int64)
         self._site_names: list[str] = []
         self._ids: IdArray = np.empty(0, np.int64)
-        #: one URL of each site gained at the last sync, polled in the next slot
-        self.probes: IdArray = np.empty(0, np.int64)
+        #: the sites gained at the last sync (with the URLs then leased and their sites):
+        #: one URL of each is polled in the next slot (``take_probes``)
+        self._gained: tuple[set[str], IdArray, list[str]] | None = None
         self._report: tuple[int, float, float | None, int] = (0, 0.0, None, 0)
         self._weights: dict[str, float] = {}
         #: scheduler slot -> the leases its polls are made under (``fence``)
@@ -155,6 +125,8 @@ class ClusterMember:
         self._slots_since_report = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: the worker fences itself: no poll past its renew deadline (``may_poll``)
+        self.renewal = RenewDeadline(settings.effective_renew_deadline())
 
     # ----- lifecycle (sync: run in a thread) ---------------------------------------------
 
@@ -163,9 +135,11 @@ class ClusterMember:
         role."""
         wid = uuid.uuid4().hex  # known before the first connection: it names the sessions
         self._limit_transactions(wid)
+        sent = time.monotonic()
         self.worker_id = self.store.register_worker(
             self.capacity, name=self.name, metrics_url=self.metrics_url, worker_id=wid
         )
+        self.renewal.renewed(sent)
         log.info("cluster worker %s (%s) registered, capacity %g", self.worker_id, self.name,
                  self.capacity)  # fmt: skip
         self._thread = threading.Thread(target=self._beat, name="crawler-heartbeat", daemon=True)
@@ -227,9 +201,11 @@ class ClusterMember:
         sites, weight, multiplier, slot = self._report
         if not self.worker_id or self._stop.is_set():
             return
+        sent = time.monotonic()  # the server stamps the renewal later than this
         try:
             if not self.store.heartbeat(self.worker_id, sites, weight, multiplier, slot):
                 log.warning("cluster worker %s was forgotten; registering again", self.worker_id)
+                sent = time.monotonic()
                 self.store.register_worker(
                     self.capacity,
                     name=self.name,
@@ -239,6 +215,48 @@ class ClusterMember:
                 )
         except StoreError as exc:
             log.warning("heartbeat failed: %s", exc)
+            return
+        self.renewal.renewed(sent)
+
+    # ----- self-fencing (the loop's poll permit) -----------------------------------------
+
+    async def may_poll(self, loop: WatchFollower) -> bool:
+        """At a slot start, before any request: True while the last renewal is younger than
+        the renew deadline. After a lapse, False until it has renewed and read its leases
+        afresh (they may have moved meanwhile)."""
+        lapses = self.renewal.lapses_total
+        if not self.renewal.valid():
+            if self.renewal.lapses_total != lapses:
+                log.warning(
+                    "cluster worker %s has not renewed its heartbeat for %g s (its renew "
+                    "deadline): not polling until it has renewed and re-read its leases",
+                    self.worker_id,
+                    self.renewal.deadline_s,
+                )
+            return False
+        if not self.renewal.needs_sync:
+            return True
+        began = time.monotonic()
+        try:
+            await loop.sync_watch_list(force=True)
+        except StoreError as exc:
+            log.warning("leases not re-read after a lapse (not polling yet): %s", exc)
+            return False
+        self.renewal.synced(began)
+        if self.renewal.needs_sync:
+            return False
+        log.warning("cluster worker %s renewed and re-read its leases: polling again",
+                    self.worker_id)  # fmt: skip
+        return True
+
+    def valid(self) -> bool:
+        """False once the renew deadline has passed without a renewal."""
+        return self.renewal.valid()
+
+    async def lapse(self) -> None:
+        """Returns when the renew deadline passes without a renewal (a slot in flight is
+        cut there)."""
+        await self.renewal.lapse()
 
     # ----- what the crawl loop calls -----------------------------------------------------
 
@@ -255,13 +273,11 @@ class ClusterMember:
             del self._fences[older]
         return self._fences.get(slot, Fence(self.worker_id, {}))
 
-    def _note_fence(self, loop: CrawlLoop) -> None:
+    def _note_fence(self, scheduler: schedulers.Scheduler) -> None:
         """At a slot start, after the sync: the leases the slot about to run polls under
         (keyed by the slot number its record will carry: select() counts it)."""
-        if loop.scheduler is None:
-            return
         # self.leases is replaced, never changed in place: the slots share one mapping
-        self._fences[loop.scheduler.slot + 1] = Fence(self.worker_id, self.leases)
+        self._fences[scheduler.slot + 1] = Fence(self.worker_id, self.leases)
         while len(self._fences) > FENCES_KEPT:
             del self._fences[next(iter(self._fences))]
 
@@ -297,34 +313,38 @@ class ClusterMember:
         self._adopt(leases, ids, site_list)
         return version, ids, importance
 
-    async def sync(self, loop: CrawlLoop, *, force: bool = False) -> bool:
-        """At a slot start: follow watch-list edits and lease changes (sites lost are
-        dropped, sites gained come with their saved rows); report weights now and then.
-        True if the watch list changed."""
+    async def sync(
+        self, scheduler: schedulers.Scheduler, version: object, *, force: bool = False
+    ) -> WatchUpdate | None:
+        """At a slot start: follow watch-list edits and lease changes; report weights now
+        and then. The update for the loop (sites lost dropped, sites gained with their
+        saved rows), or None if nothing changed since ``version``. ``scheduler`` is read,
+        never changed: the loop applies the update."""
         try:
-            return await self._sync(loop, force=force)
+            return await self._sync(scheduler, version, force=force)
         finally:
-            self._note_fence(loop)
+            self._note_fence(scheduler)
 
-    async def _sync(self, loop: CrawlLoop, *, force: bool) -> bool:
+    async def _sync(
+        self, scheduler: schedulers.Scheduler, seen: object, *, force: bool
+    ) -> WatchUpdate | None:
         import asyncio
 
         version = await asyncio.to_thread(self._versions)
-        changed = False
-        if force or version != loop._watch_version:
+        update: WatchUpdate | None = None
+        if force or version != seen:
             leases = await asyncio.to_thread(self.store.leases_of, self.worker_id)
             ids, importance, site_list = await asyncio.to_thread(
                 self.store.active_urls_of, sorted(leases)
             )
-            await self._take_saved_rows(loop, ids)
+            saved = await self._saved_rows(scheduler, ids)
             lost = self.leases.keys() - leases.keys()
             gained = leases.keys() - self.leases.keys()
             if lost:  # the previous slot's polls are over: acknowledge (hand-over at once)
                 await self._release({s: self.leases[s] for s in lost})
-            loop._apply_watch_list(version, ids, importance)
+            update = WatchUpdate(version, ids, importance, saved)
             self._adopt(leases, ids, site_list)
-            if gained and loop.scheduler is not None:
-                self.probes = _probes(loop.scheduler, gained, ids, site_list)
+            self._gained = (gained, ids, site_list) if gained else None
             self.sites_lost_total += len(lost)
             self.sites_gained_total += len(gained)
             if lost or gained:
@@ -337,20 +357,19 @@ class ClusterMember:
                 )
             # report at the next slot, once the scheduler has planned with the new sites
             self._slots_since_report = REPORT_EVERY_SLOTS - 1
-            changed = True
         self._slots_since_report += 1
-        if self._slots_since_report >= REPORT_EVERY_SLOTS and loop.scheduler is not None:
+        if self._slots_since_report >= REPORT_EVERY_SLOTS and update is None:
             self._slots_since_report = 0
-            weights, multiplier = self._measure(loop.scheduler)
+            weights, multiplier = self._measure(scheduler)
             self._report = (len(self.leases), sum(weights.values()), multiplier,
-                            loop.scheduler.slot)  # fmt: skip
+                            scheduler.slot)  # fmt: skip
             try:
                 await asyncio.to_thread(
                     self.store.report_site_weights, self.worker_id, weights, multiplier
                 )
             except StoreError as exc:
                 log.warning("site weights not reported: %s", exc)
-        return changed
+        return update
 
     async def _release(self, held: dict[str, int]) -> None:
         """Tell the coordinator this worker polls the sites ``held`` (lost, with the epochs
@@ -362,46 +381,40 @@ class ClusterMember:
         except StoreError as exc:
             log.warning("lost sites not acknowledged (handed over after the grace): %s", exc)
 
-    async def _take_saved_rows(self, loop: CrawlLoop, ids: IdArray) -> None:
-        """Put the saved learning rows of URLs the scheduler does not watch yet into it."""
+    async def _saved_rows(
+        self, scheduler: schedulers.Scheduler, ids: IdArray
+    ) -> SchedulerState | None:
+        """The saved learning rows of the URLs of ``ids`` the scheduler does not watch yet
+        (None: none, or not readable: those URLs restart learning)."""
         import asyncio
 
-        scheduler = loop.scheduler
-        assert scheduler is not None
         known, _ = scheduler.frequencies()
         new = ids[~np.isin(ids, known, assume_unique=True)]
         if new.size == 0:
-            return
+            return None
         try:
             saved = await asyncio.to_thread(
                 self.store.load_url_states, scheduler.name, new.tolist()
             )
         except StoreError as exc:
             log.warning("saved rows of the gained sites not loaded (they restart): %s", exc)
-            return
+            return None
         if saved is None or saved.ids.size == 0:
-            return
-        try:
-            merged = merge_saved(scheduler, saved, self.settings.seed)
-        except ValueError as exc:  # a corrupt saved row: those URLs restart learning
-            log.warning("saved rows of the gained sites not usable (they restart): %s", exc)
-            return
-        if merged is None:
-            log.warning("saved rows of the gained sites are of another format; they restart")
-            return
-        merged.set_capacity(scheduler.capacity)
-        loop.scheduler = merged
-        self.rows_restored_total += int(saved.ids.size)
+            return None
+        return saved
 
     @property
     def watched_ids(self) -> IdArray:
         """The URLs of the leased sites, as of the last sync."""
         return self._ids
 
-    def take_probes(self) -> IdArray:
-        """The gained sites' URLs to poll in this slot (each once: then cleared)."""
-        probes, self.probes = self.probes, np.empty(0, np.int64)
-        return probes
+    def take_probes(self, scheduler: schedulers.Scheduler) -> IdArray:
+        """The most wanted URL of each site gained at the last sync, to poll in this slot
+        (each once: then cleared)."""
+        gained, self._gained = self._gained, None
+        if gained is None:
+            return np.empty(0, np.int64)
+        return _probes(scheduler, *gained)
 
     def _adopt(self, leases: dict[str, int], ids: IdArray, site_list: list[str]) -> None:
         self.leases = dict(leases)

@@ -48,14 +48,21 @@ Decisions:
     ``cluster_state`` with the round's figures.
 
   The automata live in the coordinator's memory: a new coordinator starts them at Th.
+* **A long round keeps the role.** The server ends the lock's session once it has been
+  idle for a worker timeout (a paused coordinator must lose the role); a thread touches
+  the session every third of that while a round runs (``_keeping_the_lock``), so a round
+  longer than the worker timeout (a large cluster) still commits instead of losing the
+  lock midway to a successor whose round would fail the same way.
 * **Unassigned sites** (no live worker at all) keep their lease rows with no owner and
   are not polled until a worker is live.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -215,7 +222,8 @@ class Coordinator:
             if not self._hold():
                 return None
             try:
-                result = self.run_round()
+                with self._keeping_the_lock():
+                    result = self.run_round()
             except NotCoordinator as exc:
                 log.warning("%s; stepping down", exc)
                 self._release()
@@ -231,6 +239,35 @@ class Coordinator:
             self.moves_total += result.moved  # issue 20 metrics (crawler_cluster_moves_total)
             self.overloads_total += result.overloaded
             return result
+
+    @contextlib.contextmanager
+    def _keeping_the_lock(self) -> Iterator[None]:
+        """Touch the lock's session every third of a worker timeout while a round runs:
+        the server ends it once idle for a worker timeout (so that a paused coordinator
+        loses the role), and a round at a large size may take longer than that. A paused
+        process pauses this thread too, so a paused coordinator still loses the lock."""
+        lock = self._lock
+        if lock is None:
+            yield
+            return
+        done = threading.Event()
+        every = self.settings.effective_worker_timeout() / 3
+
+        def touch() -> None:
+            while not done.wait(every):
+                try:
+                    if not lock.ensure():
+                        return  # taken by another: the round's write is refused
+                except StoreError as exc:
+                    log.warning("coordinator lock not touched during the round: %s", exc)
+
+        toucher = threading.Thread(target=touch, name="crawler-coordinator-lock", daemon=True)
+        toucher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            toucher.join(timeout=2 * every)  # a touch hung on a dead connection: go on
 
     def _release(self) -> None:
         if self._lock is not None:

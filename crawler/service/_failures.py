@@ -45,6 +45,11 @@ class FailureKeeper:
         self._known: IdArray = np.empty(0, dtype=np.int64)
         self._cleared: list[int] = []  # revived by the operator: written with the next slot
 
+    def forget_applied(self) -> None:
+        """The scheduler was replaced: the next ``restore`` replays every stored record."""
+        self._known = np.empty(0, dtype=np.int64)
+        self.records = {}
+
     def restore(
         self, scheduler: schedulers.Scheduler, ids: IdArray, rows: list[FailureRow]
     ) -> None:

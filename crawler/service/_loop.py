@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from crawler.service._clock import SlotClock, Tick
 from crawler.service._cluster_metrics import export_cluster_metrics_soon  # issue 20
 from crawler.service._discovery import DiscoverySide
 from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
+from crawler.service._watch import WatchFollower, WatchUpdate, merge_saved
 from crawler.settings import Settings
 from crawler.store import (
     OUTCOMES,
@@ -68,6 +69,23 @@ _METRIC_OUTCOME = {
     "baseline": "miss",
     "error": "error",
 }
+
+
+class PollPermit(Protocol):
+    """Whether this process may send requests now (a cluster worker that has not renewed
+    its leases in time may not: crawler/service/_renewal.py)."""
+
+    async def may_poll(self, loop: WatchFollower) -> bool:
+        """Asked at every slot start before any request; False leaves the slot out."""
+        ...
+
+    def valid(self) -> bool:
+        """False once polling must stop."""
+        ...
+
+    async def lapse(self) -> None:
+        """Returns when polling must stop: the slot in flight is cut there."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +142,9 @@ class CrawlLoop:
         #: request (the service's database lock: _service.py); "skip" leaves the slot out,
         #: "stop" sets the stop event and ends the run
         self.may_poll: Callable[[], Awaitable[Verdict]] | None = None
+        #: asked before every slot's requests, and cuts a slot in flight (a cluster
+        #: worker's renew deadline); None: always
+        self.permit: PollPermit | None = None
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -163,12 +184,11 @@ class CrawlLoop:
     async def sync_watch_list(self, *, force: bool = False) -> bool:
         """Add and remove URLs the operator changed since the last look; True if any."""
         if self.cluster is not None:  # issue 20: leases too; gained sites' saved rows
-            before = self.cluster.watched_ids  # replaced, never changed, by a sync: no copy
-            if not await self.cluster.sync(self, force=force):
+            assert self.scheduler is not None
+            update = await self.cluster.sync(self.scheduler, self._watch_version, force=force)
+            if update is None:
                 return False
-            # the gained sites' URLs (they enter with their saved rows, so the scheduler's
-            # own list of new ids misses them)
-            added = np.setdiff1d(self.cluster.watched_ids, before)
+            added = self._apply_update(update)
         else:
             version = await asyncio.to_thread(self.store.watch_list_version)
             if not force and version == self._watch_version:
@@ -177,6 +197,33 @@ class CrawlLoop:
             added = self._apply_watch_list(version, ids, importance)
         await self._apply_constraints(added)
         return True
+
+    def _apply_update(self, update: WatchUpdate) -> IdArray | None:
+        """Watch what a watch-list source says (``update``), the saved rows of the URLs it
+        gained restored; returns the URLs added (None: the scheduler was rebuilt, so every
+        constraint is to be given to it again, not only the added URLs')."""
+        assert self.scheduler is not None
+        before, _ = self.scheduler.frequencies()
+        rebuilt = False
+        if update.saved is not None:
+            try:
+                merged = merge_saved(self.scheduler, update.saved, self.settings.seed)
+            except ValueError as exc:  # a corrupt saved row: those URLs restart learning
+                log.warning("saved rows of the gained URLs not usable (they restart): %s", exc)
+                merged = None
+            if merged is None:
+                log.warning("saved rows of the gained URLs not restored; they restart")
+            elif merged is not self.scheduler:
+                merged.set_capacity(self.scheduler.capacity)
+                self.scheduler, rebuilt = merged, True
+                if self.cluster is not None:
+                    self.cluster.rows_restored_total += int(update.saved.ids.size)
+        self._apply_watch_list(update.version, update.ids, update.importance)
+        if rebuilt:  # the guard's constraints are not part of a scheduler's state
+            self.caps.forget_applied()
+            self.constraints.forget_applied()
+            return None
+        return np.setdiff1d(update.ids, before)
 
     async def _apply_constraints(self, added: IdArray | None) -> None:
         """Issue 21: host groups and caps (of the URLs ``added``; None: all), and the
@@ -281,7 +328,9 @@ class CrawlLoop:
                 if verdict == "stop":
                     stop.set()
                     break
-                if verdict == "skip":
+                if verdict == "skip" or (
+                    self.permit is not None and not await self.permit.may_poll(self)
+                ):
                     continue
                 summary, commit = await self._slot(tick, clock, deferred, on_slot)
                 deferred = None
@@ -321,53 +370,69 @@ class CrawlLoop:
         self.caps.apply(self.scheduler)
         await self._refresh_discovery()
         ids = self.scheduler.select()
-        if self.cluster is not None and self.cluster.probes.size:  # issue 20: sites just
-            ids = np.union1d(ids, self.cluster.take_probes())  # gained, polled at once
+        if self.cluster is not None:  # issue 20: sites just gained, polled at once
+            ids = np.union1d(ids, self.cluster.take_probes(self.scheduler))
         ids = await self._with_hinted(ids)  # watched URLs a sitemap or feed says changed
-        records = await self._records(ids)
-        settings = self.settings  # a text is kept only when snapshots are kept at all
-        keep_text = snapshot_limit(settings.store_snapshots, settings.snapshot_max_bytes) != 0
-        asking = {
-            uid for uid, r in records.items() if asks_for_text(r, keep_text)
-        }  # URLs without a baseline text: fetched and judged as first polls (docs/history.md)
-        requests = [
-            FetchRequest(int(i), r.url, r.etag, r.last_modified)
-            if int(i) not in asking
-            else FetchRequest(int(i), r.url, None, None)
-            for i in ids.tolist()
-            if (r := records.get(int(i))) is not None
-        ]
-        tally = _Tally()
-        jobs = [_poll_job(r, records[r.url_id], r.url_id in asking) for r in requests]
-        jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies too
-        deadline = started + self.settings.effective_slot_deadline()
-        # discovery's share, alongside and through the same poller, never a URL polled here
-        repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard
-        discovering = asyncio.ensure_future(
-            self.discovery.run_slot(
-                {r.url for r in requests}, self.scheduler.size, deadline, self._stop, repolled
-            )
-        )
-        # outcomes recorded chunk by chunk, as the answers come, while the rest are fetched;
-        # the poller defers what is not done by the deadline; a stop request cuts the slot
-        # short at once, and so does a poller that overruns its deadline by GRACE_S
-        stop = self._stop
+        # the slot's stop: the service's, or the permit's lapse (then nothing more is sent)
+        stop, watching = _halt(self._stop, self.permit)
         try:
-            async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
-                async for answers in _until(chunks, stop, deadline + GRACE_S):
-                    self._recent.polled(records, self._outcomes(answers, records, tally))
-                    self.caps.observe(answers, records)  # host caps: what the fetcher learned
-                    self.discovery.heard(answers, _url_of(records))  # changed start pages
+            if stop is not None and stop.is_set():
+                ids = ids[:0]
+            try:
+                records = await self._records(ids)
+            except StoreError as exc:  # the database went away since the slot's start
+                log.warning("URL records not read: this slot polls nothing: %s", exc)
+                records = {}
+            settings = self.settings  # a text is kept only when snapshots are kept at all
+            keep_text = snapshot_limit(settings.store_snapshots, settings.snapshot_max_bytes) != 0
+            asking = {
+                uid for uid, r in records.items() if asks_for_text(r, keep_text)
+            }  # URLs without a baseline text: fetched and judged as first polls (docs/history.md)
+            requests = [
+                FetchRequest(int(i), r.url, r.etag, r.last_modified)
+                if int(i) not in asking
+                else FetchRequest(int(i), r.url, None, None)
+                for i in ids.tolist()
+                if (r := records.get(int(i))) is not None
+            ]
+            tally = _Tally()
+            jobs = [_poll_job(r, records[r.url_id], r.url_id in asking) for r in requests]
+            jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies
+            deadline = started + self.settings.effective_slot_deadline()
+            # discovery's share, alongside and through the same poller, never a URL here
+            repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard
+            discovering = asyncio.ensure_future(
+                self.discovery.run_slot(
+                    {r.url for r in requests}, self.scheduler.size, deadline, stop, repolled
+                )
+            )
+            # outcomes recorded chunk by chunk, as the answers come, while the rest are
+            # fetched; the poller defers what is not done by the deadline; a stop request
+            # cuts the slot short at once, and so does a poller that overruns its deadline
+            # by GRACE_S
+            try:
+                async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
+                    async for answers in _until(chunks, stop, deadline + GRACE_S):
+                        self._recent.polled(records, self._outcomes(answers, records, tally))
+                        self.caps.observe(answers, records)  # host caps: what the fetcher learned
+                        self.discovery.heard(answers, _url_of(records))  # changed start pages
+            finally:
+                repolled.set()
+            if len(tally.seen) < len(jobs):  # cut short: not polled
+                reason = "timeout"
+                if self._stop is not None and self._stop.is_set():
+                    reason = "shutdown"
+                elif stop is not None and stop.is_set():
+                    reason = "lease"
+                for job in jobs:
+                    if job.url_id not in tally.seen:
+                        tally.defer(job.host, reason)
+                        self.metrics.observe_deferred(reason, job.host)
+            await _discovered(discovering)
         finally:
-            repolled.set()
-        if len(tally.seen) < len(jobs):  # cut short: not polled
-            reason = "shutdown" if stop is not None and stop.is_set() else "timeout"
-            for job in jobs:
-                if job.url_id not in tally.seen:
-                    tally.defer(job.host, reason)
-                    self.metrics.observe_deferred(reason, job.host)
+            if watching is not None:
+                watching.cancel()
         polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
-        await _discovered(discovering)
         floors: dict[int, float] = {}
         if self.discovery.pacer:  # watched start pages: read at least as often as they pay
             floors = self.discovery.start_floors(self.scheduler.capacity)
@@ -610,6 +675,8 @@ async def _until(
 ) -> AsyncGenerator[Sequence[PollAnswer], None]:
     """The chunks of ``chunks`` until it ends, ``stop`` is set, or ``time.monotonic()`` passes
     ``hard``; the chunk being awaited then is cancelled (``chunks`` must then be closed)."""
+    if stop is not None and stop.is_set():
+        return
     stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
     try:
         while stopping is None or not stopping.done():
@@ -630,6 +697,31 @@ async def _until(
     finally:
         if stopping is not None:
             stopping.cancel()
+
+
+def _halt(
+    stop: asyncio.Event | None, permit: PollPermit | None
+) -> tuple[asyncio.Event | None, asyncio.Task[None] | None]:
+    """A slot's stop event: ``stop``, or (with a permit) an event set when either ``stop`` is
+    set or the permit lapses, and the task that watches them (cancel it after the slot)."""
+    if permit is None:
+        return stop, None
+    halt = asyncio.Event()
+    if not permit.valid():
+        halt.set()
+
+    async def watch() -> None:
+        waits: list[asyncio.Future[object]] = [asyncio.ensure_future(permit.lapse())]
+        if stop is not None:
+            waits.append(asyncio.ensure_future(stop.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        halt.set()
+
+    return halt, asyncio.ensure_future(watch())
 
 
 async def _discovered(task: Awaitable[object]) -> None:

@@ -132,6 +132,7 @@ class CrawlService:
         if self.cluster is not None:  # issue 20: register, heartbeat, try to coordinate
             await asyncio.to_thread(self.cluster.start)
             self.loop.cluster = self.cluster
+            self.loop.permit = self.cluster  # no poll past its renew deadline
         # the poller starts (crawl workers import, open their fetchers) while the scheduler loads
         starting = asyncio.ensure_future(self.poller.start())
         try:

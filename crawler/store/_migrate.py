@@ -1,5 +1,13 @@
 """Alembic, configured programmatically: the migration scripts ship inside the package
-(``crawler/store/migrations``), so ``upgrade`` works from a non-editable install too."""
+(``crawler/store/migrations``), so ``upgrade`` works from a non-editable install too.
+
+Several processes started at once on one database (the replicas of a cluster) would each
+run the migrations: on an empty schema two of them create ``alembic_version`` or the first
+tables together and one fails. On PostgreSQL ``upgrade`` therefore takes a transaction
+advisory lock of its schema first (``pg_advisory_xact_lock``, released when the
+migration's transaction ends): the others wait, then find the schema at head and do
+nothing. The migration runs in that one transaction (PostgreSQL's DDL is transactional).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +17,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
+from crawler.store._lock import NAMESPACE, lock_key
+
+#: the role of the migrations' advisory lock (``crawler.store._lock.lock_key``)
+MIGRATE_ROLE = "migrate"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
@@ -27,6 +39,12 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Migrate the database of ``engine`` to ``revision``."""
     cfg = alembic_config()
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":  # one migrating process per schema at a time
+            schema = str(conn.execute(text("SELECT current_schema()")).scalar())
+            conn.execute(
+                text("SELECT pg_advisory_xact_lock(:ns, :key)"),
+                {"ns": NAMESPACE, "key": lock_key(schema, MIGRATE_ROLE)},
+            )
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 

@@ -20,6 +20,7 @@ DEFERRED_REASONS: dict[str, str] = {
     "backoff": "its host is backed off after a 429 or 503 with Retry-After",
     "timeout": "still in flight at the slot's deadline (a slow or trickling host)",
     "shutdown": "still in flight when the service was told to stop",
+    "lease": "not sent, or cancelled, when this cluster worker passed its renew deadline",
 }
 
 

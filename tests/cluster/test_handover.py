@@ -133,12 +133,12 @@ def test_a_slot_is_fenced_with_the_leases_of_its_own_start(store: Store, databas
 
     member = ClusterMember(_settings(database_url), store)
     member.worker_id = "w"
-    loop: Any = SimpleNamespace(scheduler=SimpleNamespace(slot=7))
+    scheduler: Any = SimpleNamespace(slot=7)
     member.leases = {"a.test": 3, "b.test": 1}
-    member._note_fence(loop)  # slot 8 polls under epoch 3 of a.test
-    loop.scheduler.slot = 8
+    member._note_fence(scheduler)  # slot 8 polls under epoch 3 of a.test
+    scheduler.slot = 8
     member.leases = {"a.test": 5, "b.test": 1}  # a.test lost and regained at epoch 5
-    member._note_fence(loop)
+    member._note_fence(scheduler)
     assert dict(member.fence(8).leases) == {"a.test": 3, "b.test": 1}
     assert dict(member.fence(8).leases) == {"a.test": 3, "b.test": 1}  # a retry: the same
     assert dict(member.fence(9).leases) == {"a.test": 5, "b.test": 1}  # 8 committed

@@ -301,7 +301,11 @@ async def test_a_paused_worker_commits_nothing_for_the_sites_it_lost(
                 for u, t in conn.execute(text("SELECT url_id, polled_at FROM poll_log"))
             }
         assert not landed & set(held)
-        # and a drops the sites it lost at its next sync
+        # awake, a heartbeats again (it was past its renew deadline: it polls nothing until
+        # it has renewed and re-read its leases) and drops the sites it lost at that sync
+        a.member._stop.clear()
+        a.member._thread = threading.Thread(target=a.member._beat, daemon=True)
+        a.member._thread.start()
         await until(
             lambda: _async(a.service.loop.scheduler.size == 0),  # type: ignore[union-attr]
             10,

@@ -11,8 +11,9 @@ import pytest
 from sqlalchemy import text
 
 from crawler import schedulers
-from crawler.service._cluster import merge_saved, multiplier_of
+from crawler.service._cluster import multiplier_of
 from crawler.service._coordinator import Coordinator, shared_level_weights
+from crawler.service._watch import merge_saved
 from crawler.settings import SettingsError, load_settings
 from crawler.store import NewUrl, NotCoordinator, Store
 from crawler.store._lock import NAMESPACE, lock_key
