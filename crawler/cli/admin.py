@@ -123,8 +123,7 @@ def add(
     from crawler.cli._sources import SourceUrl, read_url_source
     from crawler.cli._validate import check_url, validate_rules
     from crawler.fetch import AddressPolicy
-    from crawler.store import NewUrl
-    from crawler.store._bounds import check_tag
+    from crawler.store import NewUrl, check_tag
 
     if importance is not None and not 0 < importance <= 1:
         fail("--importance must be in (0, 1]", USAGE)

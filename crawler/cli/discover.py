@@ -216,7 +216,7 @@ def sources_list(
 ) -> None:
     """The sources with their options and counts: discovery polls, new pages found, each
     one's share of all discovery polls; and the expiry rule in force."""
-    from crawler.service._discovery import source_problem, start_report
+    from crawler.service import source_problem, start_report
     from crawler.store import DiscoveryStore
 
     settings = settings_from(config, database_url=database_url)

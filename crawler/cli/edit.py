@@ -146,7 +146,7 @@ def edit(
     The URL keeps its id and everything the scheduler learned about it; a running service
     applies the change at its next slot."""
     from crawler.cli._validate import validate_rules
-    from crawler.store._bounds import check_tag
+    from crawler.store import check_tag
 
     values: dict[str, Any] = {}
     if importance is not None:
