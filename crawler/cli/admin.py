@@ -130,7 +130,7 @@ def add(
     patterns = tuple(ignore or ())
     try:
         validate_rules(selector, patterns)
-        for t in tag or ():  # issue 21: tags select URLs for edit, pause, resume, revive
+        for t in tag or ():  # tags select URLs for edit, pause, resume, revive
             check_tag(t)
     except ValueError as exc:
         fail(str(exc), USAGE)
@@ -162,7 +162,7 @@ def add(
     with store_errors():
         store = open_store(settings)
         report = store.add_urls([] if refused else entries)
-        if tag and not refused:  # issue 21: the new, re-activated and already watched ones
+        if tag and not refused:  # tag the new, re-activated and already watched ones
             tagged = [i for _, i in report.added + report.reactivated]
             tagged += [i for i, _ in store.select_urls(report.already_watched)]
             store.edit_urls(tagged, {}, tag)
@@ -314,7 +314,7 @@ def list_urls(
 ) -> None:
     """Watched URLs with importance, wanted frequency, bounds, pause, last poll, hits,
     misses, errors."""
-    from crawler.cli import edit as _rules  # issue 21: bounds, pause, tags, failures
+    from crawler.cli import edit as _rules  # bounds, pause, tags, failures
     from crawler.sites import host_key
     from crawler.store import host_caps
 
@@ -328,7 +328,7 @@ def list_urls(
         rows = store.list_urls(include_removed=removed)
         wanted = learned_frequencies(store, settings)
         rules = _rules.url_rules(store, settings)
-        caps = host_caps(store)  # issue 21: the politeness caps the service last wrote
+        caps = host_caps(store)  # the politeness caps the service last wrote
     docs: list[dict[str, Any]] = []
     for row in rows:
         doc = row.as_dict()

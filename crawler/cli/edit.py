@@ -1,4 +1,4 @@
-"""Operator commands of issue 21: edit, pause, resume, revive (and what ``list`` shows).
+"""Operator commands on watched URLs: edit, pause, resume, revive (and what ``list`` shows).
 
 ``crawler edit`` changes a watched URL in place: its id stays, and with it everything the
 scheduler learned (``url_state`` rows are keyed by the id; remove + re-add kept the id too

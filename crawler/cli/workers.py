@@ -1,4 +1,4 @@
-"""``crawler workers``: the cluster as the database sees it (issue 20).
+"""``crawler workers``: the cluster of workers as the database sees it.
 
 Reads only: ``cluster_workers`` (heartbeat ages by the DATABASE's clock, so this machine's
 clock does not matter), ``cluster_leases`` and ``cluster_state``, through the store's

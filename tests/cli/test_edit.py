@@ -1,4 +1,4 @@
-"""crawler edit, pause, resume, revive and list --failing (issue 21), on SQLite and PostgreSQL."""
+"""crawler edit, pause, resume, revive and list --failing, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance 2 of issue 20: a real cluster of ``crawler run --cluster`` processes.
+"""The cluster's acceptance run: a real cluster of ``crawler run --cluster`` processes.
 
 One logged site (crawler.testsite.LoggedSite, in its own process): 2,000 pages changing at
 Zipf(0.9, 0.6) rates per slot, spread over the 100 loopback hosts 127.0.0.1 .. 127.0.0.100

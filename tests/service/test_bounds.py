@@ -1,4 +1,4 @@
-"""Operator bounds, pause and the failure record from the store into the scheduler (issue 21),
+"""Operator bounds, pause and the failure record from the store into the scheduler,
 through the service's unit conversion, on SQLite and PostgreSQL."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 22's acceptance 2 through the real service, and acceptance 3 (the trap site).
+"""Discovery's acceptance through the real service: new pages found, and the trap site.
 
 Acceptance 2 (``benchmarks/discovery_service.py`` holds the harness and prints the figures): a
 generated site of 5,000 pages in 50 sections of which 5 gain a new page every 2 slots in all,
