@@ -22,18 +22,19 @@ from rich.table import Table
 
 from crawler.cli._app import app
 from crawler.cli._common import (
+    USAGE,
     ConfigOption,
     DatabaseOption,
     JsonOption,
     ascii_int,
     err_console,
     fail,
+    open_store,
     out_console,
     print_json,
     settings_from,
     store_errors,
 )
-from crawler.cli.admin import USAGE, open_store
 
 sources_app = typer.Typer(help="Sources that discovery follows links from.", no_args_is_help=True)
 app.add_typer(sources_app, name="sources")

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from crawler.cli._app import app
 from crawler.cli._common import (
+    USAGE,
     ConfigOption,
     DatabaseOption,
     JsonOption,
@@ -39,8 +40,6 @@ from crawler.cli._common import (
 if TYPE_CHECKING:
     from crawler.store import ClusterStateRow, LeaseRow, WorkerRow
 
-#: exit status when the database cannot hold a cluster (SQLite)
-USAGE = 2
 NEEDS_POSTGRES = (
     "clustering needs PostgreSQL: several `crawler run --cluster` workers share one "
     "PostgreSQL database (advisory locks, one server); {url} is SQLite, which stays "
