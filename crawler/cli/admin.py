@@ -425,7 +425,7 @@ def stats(
     for key, value in totals.items():
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)
         table.add_row(key.replace("_", " "), shown)
-    # the three always (politeness, backoff, timeout); shutdown and any other if seen
+    # the three usual reasons always (politeness, backoff, timeout); shutdown and others if seen
     reasons = [r for r in DEFERRED_REASONS if r != "shutdown" or r in deferred]
     reasons += sorted(deferred.keys() - set(reasons))
     table.add_row("deferred", str(sum(deferred.values())))

@@ -1,4 +1,4 @@
-"""Acceptance 2: ``crawler run`` as a real process, stopped by SIGTERM and killed by SIGKILL,
+"""Restarts: ``crawler run`` as a real process, stopped by SIGTERM and killed by SIGKILL,
 resumes with the learned frequencies it had committed and loses nothing committed."""
 
 from __future__ import annotations
