@@ -1,4 +1,4 @@
-"""Cluster throughput (issue 20, acceptance 3): polls per second of 1, 2 and 4 ``crawler run
+"""Cluster throughput: polls per second of 1, 2 and 4 ``crawler run
 --cluster`` workers (real processes) on one PostgreSQL, next to the single-process
 non-cluster service, in the same run, interleaved; and what coordinating costs per slot.
 

@@ -1,4 +1,4 @@
-"""Discovery over real HTTP with a fixed budget per slot (the shape of issue 22's acceptance 2,
+"""Discovery over real HTTP with a fixed budget per slot (the shape of discovery's acceptance run,
 without the service): a generated site of 5,000 pages and 50 sections, 5 of which gain new pages
 (one every 2 slots in all), served on 127.0.0.1; ``SourceCrawl`` gets ``--polls`` fetches per
 slot (20% of 50 = 10). For each fleet kind: the share of new pages found within 5 slots of their

@@ -1,4 +1,4 @@
-"""Issue 22's acceptance 2 through the real service: discovery with a fixed budget over HTTP.
+"""Discovery's acceptance through the real service: discovery with a fixed budget over HTTP.
 
 A generated site of 5,000 pages in 50 sections, 5 of which gain new pages (one new page every
 2 slots in all, 20-page listings on the section indexes), served on 127.0.0.1 at a simulated

@@ -1,4 +1,4 @@
-"""Issue 21, acceptance 3: 10% of a live site's URLs fail mid-run (404, 410, timeouts).
+"""Failures live: 10% of a live site's URLs fail mid-run (404, 410, timeouts).
 
     python -m benchmarks.failures_live                      # SQLite, the default figures
     python -m benchmarks.failures_live --database-url postgresql+psycopg://...

@@ -1,6 +1,6 @@
 """How fast can any rate-estimating scheduler get to 95% of the limit? A ceiling for `bayes`.
 
-Issue 3 asks `bayes` to reach 95% of the limit at least 3x sooner than LAKG. This benchmark
+The goal set for `bayes` is to reach 95% of the limit at least 3x sooner than LAKG. This benchmark
 runs, next to `bayes`, LAKG and the Optimal oracle, a learner that is given far more than
 any real scheduler has: ``InformedBayes`` knows the environment's exact population of change
 rates (the multiset of p_i, though not which URL has which) and uses it as its prior, keeps

@@ -1,4 +1,4 @@
-"""Acceptance 1 of the service: learning live on a local changing site, across a kill -9.
+"""The service's live acceptance: learning live on a local changing site, across a kill -9.
 
     python -m benchmarks.live_acceptance                     # bayes, lakg, fpa, uniform
     python -m benchmarks.live_acceptance --schedulers bayes --slots 600

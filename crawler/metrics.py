@@ -307,7 +307,7 @@ class CrawlerMetrics:
         )
         self.scheduler_info = Info("crawler_scheduler", "The scheduler in use.", registry=reg)
         self.build_info = Info("crawler_build", "Version of the crawler.", registry=reg)
-        self._init_cluster(reg)  # issue 20: the cluster worker's and coordinator's figures
+        self._init_cluster(reg)  # the cluster worker's and coordinator's figures
         self._init_delivery(reg)
 
         # Pre-bound children: no label lookup on the hot path; every series exists at 0.
@@ -531,7 +531,7 @@ class CrawlerMetrics:
         """``crawler_scheduler_info{scheduler=name, ...} 1`` (e.g. ``realization="stride"``)."""
         self.scheduler_info.info({"scheduler": name, **labels})
 
-    # ------------------------------------------------------------------ cluster (issue 20)
+    # ---------------------------------------------------- cluster (workers and coordinator)
     def _init_cluster(self, reg: CollectorRegistry) -> None:
         """The cluster's metrics. Each worker process exports its own (Prometheus' instance
         label tells them apart, no worker label here); the cluster-wide gauges (live workers,

@@ -135,7 +135,7 @@ class Settings(BaseSettings):
         "between requests, robots.txt Crawl-delay, Retry-After, its response time) and let the "
         "scheduler allocate under those caps; false = the scheduler ignores hosts",
     )
-    # operator bounds (issue 21): what a URL without its own bound gets
+    # operator bounds (crawler edit): what a URL without its own bound gets
     default_min_interval_s: float | None = Field(
         DEFAULT_MIN_INTERVAL_S,
         ge=0,
@@ -156,7 +156,7 @@ class Settings(BaseSettings):
         "--max-interval (None = no bound)",
     )
 
-    # cluster (issue 20: several workers on one PostgreSQL; docs/cluster.md)
+    # cluster (several workers on one PostgreSQL; docs/cluster.md)
     cluster: bool = Field(
         False,
         description="run as one worker of a cluster on a PostgreSQL database: sites are "

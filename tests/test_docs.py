@@ -10,8 +10,8 @@ them with::
 A new setting needs a meaning: a ``Field(description=...)`` in settings.py (preferred) or
 an entry in ``MEANINGS`` below. The other tests check that every CLI command has a section
 in docs/cli.md, that every page of docs/ is linked from docs/README.md, that relative links
-resolve, that nothing points at documents outside the repository, and that the README's
-test command runs what CI runs.
+resolve, that nothing points at documents outside the repository, that no issue-number tag
+is left (a reader cannot look one up), and that the README's test command runs what CI runs.
 """
 
 from __future__ import annotations
@@ -304,6 +304,40 @@ def test_nothing_points_outside_the_repository() -> None:
         if name in p.read_text(encoding="utf-8", errors="replace")
     ]
     assert not hits, hits
+
+
+#: A tag pointing at the project's issue tracker: a reader of the project cannot look it
+#: up, so the sentence says the reason or names the feature instead. Also across a line
+#: break inside a comment. (This pattern's own text does not match it.)
+_ISSUE_TAG = re.compile(r"\bissues?[\s#]*[0-9]+", re.IGNORECASE)
+_TAGGED_SUFFIXES = {".py", ".md", ".yml", ".yaml", ".json", ".sh", ".mako", ".toml", ".ini"}
+
+
+def _tagged_places() -> list[Path]:
+    places = [ROOT / name for name in ("README.md", "ARCHITECTURE.md", ".importlinter")]
+    places += [ROOT / name for name in ("docker-compose.yml", ".env.example", "pyproject.toml")]
+    for folder in ("crawler", "tests", "benchmarks", "docs", "deploy"):
+        places += sorted(
+            p
+            for p in (ROOT / folder).rglob("*")
+            if p.is_file() and p.suffix in _TAGGED_SUFFIXES and "__pycache__" not in p.parts
+        )
+    return [p for p in places if p.exists()]
+
+
+def test_no_issue_number_tags() -> None:
+    hits = []
+    for place in _tagged_places():
+        name = place.relative_to(ROOT).as_posix()
+        text = place.read_text(encoding="utf-8", errors="replace")
+        hits += [
+            f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+            for m in _ISSUE_TAG.finditer(text)
+        ]
+    assert not hits, (
+        "issue-number tags found; say the reason or name the feature in the sentence "
+        f"instead (the history lives in git): {hits}"
+    )
 
 
 def _readme_test_command() -> list[str]:

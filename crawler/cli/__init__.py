@@ -12,7 +12,7 @@ from crawler.cli import history as _history  # noqa: F401  (diff, changes)
 from crawler.cli import run as _run  # noqa: F401
 from crawler.cli import simulate as _simulate  # noqa: F401
 from crawler.cli import status as _status  # noqa: F401
-from crawler.cli import workers as _workers  # noqa: F401  (issue 20: the cluster)
+from crawler.cli import workers as _workers  # noqa: F401  (the cluster)
 from crawler.cli._app import app
 
 

@@ -1,4 +1,5 @@
-"""Shared CLI plumbing: settings, errors, output, and number options in ASCII digits.
+"""Shared CLI plumbing: settings, opening the store, errors and exit statuses, output, and
+number options in ASCII digits.
 
 Numbers are ASCII only: Python's ``int()`` and ``float()`` (which click's INT and FLOAT use)
 accept any Unicode digit, so ``１０`` (fullwidth) would be taken as 10. ``ascii_int`` and
@@ -11,6 +12,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import typer
@@ -32,6 +34,9 @@ DatabaseOption = typer.Option(
     None, "--database-url", help="Database URL (or $CRAWLER_DATABASE_URL)."
 )
 JsonOption = typer.Option(False, "--json", help="One JSON document on stdout.")
+
+#: exit status of input that can never work (nothing was written)
+USAGE = 2
 
 
 def _ascii(text: str, kind: type[int] | type[float], name: str) -> Any:
@@ -141,3 +146,43 @@ def service_view(store: Store, settings: Settings) -> tuple[Settings, str]:
         merged = settings
     started = record.get("started_at", "?")
     return merged, f"settings of the service started {started}"
+
+
+def open_store(settings: Settings, *, read_only: bool = False) -> Store:
+    """The store, migrated to the current schema. ``read_only`` (``list``, ``show``,
+    ``stats``...): a database that does not exist yet is not created: the command fails
+    saying where it looked and what to run first."""
+    from crawler.store import Store
+
+    if read_only:
+        _check_exists(settings.database_url)
+    store = Store(settings.database_url)
+    with store_errors():
+        if read_only and store.revision() is None:
+            store.close()
+            fail(_no_database(settings.database_url, "has no crawler tables"))
+        store.upgrade()
+    return store
+
+
+def _check_exists(database_url: str) -> None:
+    """Fail unless an SQLite database's file exists (connecting would create it)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite":
+        return
+    path = url.database or ""
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return
+    if not Path(path).is_file():
+        fail(_no_database(database_url, f"does not exist ({Path(path).resolve()})"))
+
+
+def _no_database(database_url: str, what: str) -> str:
+    where = database_url.split("@")[-1]
+    return (
+        f"no crawler database: {where} {what}; watch a first URL with crawler add URL "
+        "(or create it with crawler db upgrade), or point --database-url / "
+        "CRAWLER_DATABASE_URL at the service's database"
+    )

@@ -27,8 +27,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from crawler.detect import validate_rules
-from crawler.fetch import AddressPolicy, validate_url
-from crawler.fetch._addresses import ip_literal, numeric_host_problem
+from crawler.fetch import AddressPolicy, ip_literal, numeric_host_problem, validate_url
 
 __all__ = ["MAX_HOST_LENGTH", "MAX_URL_LENGTH", "check_url", "validate_rules"]
 

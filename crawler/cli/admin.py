@@ -10,14 +10,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from crawler.cli import _rules
 from crawler.cli._app import app
 from crawler.cli._common import (
+    USAGE,
     ConfigOption,
     DatabaseOption,
     JsonOption,
     ascii_float,
     err_console,
     fail,
+    open_store,
     out_console,
     print_json,
     print_rows,
@@ -30,53 +33,11 @@ from crawler.settings import Settings
 if TYPE_CHECKING:  # imported where used: `crawler status` (a health check) loads none of it
     from crawler.store import Store
 
-#: exit status of input that can never work (nothing was written)
-USAGE = 2
 #: exit status of ``add`` given other options for a URL already watched (see ``_conflicts``)
 NOT_CHANGED = 1
 
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-
-
-def open_store(settings: Settings, *, read_only: bool = False) -> Store:
-    """The store, migrated to the current schema. ``read_only`` (``list``, ``show``,
-    ``stats``...): a database that does not exist yet is not created: the command fails
-    saying where it looked and what to run first."""
-    from crawler.store import Store
-
-    if read_only:
-        _check_exists(settings.database_url)
-    store = Store(settings.database_url)
-    with store_errors():
-        if read_only and store.revision() is None:
-            store.close()
-            fail(_no_database(settings.database_url, "has no crawler tables"))
-        store.upgrade()
-    return store
-
-
-def _check_exists(database_url: str) -> None:
-    """Fail unless an SQLite database's file exists (connecting would create it)."""
-    from sqlalchemy.engine import make_url
-
-    url = make_url(database_url)
-    if url.get_backend_name() != "sqlite":
-        return
-    path = url.database or ""
-    if path in ("", ":memory:") or path.startswith("file:"):
-        return
-    if not Path(path).is_file():
-        fail(_no_database(database_url, f"does not exist ({Path(path).resolve()})"))
-
-
-def _no_database(database_url: str, what: str) -> str:
-    where = database_url.split("@")[-1]
-    return (
-        f"no crawler database: {where} {what}; watch a first URL with crawler add URL "
-        "(or create it with crawler db upgrade), or point --database-url / "
-        "CRAWLER_DATABASE_URL at the service's database"
-    )
 
 
 @db_app.command("upgrade")
@@ -123,15 +84,14 @@ def add(
     from crawler.cli._sources import SourceUrl, read_url_source
     from crawler.cli._validate import check_url, validate_rules
     from crawler.fetch import AddressPolicy
-    from crawler.store import NewUrl
-    from crawler.store._bounds import check_tag
+    from crawler.store import NewUrl, check_tag
 
     if importance is not None and not 0 < importance <= 1:
         fail("--importance must be in (0, 1]", USAGE)
     patterns = tuple(ignore or ())
     try:
         validate_rules(selector, patterns)
-        for t in tag or ():  # issue 21: tags select URLs for edit, pause, resume, revive
+        for t in tag or ():  # tags select URLs for edit, pause, resume, revive
             check_tag(t)
     except ValueError as exc:
         fail(str(exc), USAGE)
@@ -163,7 +123,7 @@ def add(
     with store_errors():
         store = open_store(settings)
         report = store.add_urls([] if refused else entries)
-        if tag and not refused:  # issue 21: the new, re-activated and already watched ones
+        if tag and not refused:  # tag the new, re-activated and already watched ones
             tagged = [i for _, i in report.added + report.reactivated]
             tagged += [i for i, _ in store.select_urls(report.already_watched)]
             store.edit_urls(tagged, {}, tag)
@@ -315,7 +275,6 @@ def list_urls(
 ) -> None:
     """Watched URLs with importance, wanted frequency, bounds, pause, last poll, hits,
     misses, errors."""
-    from crawler.cli import edit as _rules  # issue 21: bounds, pause, tags, failures
     from crawler.sites import host_key
     from crawler.store import host_caps
 
@@ -329,7 +288,7 @@ def list_urls(
         rows = store.list_urls(include_removed=removed)
         wanted = learned_frequencies(store, settings)
         rules = _rules.url_rules(store, settings)
-        caps = host_caps(store)  # issue 21: the politeness caps the service last wrote
+        caps = host_caps(store)  # the politeness caps the service last wrote
     docs: list[dict[str, Any]] = []
     for row in rows:
         doc = row.as_dict()
@@ -382,7 +341,6 @@ def show(
         url = validate_url(url)
     except ValueError as exc:
         fail(str(exc))
-    from crawler.cli import edit as _rules
 
     with store_errors():
         store = open_store(settings, read_only=True)

@@ -17,17 +17,18 @@ from rich.table import Table
 
 from crawler.cli._app import app
 from crawler.cli._common import (
+    USAGE,
     ConfigOption,
     DatabaseOption,
     JsonOption,
     err_console,
     fail,
+    open_store,
     out_console,
     print_json,
     settings_from,
     store_errors,
 )
-from crawler.cli.admin import USAGE, open_store
 
 destinations_app = typer.Typer(help="Webhook destinations of the events.", no_args_is_help=True)
 app.add_typer(destinations_app, name="destinations")

@@ -22,18 +22,19 @@ from rich.table import Table
 
 from crawler.cli._app import app
 from crawler.cli._common import (
+    USAGE,
     ConfigOption,
     DatabaseOption,
     JsonOption,
     ascii_int,
     err_console,
     fail,
+    open_store,
     out_console,
     print_json,
     settings_from,
     store_errors,
 )
-from crawler.cli.admin import USAGE, open_store
 
 sources_app = typer.Typer(help="Sources that discovery follows links from.", no_args_is_help=True)
 app.add_typer(sources_app, name="sources")
@@ -216,7 +217,7 @@ def sources_list(
 ) -> None:
     """The sources with their options and counts: discovery polls, new pages found, each
     one's share of all discovery polls; and the expiry rule in force."""
-    from crawler.service._discovery import source_problem, start_report
+    from crawler.service import source_problem, start_report
     from crawler.store import DiscoveryStore
 
     settings = settings_from(config, database_url=database_url)

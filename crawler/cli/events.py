@@ -8,17 +8,18 @@ from rich.table import Table
 
 from crawler.cli._app import app
 from crawler.cli._common import (
+    USAGE,
     ConfigOption,
     DatabaseOption,
     JsonOption,
     err_console,
     fail,
+    open_store,
     out_console,
     print_json,
     settings_from,
     store_errors,
 )
-from crawler.cli.admin import USAGE, open_store
 
 events_app = typer.Typer(
     help="The outbox's events and their deliveries (no sub-command: list them).",

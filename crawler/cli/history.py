@@ -22,6 +22,7 @@ from rich.text import Text
 
 from crawler.cli._app import app
 from crawler.cli._common import (
+    USAGE,
     ConfigOption,
     DatabaseOption,
     err_console,
@@ -35,8 +36,6 @@ from crawler.settings import Settings
 if TYPE_CHECKING:
     from crawler.store import ChangeInfo, ChangeText, Store
 
-#: exit status of input that can never work
-USAGE = 2
 #: changes read per query by ``crawler changes``
 PAGE = 1_000
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")

@@ -1,4 +1,4 @@
-"""``crawler workers``: the cluster as the database sees it (issue 20).
+"""``crawler workers``: the cluster of workers as the database sees it.
 
 Reads only: ``cluster_workers`` (heartbeat ages by the DATABASE's clock, so this machine's
 clock does not matter), ``cluster_leases`` and ``cluster_state``, through the store's
@@ -25,6 +25,7 @@ from rich.table import Table
 
 from crawler.cli._app import app
 from crawler.cli._common import (
+    USAGE,
     ConfigOption,
     DatabaseOption,
     JsonOption,
@@ -39,8 +40,6 @@ from crawler.cli._common import (
 if TYPE_CHECKING:
     from crawler.store import ClusterStateRow, LeaseRow, WorkerRow
 
-#: exit status when the database cannot hold a cluster (SQLite)
-USAGE = 2
 NEEDS_POSTGRES = (
     "clustering needs PostgreSQL: several `crawler run --cluster` workers share one "
     "PostgreSQL database (advisory locks, one server); {url} is SQLite, which stays "

@@ -32,6 +32,7 @@ from crawler.cluster._overload import (
 from crawler.cluster._partition import Split, partition_value, shared_multiplier_split
 from crawler.cluster._repack import UNASSIGNED, Repack, balanced_fill, repack
 from crawler.cluster._subset import EXACT_MAX, greedy_subset, subset_sum
+from crawler.cluster._types import IntArray
 from crawler.cluster._weights import site_weights
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "EXACT_MAX",
     "UNASSIGNED",
+    "IntArray",
     "OverloadAutomata",
     "Packing",
     "Repack",

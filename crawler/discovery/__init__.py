@@ -8,7 +8,7 @@ paper's comparison on a generated site (``crawler.testsite._graph``). See docs/d
 """
 
 from crawler.discovery._driver import START_CHOICES, Discovery, SourceCrawl
-from crawler.discovery._features import text_state
+from crawler.discovery._features import text_state, words
 from crawler.discovery._fleets import STRATEGIES, make_fleet
 from crawler.discovery._forager import MAX_AGE, Fleet, Forager, ReinforcingAgent
 from crawler.discovery._lastmod import (
@@ -78,4 +78,5 @@ __all__ = [
     "strip_sessions",
     "text_state",
     "url_template",
+    "words",
 ]

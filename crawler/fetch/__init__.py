@@ -26,7 +26,12 @@ Decisions:
   larger declared Content-Length is refused before reading. Cookies are never kept.
 """
 
-from crawler.fetch._addresses import AddressPolicy, blocked_reason
+from crawler.fetch._addresses import (
+    AddressPolicy,
+    blocked_reason,
+    ip_literal,
+    numeric_host_problem,
+)
 from crawler.fetch._client import Fetcher
 from crawler.fetch._dispatch import HostDispatcher
 from crawler.fetch._errors import parse_retry_after
@@ -52,6 +57,8 @@ __all__ = [
     "Outcome",
     "UnsupportedSchemeError",
     "blocked_reason",
+    "ip_literal",
+    "numeric_host_problem",
     "parse_retry_after",
     "validate_url",
 ]

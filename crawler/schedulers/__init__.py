@@ -4,7 +4,7 @@
 >>> s = schedulers.create("lakg", capacity=3, seed=7)
 """
 
-from crawler.schedulers._base import Scheduler, State
+from crawler.schedulers._base import FloatArray, IdArray, Scheduler, State
 from crawler.schedulers._constrained import (
     constrained_allocation,
     constrained_limit,
@@ -21,6 +21,8 @@ __all__ = [
     "FAILURE_KINDS",
     "Constrained",
     "FailureKind",
+    "FloatArray",
+    "IdArray",
     "Limits",
     "Scheduler",
     "SchedulerState",

@@ -2,6 +2,7 @@
 
 from crawler.gc_policy import tune_gc
 from crawler.service._clock import SlotClock, Tick
+from crawler.service._discovery import source_problem, start_report
 from crawler.service._loop import CrawlLoop, SlotSummary
 from crawler.service._pollers import build_poller, fetch_config
 from crawler.service._service import CrawlService, serve
@@ -15,5 +16,7 @@ __all__ = [
     "build_poller",
     "fetch_config",
     "serve",
+    "source_problem",
+    "start_report",
     "tune_gc",
 ]

@@ -1,4 +1,4 @@
-"""The operator's bounds and pause, from the store into the scheduler (issue 21).
+"""The operator's bounds and pause, from the store into the scheduler.
 
 The scheduler's guard takes bounds in polls per slot; the operator gives intervals in
 seconds. With slots of ``s`` seconds a minimum interval of ``t`` seconds is an upper bound

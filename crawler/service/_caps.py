@@ -89,7 +89,7 @@ import numpy as np
 
 from crawler import schedulers
 from crawler.metrics import CrawlerMetrics
-from crawler.schedulers._base import IdArray
+from crawler.schedulers import IdArray
 from crawler.settings import Settings
 from crawler.sites import host_key
 from crawler.store import HostCapRow, Store, StoreError, UrlRecord, save_host_caps, url_hosts

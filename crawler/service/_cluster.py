@@ -1,4 +1,4 @@
-"""A cluster worker's side of issue 20: membership, its leased sites, fencing, moves.
+"""A cluster worker's side: membership, its leased sites, fencing, moves.
 
 ``crawler run --cluster`` runs one worker of a cluster on one PostgreSQL database. This
 module is what the crawl loop and the service call in that mode (``CrawlLoop.cluster``):
@@ -50,15 +50,13 @@ import numpy as np
 from sqlalchemy import event
 
 from crawler import schedulers
-from crawler.schedulers import SchedulerState
-from crawler.schedulers._base import FloatArray, IdArray
+from crawler.schedulers import FloatArray, IdArray, SchedulerState
 from crawler.service._coordinator import Coordinator
 from crawler.service._renewal import RenewDeadline
 from crawler.service._watch import WatchFollower, WatchUpdate
 from crawler.settings import Settings
 from crawler.sites import site_of
-from crawler.store import Fence, Store, StoreError
-from crawler.store._cluster import session_name
+from crawler.store import Fence, Store, StoreError, session_name
 
 log = logging.getLogger("crawler.cluster")
 

@@ -1,4 +1,4 @@
-"""The cluster's Prometheus figures of this worker (issue 20), refreshed once per slot.
+"""The cluster's Prometheus figures of this worker, refreshed once per slot.
 
 Called by the crawl loop after each slot (one hook line in ``_loop.py``), as a background
 task in a thread (not awaited: under load the thread hop and the read took about 10 ms, 4%

@@ -1,4 +1,4 @@
-"""The cluster's coordinator (issue 20): one worker at a time packs the sites onto the
+"""The cluster's coordinator: one worker at a time packs the sites onto the
 live workers and writes the leases.
 
 Decisions:
@@ -236,7 +236,7 @@ class Coordinator:
                 return None
             self.rounds += 1
             self.last = result
-            self.moves_total += result.moved  # issue 20 metrics (crawler_cluster_moves_total)
+            self.moves_total += result.moved  # crawler_cluster_moves_total
             self.overloads_total += result.overloaded
             return result
 

@@ -117,8 +117,8 @@ from crawler.discovery import (
     extract_links,
     looks_like_listing,
     page_text,
+    words,
 )
-from crawler.discovery._features import words
 from crawler.fetch import validate_url
 from crawler.listings import ListingLimits, ListingReader
 from crawler.metrics import CrawlerMetrics

@@ -1,4 +1,4 @@
-"""Failed polls: reported to the scheduler, recorded in the store (issue 21).
+"""Failed polls: reported to the scheduler, recorded in the store, so that they survive a restart.
 
 After each slot every failed poll goes to ``Scheduler.report_failures`` with its kind from
 ``classify_failure(status, error_kind)``: ``gone`` (410), ``permanent`` (404, a host that does

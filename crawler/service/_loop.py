@@ -23,11 +23,11 @@ from crawler import schedulers
 from crawler.detect import snapshot_limit
 from crawler.fetch import FetchRequest
 from crawler.metrics import CrawlerMetrics
-from crawler.schedulers._base import FloatArray, IdArray
+from crawler.schedulers import FloatArray, IdArray
 from crawler.service._bounds import Constraints
 from crawler.service._caps import HostCaps
 from crawler.service._clock import SlotClock, Tick
-from crawler.service._cluster_metrics import export_cluster_metrics_soon  # issue 20
+from crawler.service._cluster_metrics import export_cluster_metrics_soon
 from crawler.service._discovery import DiscoverySide
 from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
 from crawler.service._watch import WatchFollower, WatchUpdate, merge_saved
@@ -131,9 +131,9 @@ class CrawlLoop:
         self._stop: asyncio.Event | None = None
         #: per-host politeness caps told to the scheduler (crawler.service._caps)
         self.caps = HostCaps(settings)
-        # operator bounds, pause and the failure record (issue 21, _bounds.py)
+        # operator bounds, pause and the failure record (_bounds.py)
         self.constraints = Constraints(settings)
-        #: issue 20: a cluster worker's membership (crawler/service/_cluster.py), set by
+        #: a cluster worker's membership (crawler/service/_cluster.py), set by
         #: the service in cluster mode: the watch list is then the leased sites' URLs
         self.cluster: ClusterMember | None = None
         # discovery: a share of each slot's polls follows links from the sources
@@ -153,7 +153,7 @@ class CrawlLoop:
         name = self.settings.scheduler
         # one scan after the other: run at once, they contend for the GIL and are slower
         state = await asyncio.to_thread(self.store.load_scheduler_state, name)
-        if self.cluster is not None and state is not None:  # issue 20: no rows, one slot
+        if self.cluster is not None and state is not None:  # a cluster worker: no rows, one slot
             state = await asyncio.to_thread(self.cluster.aligned, state)
         watched = await asyncio.to_thread(self._watch_list)
         if state is not None:
@@ -170,20 +170,20 @@ class CrawlLoop:
             )
             log.info("started a new %s scheduler", name)
         self._apply_watch_list(*watched)
-        await self._apply_constraints(None)  # issue 21: every URL's groups, bounds, pause
+        await self._apply_constraints(None)  # every URL's groups, bounds, pause
         await self.discovery.prepare()  # the listing worker, started with the service
 
     def _watch_list(self) -> tuple[object, IdArray, FloatArray]:
         """(version, ids, importances) of the watch list; the version read first, so an edit
         made during the read is seen again at the next look."""
-        if self.cluster is not None:  # issue 20: only the leased sites' URLs
+        if self.cluster is not None:  # a cluster worker: only the leased sites' URLs
             return self.cluster.watch_list()
         version = self.store.watch_list_version()
         return (version, *self.store.active_urls())
 
     async def sync_watch_list(self, *, force: bool = False) -> bool:
         """Add and remove URLs the operator changed since the last look; True if any."""
-        if self.cluster is not None:  # issue 20: leases too; gained sites' saved rows
+        if self.cluster is not None:  # leases too; gained sites' saved rows
             assert self.scheduler is not None
             update = await self.cluster.sync(self.scheduler, self._watch_version, force=force)
             if update is None:
@@ -226,7 +226,7 @@ class CrawlLoop:
         return np.setdiff1d(update.ids, before)
 
     async def _apply_constraints(self, added: IdArray | None) -> None:
-        """Issue 21: host groups and caps (of the URLs ``added``; None: all), and the
+        """Host groups and caps (of the URLs ``added``; None: all), and the
         operator's bounds, pause and revivals, which the saved state does not keep."""
         assert self.scheduler is not None
         await self.caps.load_groups(self.scheduler, self.store, added)
@@ -370,7 +370,7 @@ class CrawlLoop:
         self.caps.apply(self.scheduler)
         await self._refresh_discovery()
         ids = self.scheduler.select()
-        if self.cluster is not None:  # issue 20: sites just gained, polled at once
+        if self.cluster is not None:  # sites just gained, polled at once
             ids = np.union1d(ids, self.cluster.take_probes(self.scheduler))
         ids = await self._with_hinted(ids)  # watched URLs a sitemap or feed says changed
         # the slot's stop: the service's, or the permit's lapse (then nothing more is sent)
@@ -450,7 +450,7 @@ class CrawlLoop:
         self.discovery.note_dead([records[p.url_id].url for p in polls if p.status in (404, 410)])
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
-        failures = self.constraints.after_slot(self.scheduler, polls)  # issue 21
+        failures = self.constraints.after_slot(self.scheduler, polls)  # failures back off
         duration = time.monotonic() - started
         overrun = clock.overran(tick.planned) if clock is not None else False
         await self.caps.report(self.scheduler, self.store, self.metrics)  # which caps bind
@@ -480,7 +480,7 @@ class CrawlLoop:
         self.last_slot_monotonic = time.monotonic()
         self.metrics.observe_slot(time.monotonic() - started, tick.lag_s, overrun)
         self.metrics.set_watch(self.scheduler.size, self.scheduler.capacity, fill)
-        if self.cluster is not None:  # issue 20: the worker's cluster metrics (in the background)
+        if self.cluster is not None:  # the worker's cluster metrics (in the background)
             export_cluster_metrics_soon(self.metrics, self.cluster)
         summary = SlotSummary(
             tick.seq,

@@ -91,7 +91,7 @@ class CrawlService:
         self._first_poll_at = 0.0  # monotonic: taken over from a holder that did not release
         self._running = False
         self._started = time.monotonic()
-        #: issue 20: this worker's membership in cluster mode (crawler/service/_cluster.py)
+        #: this worker's membership in cluster mode (crawler/service/_cluster.py)
         self.cluster: ClusterMember | None = None
         if settings.cluster:
             metrics = f"http://{settings.metrics_host}:{settings.metrics_port}/metrics"
@@ -99,7 +99,7 @@ class CrawlService:
 
     async def __aenter__(self) -> CrawlService:
         # one service per database: refuse (ServiceLockHeld) before touching anything
-        # (cluster workers share it: a cluster and a single service never mix; issue 20)
+        # (cluster workers share it: a cluster and a single service never mix)
         self._lock = await asyncio.to_thread(
             functools.partial(self.store.acquire_service_lock, shared=self.cluster is not None)
         )
@@ -107,7 +107,7 @@ class CrawlService:
         try:
             return await self._start()
         except BaseException:
-            if self.cluster is not None and self.cluster.worker_id:  # issue 20: leave
+            if self.cluster is not None and self.cluster.worker_id:  # leave the cluster
                 await asyncio.to_thread(self.cluster.stop)
             self._lock.release()
             raise
@@ -129,7 +129,7 @@ class CrawlService:
                     "are left out, so that no page is polled by both in one slot",
                     self.settings.slot_seconds,
                 )
-        if self.cluster is not None:  # issue 20: register, heartbeat, try to coordinate
+        if self.cluster is not None:  # join the cluster: register, heartbeat, coordinate
             await asyncio.to_thread(self.cluster.start)
             self.loop.cluster = self.cluster
             self.loop.permit = self.cluster  # no poll past its renew deadline
@@ -174,7 +174,7 @@ class CrawlService:
         try:
             await self.loop.flush()
         finally:
-            if self.cluster is not None and self.cluster.worker_id:  # issue 20: leave
+            if self.cluster is not None and self.cluster.worker_id:  # leave the cluster
                 await asyncio.to_thread(self.cluster.stop)
             if self._http is not None:
                 await self._http.close()

@@ -18,8 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from crawler import schedulers
-from crawler.schedulers import SchedulerState
-from crawler.schedulers._base import FloatArray, IdArray
+from crawler.schedulers import FloatArray, IdArray, SchedulerState
 
 URL_PREFIX = "url_"
 

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from crawler.cluster import (
+    IntArray,
     OverloadAutomata,
     best_fit_decreasing,
     partition_value,
@@ -41,7 +42,6 @@ from crawler.cluster import (
     site_weights,
     subset_sum,
 )
-from crawler.cluster._types import IntArray
 from crawler.sim.packing_catalog import PackingSpec
 
 Progress = Callable[[int], None]

@@ -7,13 +7,14 @@ Sync SQLAlchemy 2 (SQLite with WAL, or PostgreSQL via psycopg 3); the service ca
 a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migrations/README.md``).
 """
 
-from crawler.store._bounds import UrlRules
+from crawler.store._bounds import UrlRules, check_tag
 from crawler.store._cluster import (
     ClusterStateRow,
     Fence,
     LeaseRow,
     NotCoordinator,
     WorkerRow,
+    session_name,
 )
 from crawler.store._discovery import (
     DiscoveredRow,
@@ -120,6 +121,7 @@ __all__ = [
     "WorkerRow",
     "alembic_config",
     "change_texts_in",
+    "check_tag",
     "compress_snapshot",
     "decompress_snapshot",
     "head_revision",
@@ -128,6 +130,7 @@ __all__ = [
     "save_host_caps",
     "save_service_settings",
     "service_settings",
+    "session_name",
     "site_host",
     "sync_url",
     "url_hosts",

@@ -1,4 +1,4 @@
-"""The operator's rules of each URL and its failure record (issue 21): the queries.
+"""The operator's rules of each URL and its failure record: the queries.
 
 - **Bounds and pause** are columns of ``urls`` (migration 0004): ``min_interval_s`` and
   ``max_interval_s`` in seconds (NULL: the setting's default; 0: none, whatever the default)

@@ -1,4 +1,4 @@
-"""The cluster's tables (issue 20): membership, site leases with fencing tokens, the
+"""The cluster's tables: membership, site leases with fencing tokens, the
 coordinator's state. A mixin of ``Store``; the service's worker and coordinator
 (``crawler/service/_cluster.py``, ``_coordinator.py``) are the only writers.
 

@@ -27,7 +27,7 @@ Decisions:
   time into the file for the refusal message. The file is never deleted (unlinking a lock
   file races with a process that has it open).
 * **Shared mode** (``shared=True``: ``pg_try_advisory_lock_shared``/``LOCK_SH``): several
-  holders at once, none while an exclusive holder exists. Meant for issue 20's cluster
+  holders at once, none while an exclusive holder exists. Meant for the cluster's
   workers (each takes the "service" role shared, so a non-cluster ``crawler run`` and a
   cluster cannot mix) and its coordinator (the "coordinator" role, exclusive, on the same
   connection type).
@@ -142,7 +142,7 @@ class ServiceLock:
     _conn: Connection | None = None
     _fd: int | None = None
     _key: int = 0
-    _idle_ms: int = 0  # issue 20: end_session_when_idle
+    _idle_ms: int = 0  # the cluster's coordinator: end_session_when_idle
     #: the fence generation this holder took (``claim_fence``; None: not claimed)
     generation: int | None = None
     _db: Engine | None = None  # where the fence is read on SQLite (the store's engine)
@@ -192,7 +192,7 @@ class ServiceLock:
             self._fd = None
 
     def end_session_when_idle(self, seconds: float) -> None:
-        """PostgreSQL (issue 20, the cluster's coordinator): have the server end this
+        """PostgreSQL (the cluster's coordinator): have the server end this
         lock's session, and so release the lock, once it has been idle for ``seconds``
         (``idle_session_timeout``, PostgreSQL 14+): a holder that is paused (SIGSTOP) or
         hung loses the lock to the next one instead of holding it while doing nothing.

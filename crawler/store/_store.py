@@ -118,7 +118,7 @@ def change_texts_in(conn: Connection, ids: Sequence[int]) -> dict[int, _history.
     return _history.read_change_texts(conn, ids, decompress_snapshot)
 
 
-class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (issue 20)
+class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py
     """The crawler's database. ``database_url``: ``sqlite:///PATH``, ``postgresql://``,
     ``postgresql+psycopg://`` or ``postgresql+asyncpg://`` (mapped to psycopg: the store
     is synchronous). ``snapshot_max_bytes`` truncates change snapshots before compression
@@ -400,7 +400,7 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         and cached headers/hashes, and the scheduler delta
         (``Scheduler.take_delta()``: per-URL rows upserted, scalars replaced).
 
-        ``fence`` (a cluster worker's leases, issue 20): the polls and scheduler rows of
+        ``fence`` (a cluster worker's leases): the polls and scheduler rows of
         sites whose lease is no longer (worker, epoch) are dropped, checked in this same
         transaction (``_cluster.fence_rows``). Returns the number of poll rows so dropped.
 
@@ -416,7 +416,7 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         with translate_errors("committing the slot"), self.engine.begin() as conn:
             self.check_service_fence(conn)  # a service that lost its lock lands nothing
             failures = slot.failures
-            if fence is not None:  # issue 20: fencing by lease epochs
+            if fence is not None:  # a cluster worker: fencing by lease epochs
                 polls, scheduler_delta, fenced, _ = fence_rows(conn, fence, polls, scheduler_delta)
                 if fenced:  # nor the failure records of the fenced polls
                     kept = {p.url_id for p in polls}
@@ -440,7 +440,7 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
                 )
             if scheduler_delta is not None:
                 self._write_state(conn, scheduler_delta)
-            if failures:  # the failure record (issue 21): kept by a kill -9
+            if failures:  # the failure record: kept by a kill -9
                 _bounds.write_failures(conn, failures)
         return fenced
 
@@ -654,7 +654,7 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py (i
         with translate_errors("reading statistics"), self.engine.connect() as conn:
             return _admin.stats(conn, top_hosts)
 
-    # ----- operator rules and failures (issue 21; queries in _bounds.py) ------------------
+    # ----- operator rules and failures (queries in _bounds.py) -----------------------------
 
     def select_urls(
         self, url_list: Sequence[str] = (), tags: Sequence[str] = ()

@@ -78,7 +78,7 @@ class SlotRecord:
     #: (host, reason, polls) per host and reason with polls selected but not made (deferred:
     #: not polls, see ``crawler.workers.DEFERRED_REASONS``); written as ``deferrals`` rows
     deferrals: tuple[tuple[str, str, int], ...] = ()
-    #: the failure record of the URLs whose record changed in this slot (issue 21): written
+    #: the failure record of the URLs whose record changed in this slot: written
     #: in the slot's own transaction (``crawler/store/_bounds.py``)
     failures: tuple[FailureRow, ...] = ()
 
@@ -238,7 +238,7 @@ def _plain(value: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class FailureRow:
-    """One URL's failure record (issue 21): ``streak`` consecutive failed polls (0: none,
+    """One URL's failure record: ``streak`` consecutive failed polls (0: none,
     the record is cleared), of which the last ``permanent`` were permanent (404, unknown
     host); ``retired`` (a 410 or repeated permanent failures: only probed now and then);
     the last failure's ``kind`` (transient, permanent, gone) and ``error``; ``since``: the

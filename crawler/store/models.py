@@ -338,7 +338,7 @@ url_tags: Table = _tables["url_tags"]
 service_fence: Table = _tables["service_fence"]
 
 
-# ----- issue 20: several workers on one PostgreSQL (crawler/store/_cluster.py) -------------
+# ----- the cluster: several workers on one PostgreSQL (crawler/store/_cluster.py) ---------
 
 
 class ClusterWorker(Base):

@@ -1,4 +1,4 @@
-"""A changing site whose pages can be made to fail while it runs (issue 21's failures).
+"""A changing site whose pages can be made to fail while it runs (404, 410, timeouts).
 
 ``site.failing[k] = "404" | "410" | "timeout"`` makes page k answer 404 Not Found, 410 Gone,
 or nothing for ``hang_s`` seconds (longer than the crawler's fetch timeout); deleting the

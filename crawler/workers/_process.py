@@ -25,7 +25,7 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
-from crawler.detect._judge import judge
+from crawler.detect import judge
 from crawler.fetch import FetchConfig, Fetcher, FetchResult
 from crawler.gc_policy import tune_gc
 from crawler.ipc import encode_pickle, own_fd, read_frame_async, write_frame

@@ -1,4 +1,4 @@
-"""crawler edit, pause, resume, revive and list --failing (issue 21), on SQLite and PostgreSQL."""
+"""crawler edit, pause, resume, revive and list --failing, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from crawler import schedulers
 from crawler.cli import app
-from crawler.cli.edit import format_duration, parse_duration
+from crawler.cli._rules import format_duration, parse_duration
 from crawler.store import FailureRow, NewUrl, PollRecord, SlotRecord, Store
 from crawler.store.models import url_state, urls
 

@@ -1,4 +1,4 @@
-"""Acceptance 2 of issue 20: a real cluster of ``crawler run --cluster`` processes.
+"""The cluster's acceptance run: a real cluster of ``crawler run --cluster`` processes.
 
 One logged site (crawler.testsite.LoggedSite, in its own process): 2,000 pages changing at
 Zipf(0.9, 0.6) rates per slot, spread over the 100 loopback hosts 127.0.0.1 .. 127.0.0.100
@@ -246,7 +246,7 @@ def _scenario(
     wait_until(all_polled, 120, what="every URL polled by the cluster")
     report.append(f"every URL polled by the cluster after {time.time() - began:.0f} s")
 
-    # every site leased, each worker holding some: reported, not a check of the issue's
+    # every site leased, each worker holding some: reported, not a check of the goals
     # (a site in hand-over between two live workers has no owner for the coordinator's
     # grace, and the coordinator keeps moving a few sites while the weights are learned)
     def spread() -> bool:

@@ -1,4 +1,4 @@
-"""The cluster's metrics (crawler.metrics, issue 20): names, and counters from running totals."""
+"""The cluster's metrics (crawler.metrics): names, and counters from running totals."""
 
 from __future__ import annotations
 

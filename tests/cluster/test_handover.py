@@ -1,4 +1,4 @@
-"""Hand-over of a site between two live workers (issue 20): acknowledged release, a dead
+"""Hand-over of a site between two live workers: acknowledged release, a dead
 old owner, the grace as the fallback; and the sessions of a dead worker ended."""
 
 from __future__ import annotations

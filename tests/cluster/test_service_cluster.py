@@ -1,4 +1,4 @@
-"""Cluster workers end to end, in one process (issue 20): real PostgreSQL, real loopback
+"""Cluster workers end to end, in one process: real PostgreSQL, real loopback
 sites, real CrawlServices; a "dead" worker is one whose heartbeat and coordinator stop
 and whose lock sessions close, without leaving (what kill -9 does to a process, as far
 as the database can tell). The three-process acceptance test (kill -9, SIGSTOP) is

@@ -1,4 +1,4 @@
-"""Cluster mode in real `crawler run` processes (issue 20): refusals and a clean leave."""
+"""Cluster mode in real `crawler run` processes: refusals and a clean leave."""
 
 from __future__ import annotations
 

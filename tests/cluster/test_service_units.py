@@ -1,4 +1,4 @@
-"""The cluster's worker and coordinator pieces, one at a time (issue 20)."""
+"""The cluster's worker and coordinator pieces, one at a time."""
 
 from __future__ import annotations
 

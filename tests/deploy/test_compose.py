@@ -87,8 +87,8 @@ def test_services_and_wiring(compose: dict[str, Any]) -> None:
     assert any(str(v).endswith(":/var/lib/postgresql/data") for v in postgres["volumes"])
     assert crawler["environment"]["CRAWLER_METRICS_HOST"] == "0.0.0.0"
     port = crawler["environment"]["CRAWLER_METRICS_PORT"]
-    # Prometheus scrapes exactly that port on every replica of the crawler service (issue
-    # 20: `--scale crawler=N`): DNS service discovery of the service name, A records
+    # Prometheus scrapes exactly that port on every replica of the crawler service (the
+    # cluster: `--scale crawler=N`): DNS service discovery of the service name, A records
     prom = load_yaml("deploy/prometheus/prometheus.yml")
     job = next(j for j in prom["scrape_configs"] if j["job_name"] == "crawler")
     assert job["dns_sd_configs"] == [

@@ -1,4 +1,4 @@
-"""Operator bounds, pause and the failure record from the store into the scheduler (issue 21),
+"""Operator bounds, pause and the failure record from the store into the scheduler,
 through the service's unit conversion, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def test_interval_bounds_convert_seconds_to_polls_per_slot() -> None:
 async def test_bounds_and_pause_from_the_store_hold_exactly_over_10000_slots(
     database_url: str, name: str
 ) -> None:
-    """Acceptance 4: a URL at least every 50 slots and at most every 5, one paused."""
+    """Bounds and pause through the service: a URL at least every 50 slots and at most every
+    5, one paused."""
     with Store(database_url) as store:
         added = store.add_urls([NewUrl(f"https://example.org/{k}") for k in range(40)]).added
         ids = np.array(sorted(i for _, i in added), dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Acceptance 2 of issue 21, live over HTTP: 20 loopback hosts, 3 of them holding 60 % of the
+"""Host caps live over HTTP: 20 loopback hosts, 3 of them holding 60 % of the
 URLs, a per-host delay of half a slot (2 polls per slot per host). With host caps no slot
 overruns, hardly any poll waits out the deadline for politeness, and the true changes seen
 per slot reach 0.9 of the constrained limit; without them (the setting off), most slots

@@ -1,6 +1,6 @@
-"""Issue 22's acceptance 2 through the real service, and acceptance 3 (the trap site).
+"""Discovery's acceptance through the real service: new pages found, and the trap site.
 
-Acceptance 2 (``benchmarks/discovery_service.py`` holds the harness and prints the figures): a
+New pages found (``benchmarks/discovery_service.py`` holds the harness and prints the figures): a
 generated site of 5,000 pages in 50 sections of which 5 gain a new page every 2 slots in all,
 on 127.0.0.1; a real ``CrawlService`` on a real database with a capacity of 50 polls per slot,
 20% of them for discovery; one source (the front page) whose links are the start pages. The
@@ -14,7 +14,7 @@ pages that changed. Next to it, on the same site and budget, the breadth-first r
 sections (the start pages in turn). Short slots (0.25 s) keep the runs near a minute and a
 half each.
 
-Acceptance 3: the trap site (an infinite calendar, session ids, facets) as a source of the
+The trap site (an infinite calendar, session ids, facets) as a source of the
 real service costs at most the source's page budget, however many slots run.
 """
 

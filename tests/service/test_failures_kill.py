@@ -1,4 +1,4 @@
-"""The failure record survives a kill -9 exactly (issue 21): ``crawler run`` as a real
+"""The failure record survives a kill -9 exactly: ``crawler run`` as a real
 process on a site with a 404, a 410 and a timing-out page, killed by SIGKILL; then each
 URL's stored streak is the trailing run of failed polls of its committed poll log."""
 

@@ -1,4 +1,4 @@
-"""Acceptance 3 of issue 21, live: 10% of a site's URLs fail mid-run (404, 410, timeouts).
+"""Failures live: 10% of a site's URLs fail mid-run (404, 410, timeouts).
 
 The real service over loopback HTTP, twice with the same seeds (one site tick per slot, so
 both runs see the same changes): without failures, and with 5 of 50 pages failing from

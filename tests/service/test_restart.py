@@ -1,4 +1,4 @@
-"""Acceptance 2: ``crawler run`` as a real process, stopped by SIGTERM and killed by SIGKILL,
+"""Restarts: ``crawler run`` as a real process, stopped by SIGTERM and killed by SIGKILL,
 resumes with the learned frequencies it had committed and loses nothing committed."""
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ async def test_sigterm_and_sigkill_resume_the_learning(
     # frequency is a URL's own automaton state), the slot count continues, and the learned
     # allocation is still the killed one's, not a fresh start.
     # in a thread: the site runs on this event loop and must answer (a blocking call froze
-    # it, every poll failed, and since issue 21 failed polls back their URLs off)
+    # it, every poll failed, and failed polls back their URLs off)
     await asyncio.to_thread(cli, env, "run", "--max-slots", "30")
     with Store(database_url) as store:
         assert store.stats().slots == stats.slots + 30

@@ -91,7 +91,7 @@ async def test_a_slot_defers_what_slow_hosts_cannot_do_by_its_deadline(
     # the first 429 is an error (a request that failed); later polls of the backed-off host
     # are deferred, not errors; the trickling host's polls are deferred every slot
     assert sum(s.errors for s in summaries) == 1
-    # the URL whose poll failed (429) is backed off by the scheduler (issue 21: a failed
+    # the URL whose poll failed (429) is backed off by the scheduler (a failed
     # poll halves its share), so it is not selected in the second slot
     assert [s.deferred for s in summaries] == [4, 4, 5]
     assert ordinary.served["/page/0"] == 3 and limiting.served["/limited"] == 1

@@ -1,4 +1,4 @@
-"""The cluster's tables (issue 20): membership, leases, the coordinator's writes, fencing.
+"""The cluster's tables: membership, leases, the coordinator's writes, fencing.
 
 PostgreSQL only (cluster mode needs it): the database's clock, FOR SHARE, NOTIFY.
 """

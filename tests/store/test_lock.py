@@ -41,7 +41,7 @@ def test_second_holder_is_refused_with_who_holds_it(database_url: str) -> None:
 
 
 def test_roles_and_shared_mode(database_url: str) -> None:
-    """Issue 20's shapes: other roles are independent locks; shared holders coexist and keep
+    """The cluster's shapes: other roles are independent locks; shared holders coexist and keep
     an exclusive holder out (and the other way round)."""
     with Store(database_url) as a, Store(database_url) as b, Store(database_url) as c:
         with a.acquire_service_lock(role="coordinator"), b.acquire_service_lock():

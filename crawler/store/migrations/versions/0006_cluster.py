@@ -1,6 +1,6 @@
 """cluster: workers, site leases with fencing epochs, the coordinator's state
 
-Issue 20 (several ``crawler run --cluster`` workers on one PostgreSQL):
+For several ``crawler run --cluster`` workers on one PostgreSQL:
 
 - ``cluster_workers``: one row per live worker (capacity, heartbeat by the database's
   clock, what it reports: sites, weight, multiplier, slot);
