@@ -13,6 +13,7 @@ written when anything is refused (exit 2), and the message names the option.
 from __future__ import annotations
 
 import re
+import textwrap
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -277,11 +278,9 @@ def sources_list(
         ])  # fmt: skip
     headers = ("source", "scope", "depth", "budget", "watch", "polls", "found", "share")
     print_rows(_count(len(cells), "source"), headers, cells, whose)
-    out_console.print(
-        escape(f"discovery share of each slot: {share:g}; expiry: {rule}"), highlight=False
-    )
+    _say(f"discovery share of each slot: {share:g}; expiry: {rule}")
     if starved:
-        out_console.print(escape(f"discovery gets no polls: {starved}"), highlight=False)
+        _say(f"discovery gets no polls: {starved}")
     for d in documents:
         if d["problem"]:
             out_console.print(
@@ -349,6 +348,13 @@ def discovered(
         ])  # fmt: skip
     headers = ("url", "found", "depth", "age when found", "watched", "expired")
     print_rows(f"{_count(len(cells), 'page')} found", headers, cells)
+
+
+def _say(text: str) -> None:
+    """A sentence on stdout, wrapped between words at the console's width (rich's own
+    wrapping leaves a blank at each line's end)."""
+    for line in textwrap.wrap(text, out_console.width, break_long_words=False):
+        out_console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 def _count(n: int, thing: str) -> str:
