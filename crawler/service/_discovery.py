@@ -512,7 +512,7 @@ class DiscoverySide:
         for url in seeds:
             self._fed.setdefault(url, set()).add(source.row.id)
             self._to_watch[url] = source.row.id
-            self.pacer.add(url, self._slot_no)
+            self.pacer.add(url, self._slot_no, marked=url == source.row.url)
         self.pacer.restore(_saved_pace(source.row.state), self._slot_no)
         source.fed = True
 
