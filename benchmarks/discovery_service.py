@@ -5,7 +5,10 @@ A generated site of 5,000 pages in 50 sections, 5 of which gain new pages (one n
 time that moves one hour per slot. The service (``CrawlService``, a real database, its real
 poller) watches the site's pages except the 50 section indexes, with a capacity of 50 polls
 per slot of which discovery gets 20% (10 polls); one source, the front page, whose links (the
-section indexes) become the start pages. Three set-ups, each on a fresh database and site:
+section indexes) become the start pages; or, with ``--marked sections``, each of the 50 section
+indexes a source of its own (what an operator who marks "section indexes" does: their links,
+old articles, become start pages too, and the sections themselves must still be the pages
+read). Three set-ups, each on a fresh database and site:
 
 - ``watched`` (the default, ``discovery_watch_starts``): the start pages go on the watch list,
   the re-polling scheduler polls them at the rates it learns, and a changed one's new links
@@ -28,7 +31,7 @@ The service's discovery clock is the site's simulated clock (the "no older than 
 compares page dates with it).
 
     PYTHONPATH=. python benchmarks/discovery_service.py [--slots 150] [--slot-seconds 0.3] \\
-        [--warmup 200] [--plot docs/discovery_service.png]
+        [--warmup 200] [--marked front,sections] [--plot docs/discovery_service.png]
 """
 
 from __future__ import annotations
