@@ -5,7 +5,10 @@ A generated site of 5,000 pages in 50 sections, 5 of which gain new pages (one n
 time that moves one hour per slot. The service (``CrawlService``, a real database, its real
 poller) watches the site's pages except the 50 section indexes, with a capacity of 50 polls
 per slot of which discovery gets 20% (10 polls); one source, the front page, whose links (the
-section indexes) become the start pages. Three set-ups, each on a fresh database and site:
+section indexes) become the start pages; or, with ``--marked sections``, each of the 50 section
+indexes a source of its own (what an operator who marks "section indexes" does: their links,
+old articles, become start pages too, and the sections themselves must still be the pages
+read). Three set-ups, each on a fresh database and site:
 
 - ``watched`` (the default, ``discovery_watch_starts``): the start pages go on the watch list,
   the re-polling scheduler polls them at the rates it learns, and a changed one's new links
@@ -28,7 +31,7 @@ The service's discovery clock is the site's simulated clock (the "no older than 
 compares page dates with it).
 
     PYTHONPATH=. python benchmarks/discovery_service.py [--slots 150] [--slot-seconds 0.3] \\
-        [--warmup 200] [--plot docs/discovery_service.png]
+        [--warmup 200] [--marked front,sections] [--plot docs/discovery_service.png]
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ class Outcome:
     start_choice: str
     slots: int
     watch_starts: bool = False
+    marked: str = "front"
     new: int = 0  # new pages that appeared at least 5 slots before the end
     found_in_5: float = 0.0
     mean_delay_slots: float = 0.0
@@ -93,7 +97,8 @@ class Outcome:
 
     @property
     def label(self) -> str:
-        return "watched" if self.watch_starts else self.start_choice
+        label = "watched" if self.watch_starts else self.start_choice
+        return label if self.marked == "front" else f"{label}/sections"
 
     @property
     def not_new(self) -> float:
@@ -130,10 +135,13 @@ async def run_acceptance(
     seed: int = 0,
     max_step: int = 0,
     warmup: int = WARMUP,
+    marked: str = "front",
 ) -> Outcome:
     """One run of the service against a fresh copy of the generated site: ``warmup`` slots
     of re-polling alone (no source yet; the site does not change), then the source is added
-    and ``slots`` slots run, the site's clock moving one hour per slot."""
+    and ``slots`` slots run, the site's clock moving one hour per slot. ``marked``: the
+    source is the front page (``front``), or each section index is a source of its own
+    (``sections``: what an operator who marks "section indexes" does)."""
     started = time.perf_counter()
     graph = generate(
         pages=PAGES,
@@ -177,7 +185,7 @@ async def run_acceptance(
                 "seed": seed,
             }
         )
-        outcome = Outcome(start_choice, slots, watch_starts)
+        outcome = Outcome(start_choice, slots, watch_starts, marked)
 
         per_slot: list[int] = []
         downloaded: list[str] = []  # discovery's downloads, in order
@@ -188,10 +196,12 @@ async def run_acceptance(
             discovery = service.loop.discovery
             # the scheduler learns the old pages (they do not change) before the source comes
             await service.run(asyncio.Event(), warmup)
+            pages = [0] if marked == "front" else sorted(sections)
             with Store(database_url) as store:
-                DiscoveryStore(store).add_source(
-                    SourceSpec(validate_url(site.url(0)), budget_per_slot=10, max_depth=3)
-                )
+                for page in pages:
+                    DiscoveryStore(store).add_source(
+                        SourceSpec(validate_url(site.url(page)), budget_per_slot=10, max_depth=3)
+                    )
             site.served.clear()
             site.unchanged.clear()
             site.now = SLOT
@@ -321,6 +331,12 @@ async def main() -> None:
     parser.add_argument("--database-url", default=None, help="default: a temporary SQLite file")
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument(
+        "--marked",
+        default="front",
+        help="which pages are sources (comma-separated, each set-up run with each): front "
+        "(the front page), sections (each section index a source of its own)",
+    )
+    parser.add_argument(
         "--setups",
         default="watched,bandit,round_robin",
         help="which set-ups to run, in order (comma-separated: watched, bandit, round_robin)",
@@ -333,9 +349,10 @@ async def main() -> None:
     if unknown := [n for n in chosen if n not in setups]:
         parser.error(f"unknown set-up(s) {unknown}: choose from {sorted(setups)}")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in chosen:
+        runs = [(n, m.strip()) for m in args.marked.split(",") if m.strip() for n in chosen]
+        for name, marked in runs:
             choice, watch = setups[name]
-            url = args.database_url or f"sqlite:///{tmp}/{name}.db"
+            url = args.database_url or f"sqlite:///{tmp}/{name}-{marked}.db"
             with Store(url) as store:
                 store.upgrade()
             outcome = await run_acceptance(
@@ -346,6 +363,7 @@ async def main() -> None:
                 slot_seconds=args.slot_seconds,
                 seed=args.seed,
                 warmup=args.warmup,
+                marked=marked,
             )
             print(outcome.line(), flush=True)
             outcomes.append(outcome)

@@ -196,7 +196,8 @@ class Settings(BaseSettings):
         ge=0,
         le=0.9,
         description="share of each slot's capacity given to discovery polls when sources "
-        "exist: floor(share x capacity) polls, taken from the re-polling side; 0 = off",
+        "exist: floor(share x capacity) polls, at least 1 from a capacity of 2, taken from "
+        "the re-polling side; 0 = off",
     )
     discovery_expire_days: float = Field(
         30.0,

@@ -13,12 +13,12 @@ written when anything is refused (exit 2), and the message names the option.
 from __future__ import annotations
 
 import re
+import textwrap
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from crawler.cli._app import app
 from crawler.cli._common import (
@@ -32,6 +32,8 @@ from crawler.cli._common import (
     open_store,
     out_console,
     print_json,
+    print_rows,
+    service_view,
     settings_from,
     store_errors,
 )
@@ -216,13 +218,17 @@ def sources_list(
     ),
 ) -> None:
     """The sources with their options and counts: discovery polls, new pages found, each
-    one's share of all discovery polls; and the expiry rule in force."""
-    from crawler.service import source_problem, start_report
+    one's share of all discovery polls; and the expiry rule in force (the running service's
+    settings, as it recorded them at its start)."""
+    from crawler.service import source_problem, start_report, starved_reason
     from crawler.store import DiscoveryStore
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        rows = DiscoveryStore(open_store(settings)).sources()
+        store = open_store(settings, read_only=True)
+        settings, whose = service_view(store, settings)
+        rows = DiscoveryStore(store).sources()
+        watched = int(store.active_urls()[0].size) if settings.capacity is None else 0
     total = sum(r.polls for r in rows)
     rule = (
         f"a discovered page expires when no page fetched by discovery has linked it for "
@@ -231,6 +237,7 @@ def sources_list(
         else "a discovered page expires when it answers 404 or 410 (never by age)"
     )
     share = settings.discovery_share
+    starved = starved_reason(share, settings.effective_capacity(watched)) if rows else None
     documents: list[dict[str, Any]] = []
     for r in rows:
         s = r.spec
@@ -254,37 +261,53 @@ def sources_list(
                 for f in start_report(r.state, settings)
             ]  # fmt: skip
     if as_json:
-        print_json({"discovery_share": share, "expiry": rule, "sources": documents})
+        print_json(
+            {
+                "discovery_share": share, "no_polls_because": starved, "expiry": rule,
+                "settings": whose, "sources": documents,
+            }
+        )  # fmt: skip
         return
-    table = Table("scope", "depth", "budget", "watch", "polls", "found", "share")
-    table.add_column("source", overflow="fold")
+    cells: list[list[str]] = []
     for d in documents:
         scope = d["scope"] + "".join(f" +{x}" for x in d["allowed_domains"])
         run = f"/{d['budget_per_run']}" if d["budget_per_run"] else ""
         part = "-" if d["share_of_polls"] is None else f"{d['share_of_polls']:.0%}"
-        table.add_row(
-            scope, str(d["max_depth"]), f"{d['budget_per_slot']}{run}",
+        cells.append([
+            d["url"], scope, str(d["max_depth"]), f"{d['budget_per_slot']}{run}",
             "yes" if d["watch"] else "no", str(d["polls"]), str(d["found"]), part,
-            escape(d["url"]),
-        )  # fmt: skip
-    out_console.print(table)
-    out_console.print(f"discovery share of each slot: {share:g}; expiry: {rule}", highlight=False)
+        ])  # fmt: skip
+    headers = ("source", "scope", "depth", "budget", "watch", "polls", "found", "share")
+    print_rows(_count(len(cells), "source"), headers, cells, whose)
+    _say(f"discovery share of each slot: {share:g}; expiry: {rule}")
+    if starved:
+        _say(f"discovery gets no polls: {starved}")
     for d in documents:
         if d["problem"]:
             out_console.print(
                 f"[bold red]skipped by the service:[/] {escape(d['url'])}: {escape(d['problem'])}"
                 " (add it again with a fix)",
                 highlight=False,
+                soft_wrap=True,
             )
     for d in documents if starts else []:
-        pages = Table("read by", "new pages/slot", "share of polls", "read at least every")
-        pages.add_column("start page", overflow="fold")
+        if not d["starts"]:
+            out_console.print(
+                f"start pages of {escape(d['url'])}: none learned yet",
+                highlight=False,
+                soft_wrap=True,
+            )
+            continue
+        pages: list[list[str]] = []
         for f in d["starts"]:
             part = "-" if f["share_of_polls"] is None else f"{f['share_of_polls']:.0%}"
             every = "-" if f["interval_slots"] is None else f"{f['interval_slots']:g} slots"
-            pages.add_row(f["read_by"], f"{f['yield_per_slot']:.3f}", part, every, escape(f["url"]))
-        out_console.print(f"start pages of {escape(d['url'])}:", highlight=False)
-        out_console.print(pages if d["starts"] else "  none learned yet", highlight=False)
+            pages.append([f["url"], f["read_by"], f"{f['yield_per_slot']:.3f}", part, every])
+        print_rows(
+            f"start pages of {d['url']}",
+            ("start page", "read by", "new pages/slot", "share of polls", "read at least every"),
+            pages,
+        )
 
 
 @app.command()
@@ -310,22 +333,33 @@ def discovered(
     _check_range(limit, "--limit", 1, "the number of pages")
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        rows = DiscoveryStore(open_store(settings)).discovered(
+        rows = DiscoveryStore(open_store(settings, read_only=True)).discovered(
             since=after, source=wanted, limit=limit
         )
     if as_json:
         print_json([r.as_json() for r in rows])
         return
-    table = Table("found", "depth", "age when found", "watched", "expired")
-    table.add_column("url", overflow="fold")
+    cells: list[list[str]] = []
     for r in rows:
         age = "-" if r.lastmod is None else _age(r.found_at - r.lastmod)
         expired = "-" if r.expired_at is None else f"{r.expire_reason} {r.expired_at:%Y-%m-%d}"
-        table.add_row(
-            f"{r.found_at:%Y-%m-%d %H:%M}", str(r.depth), age,
-            "yes" if r.watched else "no", expired, escape(r.url),
-        )  # fmt: skip
-    out_console.print(table)
+        cells.append([
+            r.url, f"{r.found_at:%Y-%m-%d %H:%M}", str(r.depth), age,
+            "yes" if r.watched else "no", expired,
+        ])  # fmt: skip
+    headers = ("url", "found", "depth", "age when found", "watched", "expired")
+    print_rows(f"{_count(len(cells), 'page')} found", headers, cells)
+
+
+def _say(text: str) -> None:
+    """A sentence on stdout, wrapped between words at the console's width (rich's own
+    wrapping leaves a blank at each line's end)."""
+    for line in textwrap.wrap(text, out_console.width, break_long_words=False):
+        out_console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
 
 
 def _age(delta: timedelta) -> str:

@@ -25,7 +25,13 @@ slot), set from what the page yields.
   (a factor of 2^(1/4)), so the bounds the scheduler is given move only when the yield
   does, not at every slot.
 - ``floors(cap)`` gives the polls per slot (1 / interval), scaled down together when they
-  would take more than ``cap`` polls per slot of the scheduler's capacity.
+  would take more than ``cap`` polls per slot of the scheduler's capacity. The pages the
+  operator marked as sources (``add(..., marked=True)``) come first: their floors are taken
+  whole (scaled down only among themselves past ``cap``), and the start pages taken from their
+  links share what is left. Scaled all together, a site whose 50 section indexes are each a
+  source dilutes the 50 sections among the ~2,500 old articles they link to (each then read
+  about once in 125 slots, whatever it yields); the marked pages are the level the operator
+  said lists new links, and their own yield still sets how often they are read.
 
 Pure: no I/O, no clock; the caller says which slot it is.
 """
@@ -74,6 +80,7 @@ class StartPacer:
         self.prior_slots = prior_slots
         self.forget = forget
         self._starts: dict[str, _Start] = {}
+        self._marked: set[str] = set()  # pages the operator marked as sources
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -81,12 +88,16 @@ class StartPacer:
     def __contains__(self, url: object) -> bool:
         return url in self._starts
 
-    def add(self, url: str, slot: int) -> None:
-        """Start pacing ``url`` (watched from ``slot`` on); a page already paced is kept."""
+    def add(self, url: str, slot: int, *, marked: bool = False) -> None:
+        """Start pacing ``url`` (watched from ``slot`` on); a page already paced is kept.
+        ``marked``: the operator marked it as a source (its floor comes first)."""
         self._starts.setdefault(url, _Start(0.0, 0.0, slot))
+        if marked:
+            self._marked.add(url)
 
     def remove(self, url: str) -> None:
         self._starts.pop(url, None)
+        self._marked.discard(url)
 
     def credit(self, url: str, slot: int, found: float = 1.0) -> None:
         """``found`` new pages were found through ``url``'s links in ``slot``."""
@@ -108,14 +119,15 @@ class StartPacer:
         return self._snap(min(self.max_interval_slots, max(self.target_slots, raw)))
 
     def floors(self, slot: int, cap: float = math.inf) -> dict[str, float]:
-        """Each start page's lower bound in polls per slot (1 / interval), all scaled down
-        together when their sum would pass ``cap``."""
-        floors = {url: 1.0 / self.interval(url, slot) for url in self._starts}
-        total = sum(floors.values())
-        if total > cap > 0:
-            scale = cap / total
-            floors = {url: f * scale for url, f in floors.items()}
-        return floors
+        """Each start page's lower bound in polls per slot (1 / interval): the marked pages'
+        first, scaled down together when their sum would pass ``cap``; the others' scaled
+        down together into what is left of ``cap``."""
+        marked = {u: 1.0 / self.interval(u, slot) for u in self._starts if u in self._marked}
+        others = {u: 1.0 / self.interval(u, slot) for u in self._starts if u not in self._marked}
+        if cap <= 0:  # no capacity to share: the floors as they are
+            return marked | others
+        marked = _within(marked, cap)
+        return marked | _within(others, max(0.0, cap - sum(marked.values())))
 
     def state(self, slot: int) -> dict[str, list[float]]:
         """What was learned, for a restart: url -> [found, exposure]."""
@@ -156,3 +168,12 @@ class StartPacer:
         if interval >= 8.0:
             interval = _GRID ** math.floor(math.log(interval, _GRID) + 1e-9)
         return float(max(1, math.floor(interval + 1e-9)))
+
+
+def _within(floors: dict[str, float], cap: float) -> dict[str, float]:
+    """``floors`` scaled down together to sum to ``cap`` when they sum to more."""
+    total = sum(floors.values())
+    if total <= cap or total <= 0:
+        return floors
+    scale = cap / total
+    return {url: f * scale for url, f in floors.items()}

@@ -174,6 +174,10 @@ MAX_HINTED = 10_000
 #: the last LEAD_WINDOW slots (the current slot's included), at least MIN_LEAD_RESERVE
 LEAD_WINDOW = 20
 MIN_LEAD_RESERVE = 2
+#: the smallest capacity (polls per slot) that gives discovery a poll: one for it, one at
+#: least for the re-polling side (below it discovery gets none: said at start and in
+#: ``crawler sources list``)
+MIN_DISCOVERY_CAPACITY = 2.0
 #: entries of a sitemap read at most to find its most recent ones (the protocol's limit)
 LISTING_READ_ENTRIES = 50_000
 #: listing failures that may not happen again with the same body (the rest are remembered
@@ -308,6 +312,7 @@ class DiscoverySide:
         self._hinted: OrderedDict[str, None] = OrderedDict()
         self._hint_polls = 0  # how many of this slot's re-polls were hinted
         self._waiting: deque[int] = deque(maxlen=LEAD_WINDOW)  # leads + hints at slot starts
+        self._starved = False  # the capacity gives discovery no poll (warned once)
         # sitemaps and feeds: read in a worker process with a deadline (crawler.listings), and
         # again at most as often as they change (crawler.discovery._relisting)
         self.listings = ListingReader(
@@ -363,12 +368,20 @@ class DiscoverySide:
         return any(s.crawl is None or not s.crawl.budget.exhausted for s in self.sources.values())
 
     def reserved(self, capacity: float) -> int:
-        """Discovery's polls per slot out of ``capacity``: floor(share x capacity) when
-        sources exist, else 0; with every active source's start pages watched, only what
-        its waiting links need of that (see ``LEAD_WINDOW``)."""
+        """Discovery's polls per slot out of ``capacity`` when sources can poll (else 0):
+        floor(share x capacity), at least one from a capacity of ``MIN_DISCOVERY_CAPACITY``
+        (a small watch list's capacity gives a tenth of a poll: a source would never be
+        read); with every active source's start pages watched, only what its waiting links
+        need of that (see ``LEAD_WINDOW``). Below that capacity it gets none, and the
+        service says so once (a WARNING) until the capacity gives one again."""
         if not self.active:
             return 0
-        share = math.floor(self.settings.discovery_share * capacity + 1e-9)
+        share = discovery_polls(self.settings.discovery_share, capacity)
+        starved = share == 0
+        if starved and not self._starved:
+            reason = starved_reason(self.settings.discovery_share, capacity)
+            log.warning("discovery gets no polls: %s", reason)
+        self._starved = starved
         live = [s for s in self.sources.values() if s.crawl is None or not s.crawl.budget.exhausted]
         if not all(s.fed for s in live):
             return share
@@ -499,7 +512,7 @@ class DiscoverySide:
         for url in seeds:
             self._fed.setdefault(url, set()).add(source.row.id)
             self._to_watch[url] = source.row.id
-            self.pacer.add(url, self._slot_no)
+            self.pacer.add(url, self._slot_no, marked=url == source.row.url)
         self.pacer.restore(_saved_pace(source.row.state), self._slot_no)
         source.fed = True
 
@@ -1095,6 +1108,30 @@ class DiscoverySide:
             slot.lead_polls,
             tuple(sorted(slot.unchanged)),
         )
+
+
+def discovery_polls(share: float, capacity: float) -> int:
+    """Discovery's polls a slot out of ``capacity`` with sources to read: floor(share x
+    capacity), at least one from a capacity of ``MIN_DISCOVERY_CAPACITY``; 0 when the share
+    is 0 (discovery off)."""
+    if share <= 0:
+        return 0
+    polls = math.floor(share * capacity + 1e-9)
+    return max(polls, 1) if capacity >= MIN_DISCOVERY_CAPACITY else polls
+
+
+def starved_reason(share: float, capacity: float) -> str | None:
+    """Why sources get no discovery poll at ``capacity`` polls a slot (None: they get
+    some), in words for an operator, with what to change."""
+    if share <= 0:
+        return "the discovery share is 0 (CRAWLER_DISCOVERY_SHARE / --discovery-share)"
+    if discovery_polls(share, capacity) > 0:
+        return None
+    return (
+        f"the capacity, {capacity:g} polls a slot, leaves none for discovery (it needs at "
+        f"least {MIN_DISCOVERY_CAPACITY:g}: one poll for discovery, one for the watched "
+        "URLs); set CRAWLER_CAPACITY / --capacity to 2 or more"
+    )
 
 
 def source_problem(row: SourceRow) -> str | None:

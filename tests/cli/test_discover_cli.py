@@ -65,7 +65,7 @@ def test_sources_add_list_remove(cli: CliRunner, database_url: str) -> None:
     future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
     assert json.loads(cli.invoke(app, ["discovered", "--since", future, "--json"]).stdout) == []
     text = cli.invoke(app, ["discovered"]).stdout
-    assert "2.0 h" in text and "yes" in text
+    assert "age_when_found=2.0_h" in text and "watched=yes" in text
 
     assert cli.invoke(app, ["sources", "remove", NEWS]).exit_code == 0
     assert cli.invoke(app, ["sources", "remove", NEWS]).exit_code == 1
@@ -97,7 +97,11 @@ def test_sources_list_starts_shows_which_start_pages_pay(cli: CliRunner, databas
     assert starts[2]["interval_slots"] > 3  # a barren one is read less often
     assert starts[1]["read_by"] == "discovery" and starts[1]["share_of_polls"] == 1.0
     table = cli.invoke(app, ["sources", "list", "--starts"])
-    assert table.exit_code == 0 and "3 slots" in table.stdout and "scheduler" in table.stdout
+    assert (
+        table.exit_code == 0
+        and "read_at_least_every=3_slots" in table.stdout
+        and "read_by=scheduler" in table.stdout
+    )
     plain = json.loads(cli.invoke(app, ["sources", "list", "--json"]).stdout)["sources"]
     assert "starts" not in plain[0]
 

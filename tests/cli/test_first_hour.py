@@ -199,12 +199,14 @@ def test_first_hour_page(site: tuple[Path, str], tmp_path: Path) -> None:
         "Start the service. This tour runs 1-second slots and lets each page be polled every "
         "2 seconds, to see something within the hour; the defaults are 10-second slots and "
         "at most one poll of a URL every 5 minutes (`CRAWLER_DEFAULT_MIN_INTERVAL_S=300`), "
-        "polite to the sites of a small watch list. Its budget, 10 polls a slot here, is "
-        "the most it may spend; discovery (below) takes a tenth of it (`--discovery-share`), "
-        "so it needs at least 10. One crawl process (`--fetch-workers 0`) is plenty for "
-        "three pages. The service logs each slot, and each change with its URL:"
+        "polite to the sites of a small watch list. Its budget, 4 polls a slot here, is "
+        "the most it may spend (by default 1% of the watched URLs, at least 1); discovery "
+        "(below) takes a tenth of it (`--discovery-share`), at least one poll a slot from a "
+        "budget of 2 (below that `crawler sources list` says it gets none). One crawl "
+        "process (`--fetch-workers 0`) is plenty for three pages. The service logs each "
+        "slot, and each change with its URL:"
     )
-    run_flags = "--slot-seconds 1 --default-min-interval-s 2 --capacity 10 --fetch-workers 0"
+    run_flags = "--slot-seconds 1 --default-min-interval-s 2 --capacity 4 --fetch-workers 0"
     service = subprocess.Popen(
         ["sh", "-c", f"exec crawler run {run_flags} > crawler.log 2>&1"],
         cwd=work, env=env, start_new_session=True,
@@ -256,6 +258,11 @@ def test_first_hour_page(site: tuple[Path, str], tmp_path: Path) -> None:
         articles = ("w1.html", "w2.html", "s1.html")
         _wait("the articles", lambda: all(a in _discovered(tour) for a in articles), timeout=120)
         tour.run("crawler discovered")
+        tour.say(
+            "`crawler sources list` shows each source's polls and finds, with the discovery "
+            "share the service runs with:"
+        )
+        tour.run("crawler sources list")
 
         tour.say(
             "## Ask the service how it is\n\n`crawler status` asks the running service over "

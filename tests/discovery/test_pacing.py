@@ -85,3 +85,26 @@ def test_state_survives_a_restart_and_bad_entries_are_ignored() -> None:
 def test_bad_parameters_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         StartPacer(**kwargs)  # type: ignore[arg-type]
+
+
+def test_the_pages_marked_as_sources_come_first_then_their_links_share_the_rest() -> None:
+    """50 section indexes, each a source, and the 2,500 old articles they link to: scaled all
+    together, a section would be read about once in 125 slots; marked, each is read at its
+    own pace and the articles share what is left."""
+    pacer = StartPacer(target_slots=3)
+    sections = [f"s{i}" for i in range(50)]
+    for section in sections:
+        pacer.add(section, 0, marked=True)
+        for k in range(50):
+            pacer.add(f"{section}/a{k}", 0)
+    floors = pacer.floors(0, cap=20.0)
+    assert sum(floors.values()) == pytest.approx(20.0)
+    assert all(floors[s] == pytest.approx(1 / 3) for s in sections)  # 16.7 polls: whole
+    articles = [f for u, f in floors.items() if u not in sections]
+    assert sum(articles) == pytest.approx(20.0 - 50 / 3)
+    tight = pacer.floors(0, cap=10.0)  # the marked ones alone are over it: only they share
+    assert sum(tight[s] for s in sections) == pytest.approx(10.0)
+    assert all(tight[u] < 1e-9 for u in tight if u not in sections)
+    pacer.remove("s0")
+    pacer.add("s0", 0)  # added again from another source's links: no longer first
+    assert pacer.floors(0, cap=20.0)["s0"] < 1 / 3
