@@ -113,6 +113,12 @@ async def test_failing_recovered_and_stopped_changing(
     async with CrawlService(settings) as service:
         await service.run(asyncio.Event(), SLOTS, on_slot)
         await wait_delivered(database_url)
+    # a restart: the judge's state comes back from the store, so the page still silent
+    # raises no second alarm, and the recovered page nothing either
+    site.gone = True  # and a new streak of failures after the restart raises a new failing
+    async with CrawlService(settings) as service:
+        await service.run(asyncio.Event(), 40)
+        await wait_delivered(database_url)
     with Store(database_url) as store, store.engine.connect() as conn:
         stored = conn.execute(select(events.c.type, events.c.slot)).all()
     got = [(r.body["type"], r.body["data"]) for r in receiver.received]
@@ -121,7 +127,7 @@ async def test_failing_recovered_and_stopped_changing(
     flaky = [(t, d) for t, d in health if d["url"] == site.url("flaky")]
     price = [(t, d) for t, d in health if d["url"] == site.url("price")]
     # the 404: failing once (after N failed polls), recovered once, in that order
-    assert [t for t, _ in flaky] == ["page.failing", "page.recovered"], flaky
+    assert [t for t, _ in flaky] == ["page.failing", "page.recovered", "page.failing"], flaky
     assert flaky[0][1]["consecutive_failures"] == N_FAILING and flaky[0][1]["status"] == 404
     assert flaky[1][1]["failed_polls"] >= N_FAILING
     # the selector that stopped matching: one stopped_changing, within the test's bound
