@@ -5,6 +5,12 @@ The judge's state is read from the store at the first slot (``Store.health_state
 restart neither repeats an alarm nor forgets a URL's last change. The learned rate is the
 scheduler's own estimate (a scheduler with a ``rates()`` method: ``bayes``), in changes
 per slot; other schedulers learn no rate and raise no ``page.stopped_changing``.
+
+Not in cluster mode yet: a worker reads the judge's state once, at its start, and counts
+silence in its own slots, so a site that moves to it from another worker would be judged
+on a stale last change (a false alarm). ``page.stopped_changing`` is therefore raised only
+by a single service; ``page.failing`` and ``page.recovered`` are raised in both (their
+streaks are the failure record's, which each worker restores for the sites it gains).
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ class HealthWatch:
             )
             self._loaded = True
         streaks = {uid: row.streak for uid, row in failing.items()}
-        return self.judge.after_slot(scheduler.slot, polls, streaks, _rates(scheduler))
+        rates = None if self.settings.cluster else _rates(scheduler)  # see the docstring
+        return self.judge.after_slot(scheduler.slot, polls, streaks, rates)
 
 
 def _rates(scheduler: schedulers.Scheduler) -> Callable[[list[int]], dict[int, float]] | None:
