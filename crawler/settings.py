@@ -308,6 +308,26 @@ class Settings(BaseSettings):
     delivery_poll_s: float = Field(
         0.5, gt=0, le=60, description="seconds between looks at an idle outbox"
     )
+    health_failing_after: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="consecutive failed polls of a URL that raise a page.failing event "
+        "(page.recovered follows its next good poll)",
+    )
+    health_stopped_alpha: float = Field(
+        1e-4,
+        gt=0,
+        lt=1,
+        description="page.stopped_changing is raised when the probability of a URL's "
+        "silence under its learned change rate falls below this: at most this many false "
+        "alarms per change of a healthy URL (docs/delivery.md)",
+    )
+    health_stopped_min_changes: int = Field(
+        10,
+        ge=1,
+        description="changes a URL must have shown before its silence is tested",
+    )
     delivery_diff_max_bytes: int = Field(
         64 * 1024,
         ge=0,

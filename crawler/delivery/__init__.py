@@ -45,6 +45,10 @@ Decisions (docs/delivery.md has the operator's view):
   and one deliverer's parallel sends are not the bottleneck of a webhook fan-out. A worker
   killed mid-send leaves claims that expire: the next holder sends them again, same ids.
 - **Signatures** by the reference ``standardwebhooks`` library (``_signing.py``).
+- **Health events** (``_health.py``, pure): page.failing after N failed polls in a row,
+  page.recovered, and page.stopped_changing by a one-sided test of the silence against
+  the learned rate with a false-alarm bound per silence spell; the service's hook
+  (``crawler/service/_health.py``) feeds it and the slot commit writes its events.
 - **The diff** comes from one function, ``change_diff``, over the change history: the
   text before is the previous change's after or the baseline (None when not known).
 """
@@ -61,6 +65,13 @@ from crawler.delivery._events import (
     parse_message_id,
 )
 from crawler.delivery._filters import compile_pattern, matches
+from crawler.delivery._health import (
+    HealthJudge,
+    HealthPolicy,
+    UrlHealth,
+    cautious_rate,
+    silence_probability,
+)
 from crawler.delivery._payload import event_body, test_body
 from crawler.delivery._retry import RetryPolicy
 from crawler.delivery._sender import Answer, WebhookSender
@@ -76,8 +87,12 @@ __all__ = [
     "TEST",
     "Answer",
     "Deliverer",
+    "HealthJudge",
+    "HealthPolicy",
     "RetryPolicy",
+    "UrlHealth",
     "WebhookSender",
+    "cautious_rate",
     "change_diff",
     "check_secret",
     "compile_pattern",
@@ -87,6 +102,7 @@ __all__ = [
     "message_id",
     "parse_message_id",
     "signed_headers",
+    "silence_probability",
     "test_body",
     "unified_diff",
 ]

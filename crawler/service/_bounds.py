@@ -229,6 +229,11 @@ class Constraints:
             lower = np.maximum(lower, np.minimum(floors, upper))
         return lower, upper
 
+    @property
+    def records(self) -> dict[int, FailureRow]:
+        """The failure record of the failing URLs (their streaks), as of the last slot."""
+        return self.failures.records
+
     def after_slot(
         self, scheduler: schedulers.Scheduler, polls: list[PollRecord]
     ) -> tuple[FailureRow, ...]:

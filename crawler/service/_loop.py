@@ -29,6 +29,7 @@ from crawler.service._caps import HostCaps
 from crawler.service._clock import SlotClock, Tick
 from crawler.service._cluster_metrics import export_cluster_metrics_soon
 from crawler.service._discovery import DiscoverySide
+from crawler.service._health import HealthWatch
 from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
 from crawler.service._watch import WatchFollower, WatchUpdate, merge_saved
 from crawler.settings import Settings
@@ -133,6 +134,8 @@ class CrawlLoop:
         self.caps = HostCaps(settings)
         # operator bounds, pause and the failure record (_bounds.py)
         self.constraints = Constraints(settings)
+        #: health events (page.failing, page.recovered, page.stopped_changing): _health.py
+        self.health = HealthWatch(settings, store)
         #: a cluster worker's membership (crawler/service/_cluster.py), set by
         #: the service in cluster mode: the watch list is then the leased sites' URLs
         self.cluster: ClusterMember | None = None
@@ -450,6 +453,7 @@ class CrawlLoop:
         self.discovery.note_dead([records[p.url_id].url for p in polls if p.status in (404, 410)])
         if fb_ids:
             self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
+        health = await self.health.after_slot(self.scheduler, polls, self.constraints.records)
         failures = self.constraints.after_slot(self.scheduler, polls)  # failures back off
         duration = time.monotonic() - started
         overrun = clock.overran(tick.planned) if clock is not None else False
@@ -471,6 +475,7 @@ class CrawlLoop:
             knapsack_fill=fill,
             deferrals=tally.deferrals(),
             failures=failures,
+            health_events=health,
         )
         self._pending.append((slot, polls, self.scheduler.take_delta()))
         if previous is not None:

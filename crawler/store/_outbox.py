@@ -46,7 +46,8 @@ from crawler.store._outbox_types import (
     EventRow,
 )
 from crawler.store._sql import among
-from crawler.store.models import deliveries, destinations, events, url_tags, urls
+from crawler.store._types import HealthEvent
+from crawler.store.models import changes, deliveries, destinations, events, url_tags, urls
 
 if TYPE_CHECKING:
     from crawler.store._store import Store
@@ -69,6 +70,48 @@ def change_event(
     """The ``page.changed`` row of one change (``when``: the time as the driver binds it)."""
     payload = {"detected_at": detected_at.isoformat(), "old_hash": old, "new_hash": new}
     return (PAGE_CHANGED, url_id, slot, when, json.dumps(payload, separators=(",", ":")))
+
+
+def write_health_events(conn: Connection, slot: int, rows: Iterable[HealthEvent]) -> None:
+    """The slot's health events (page.failing, ...), in the slot's transaction."""
+    values = [
+        {
+            "type": e.type,
+            "url_id": e.url_id,
+            "slot": slot,
+            "created_at": e.created_at,
+            "payload": json.dumps(e.payload, separators=(",", ":")),
+        }
+        for e in rows
+    ]
+    if values:
+        conn.execute(insert(events), values)
+
+
+def health_state(conn: Connection, stopped_type: str) -> dict[int, tuple[int, int, bool]]:
+    """(newest change's slot, changes counted, alarm raised since) of each URL with a
+    stored change: the health judge's state, derived from stored columns; the alarm flag is
+    "a ``stopped_type`` event was written in or after that slot"."""
+    last = (
+        select(changes.c.url_id, func.max(changes.c.slot).label("slot"))
+        .group_by(changes.c.url_id)
+        .subquery()
+    )
+    raised = (
+        select(events.c.url_id, func.max(events.c.slot).label("slot"))
+        .where(events.c.type == stopped_type)
+        .group_by(events.c.url_id)
+        .subquery()
+    )
+    rows = conn.execute(
+        select(last.c.url_id, last.c.slot, urls.c.hits, raised.c.slot)
+        .join(urls, urls.c.id == last.c.url_id)
+        .outerjoin(raised, raised.c.url_id == last.c.url_id)
+    )
+    return {
+        int(uid): (int(slot), int(hits or 0), alarm is not None and int(alarm) >= int(slot))
+        for uid, slot, hits, alarm in rows
+    }
 
 
 def write_discovered_events(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:

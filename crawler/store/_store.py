@@ -442,6 +442,11 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py
                 self._write_state(conn, scheduler_delta)
             if failures:  # the failure record: kept by a kill -9
                 _bounds.write_failures(conn, failures)
+            health = slot.health_events
+            if health and fenced:  # nor the health events of the fenced polls
+                kept = {p.url_id for p in polls}
+                health = tuple(e for e in health if e.url_id in kept)
+            _outbox.write_health_events(conn, slot.slot, health)
         return fenced
 
     def _write_polls(self, conn: Connection, slot_no: int, polls: Sequence[PollRecord]) -> None:
@@ -702,6 +707,12 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py
         """(url, failure record) of the watched URLs failing or retired."""
         with translate_errors("reading failures"), self.engine.connect() as conn:
             return _bounds.read_failures(conn)
+
+    def health_state(self, stopped_type: str) -> dict[int, tuple[int, int, bool]]:
+        """(newest change's slot, changes counted, stopped alarm raised since) per URL:
+        the health judge's state at start (``_outbox.health_state``)."""
+        with translate_errors("reading the health state"), self.engine.connect() as conn:
+            return _outbox.health_state(conn, stopped_type)
 
     def url_tags(self) -> dict[int, list[str]]:
         """The tags of the watched URLs that have any."""

@@ -81,6 +81,9 @@ class SlotRecord:
     #: the failure record of the URLs whose record changed in this slot: written
     #: in the slot's own transaction (``crawler/store/_bounds.py``)
     failures: tuple[FailureRow, ...] = ()
+    #: health events (page.failing, page.recovered, page.stopped_changing) of this slot's
+    #: polls: written to the outbox in the slot's own transaction
+    health_events: tuple[HealthEvent, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +237,17 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return list(value)
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class HealthEvent:
+    """An outbox event about a URL's health, decided by ``crawler.delivery``'s health judge
+    and written with the slot that observed it. ``payload``: a JSON-able dict."""
+
+    type: str
+    url_id: int
+    created_at: datetime
+    payload: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

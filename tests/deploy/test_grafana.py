@@ -109,6 +109,7 @@ def test_required_panels_present(dashboard: dict[str, Any]) -> None:
 def test_every_metric_in_the_dashboard_is_exported(dashboard: dict[str, Any]) -> None:
     m = CrawlerMetrics(scheduler="lakg")
     m.observe_poll("error", 0.1, error_kind="dns", host="h.example")  # a host_errors series
+    m.observe_delivery_attempt(1, "delivered")  # a delivery attempts series
     exported = {
         line.split("{")[0].split(" ")[0]
         for line in generate_latest(m.registry).decode().splitlines()

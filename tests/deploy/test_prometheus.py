@@ -23,8 +23,9 @@ import yaml
 
 from crawler.service import CrawlService
 from crawler.settings import load_settings
-from crawler.store import NewUrl, Store
+from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
 from crawler.testsite import ChangingSite, zipf_rates
+from tests.delivery.conftest import Receiver
 from tests.deploy._util import REPO, load_json, load_yaml, require_tool
 
 PROM_DIR = REPO / "deploy/prometheus"
@@ -109,10 +110,12 @@ def free_port() -> int:
 @contextlib.asynccontextmanager
 async def running_service(tmp_path: Path) -> AsyncIterator[int]:
     """The REAL crawl service (in this process) watching a local changing site that
-    answers 304s, plus one unreachable URL so the error panels have data; yields the
-    metrics port."""
+    answers 304s, plus one unreachable URL so the error panels have data, and a webhook
+    receiver as a destination so the delivery panels have data; yields the metrics port."""
     site = ChangingSite(zipf_rates(30, 0.6, 1.0), tick_seconds=0.1, page_size=3_000, etags=True)
     await site.start()
+    receiver = Receiver()
+    await receiver.start()
     port = free_port()
     settings = load_settings(
         {
@@ -131,6 +134,7 @@ async def running_service(tmp_path: Path) -> AsyncIterator[int]:
     with Store(settings.database_url) as store:
         store.upgrade()
         store.add_urls([NewUrl(u) for u in [*site.urls(), "http://127.0.0.1:9/down"]])
+        OutboxStore(store).add_destination(DestinationSpec(receiver.url, receiver.secret))
     stop = asyncio.Event()
     try:
         async with CrawlService(settings) as service:
@@ -142,6 +146,7 @@ async def running_service(tmp_path: Path) -> AsyncIterator[int]:
                 await task
     finally:
         await site.stop()
+        await receiver.stop()
 
 
 @contextlib.asynccontextmanager
