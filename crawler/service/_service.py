@@ -16,6 +16,7 @@ from types import TracebackType
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
 
+from crawler.api import ChangeApi
 from crawler.delivery import Deliverer
 from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
@@ -43,8 +44,11 @@ LOCK_CHECK_SECONDS = 15.0
 
 def recorded_settings(settings: Settings) -> dict[str, object]:
     """What ``crawler run`` records for the admin commands: every setting but the database
-    URL (it may hold a password; the commands found the database already), and when."""
-    document: dict[str, object] = settings.model_dump(mode="json", exclude={"database_url"})
+    URL (it may hold a password; the commands found the database already) and the API token
+    (a secret), and when."""
+    document: dict[str, object] = settings.model_dump(
+        mode="json", exclude={"database_url", "api_token"}
+    )
     document["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     return document
 
@@ -145,6 +149,12 @@ class CrawlService:
                 self.settings.metrics_port,
                 self.registry,
                 self.is_healthy,
+                ChangeApi(
+                    self.store,
+                    token=self.settings.api_token,
+                    diff_max_bytes=self.settings.delivery_diff_max_bytes,
+                    cache_entries=self.settings.api_feed_diff_cache,
+                ).install,
             )
         self._housekeeping.add_job(
             self.prune,
