@@ -88,6 +88,8 @@ class CrawlService:
         if settings.delivery:
             self.deliverer = Deliverer(settings, self.metrics, exclusive_lock=settings.cluster)
         self._http: AsyncServer | None = None
+        #: the change feed and API on the HTTP port (None: no port)
+        self.change_api: ChangeApi | None = None
         self._lock: ServiceLock | None = None
         #: set when another process took this database's lock: ``serve`` raises it
         self.lost: ServiceLockLost | None = None
@@ -144,17 +146,18 @@ class CrawlService:
         finally:
             await starting
         if self.settings.metrics_port:
+            self.change_api = ChangeApi(
+                self.store,
+                token=self.settings.api_token,
+                diff_max_bytes=self.settings.delivery_diff_max_bytes,
+                cache_entries=self.settings.api_feed_diff_cache,
+            )
             self._http = await start_http_server(
                 self.settings.metrics_host,
                 self.settings.metrics_port,
                 self.registry,
                 self.is_healthy,
-                ChangeApi(
-                    self.store,
-                    token=self.settings.api_token,
-                    diff_max_bytes=self.settings.delivery_diff_max_bytes,
-                    cache_entries=self.settings.api_feed_diff_cache,
-                ).install,
+                self.change_api.install,
             )
         self._housekeeping.add_job(
             self.prune,
@@ -234,6 +237,11 @@ class CrawlService:
         """The lock's watch thread found the lock taken (a slot longer than its check)."""
         self._lock_lost()
         _stop_this_process()
+
+    @property
+    def http_server(self) -> AsyncServer | None:
+        """The running HTTP server (metrics, health, change feed and API), if any."""
+        return self._http
 
     def is_healthy(self) -> tuple[bool, str]:
         """Healthy while the loop runs and its last slot ended recently."""
