@@ -13,6 +13,7 @@ from crawler.api._params import (
     BadParameterError,
     decode_cursor,
     encode_cursor,
+    parse_query,
 )
 from crawler.api._routes import FEED_DEFAULT_LIMIT, FEED_MAX_LIMIT, ChangeApi
 
@@ -29,5 +30,6 @@ __all__ = [
     "encode_cursor",
     "entry_id",
     "openapi_document",
+    "parse_query",
     "render_feed",
 ]
