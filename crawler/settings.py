@@ -98,8 +98,9 @@ class Settings(BaseSettings):
     api_token: str | None = Field(
         None,
         repr=False,
-        description="bearer token the change feed and API (/feed, /api on the metrics port) "
-        "want when set; a secret: set it in the environment, never logged nor recorded",
+        description="bearer token the change feed and API (`/feed`, `/api` on the metrics "
+        "port, docs/api.md) want when set; a secret: set it in the environment, never logged "
+        "nor recorded",
     )
     api_feed_diff_cache: int = Field(
         1024,
