@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from openapi_spec_validator import validate
 
-from crawler.api import openapi_document
+from crawler.api import ChangeApi, openapi_document
 from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
 from crawler.store import NewUrl, Store
@@ -89,8 +89,26 @@ async def test_feed_and_api_of_a_live_service(database_url: str) -> None:
                 assert api.diffs.computed == computed == CHANGES  # once per change
                 await check_api(client, page1, page2)
                 await check_openapi(client, server.runner.app)
+            await check_cache_bound(service.store, await walk_ids(server.url))
     finally:
         await site.stop()
+
+
+async def walk_ids(base_url: str) -> list[int]:
+    async with httpx.AsyncClient(base_url=base_url, timeout=10) as client:
+        return [int(str(c["id"])) for c in await walk(client, 1000)]
+
+
+async def check_cache_bound(store: Store, ids: list[int]) -> None:
+    """A cache of one diff holds one: the last computed stays, the others are computed
+    again when read again."""
+    small = ChangeApi(store, cache_entries=1)
+    assert set(await asyncio.to_thread(small.diffs.many, ids)) == set(ids)
+    assert len(small.diffs) == 1 and small.diffs.computed == len(ids)
+    await asyncio.to_thread(small.diffs.many, ids)  # the last id is a hit, the rest not
+    assert len(small.diffs) == 1 and small.diffs.computed == 2 * len(ids) - 1
+    await asyncio.to_thread(small.diffs.many, [ids[-2]])  # the one computed last: kept
+    assert small.diffs.computed == 2 * len(ids) - 1
 
 
 async def check_token(client: httpx.AsyncClient) -> None:

@@ -76,3 +76,13 @@ def test_limits_and_defaults() -> None:
         with pytest.raises(BadParameterError, match="limit"):
             parse_query({"limit": bad})
     assert parse_query({"since": "2026-01-02"}).since == datetime(2026, 1, 2, tzinfo=UTC)
+
+
+def test_the_token_is_neither_recorded_nor_shown() -> None:
+    from crawler.service._service import recorded_settings
+    from crawler.settings import load_settings
+
+    settings = load_settings({"api_token": "s3cret-token"})
+    assert settings.api_token == "s3cret-token"
+    assert "s3cret-token" not in repr(settings)
+    assert "api_token" not in recorded_settings(settings)
