@@ -8,7 +8,10 @@ compared with ``hmac.compare_digest``; the token is never logged nor echoed.
 
 Every database read runs in a worker thread (``asyncio.to_thread``) and is bounded (a page
 of at most ``MAX_LIMIT`` rows, one query for the texts of the diffs not yet cached), so a
-reader never blocks the crawl loop's event loop and never reads an unbounded table. Errors
+reader never blocks the crawl loop's event loop and never reads an unbounded table. At most
+``max_reads`` reads run at once (an ``asyncio.Semaphore``: more requests wait on the event
+loop, holding no thread), on the API's own ``Store`` (the service gives it one with its own
+connection pool), so readers never take a connection or a thread the slots need. Errors
 are RFC 9457 problem documents (``application/problem+json``).
 """
 
@@ -71,8 +74,10 @@ class ChangeApi:
         token: str | None = None,
         diff_max_bytes: int = 64 * 1024,
         cache_entries: int = 1024,
+        max_reads: int = 2,
     ) -> None:
         self.store = store
+        self._reads = asyncio.Semaphore(max_reads)
         self._token = token.encode() if token else None
         self.diffs = DiffCache(store, max_entries=cache_entries, max_bytes=diff_max_bytes)
 
@@ -102,7 +107,8 @@ class ChangeApi:
 
     async def _read(self, what: str, call: Callable[[], Any]) -> Any:
         try:
-            return await asyncio.to_thread(call)
+            async with self._reads:
+                return await asyncio.to_thread(call)
         except StoreError as exc:
             log.warning("API: %s failed: %s", what, exc)
             raise web.HTTPServiceUnavailable(

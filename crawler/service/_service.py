@@ -146,8 +146,10 @@ class CrawlService:
         finally:
             await starting
         if self.settings.metrics_port:
+            # its own store (own connection pool): readers of the feed never take a
+            # connection the slot's commit waits for
             self.change_api = ChangeApi(
-                self.store,
+                Store(self.settings.database_url),
                 token=self.settings.api_token,
                 diff_max_bytes=self.settings.delivery_diff_max_bytes,
                 cache_entries=self.settings.api_feed_diff_cache,
@@ -191,6 +193,8 @@ class CrawlService:
                 await asyncio.to_thread(self.cluster.stop)
             if self._http is not None:
                 await self._http.close()
+            if self.change_api is not None:
+                self.change_api.store.close()
             self.loop.discovery.close()
             await self.poller.aclose()
             if self._own_store:

@@ -80,6 +80,7 @@ async def test_feed_and_api_of_a_live_service(database_url: str) -> None:
             server, api = service.http_server, service.change_api
             assert server is not None and api is not None
             assert server.host == "127.0.0.1"
+            assert api.store is not service.store  # its own connection pool
             async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
                 await check_token(client)
                 entries = await check_feed(client, page1, page2)
@@ -87,6 +88,11 @@ async def test_feed_and_api_of_a_live_service(database_url: str) -> None:
                 again = await client.get("/feed/changes.atom", headers=AUTH)
                 assert feedparser.parse(again.content).entries == entries
                 assert api.diffs.computed == computed == CHANGES  # once per change
+                many = await asyncio.gather(  # more readers than reads at once: they wait
+                    *(client.get("/feed/changes.atom", headers=AUTH) for _ in range(20))
+                )
+                assert {r.status_code for r in many} == {200}
+                assert {r.content for r in many} == {again.content}
                 await check_api(client, page1, page2)
                 await check_openapi(client, server.runner.app)
             await check_cache_bound(service.store, await walk_ids(server.url))
