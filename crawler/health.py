@@ -11,6 +11,10 @@ an :class:`AsyncServer` whose ``close()`` stops it::
 for it), gzip-compressed when the client accepts gzip. ``/healthz`` answers ``200 ok``
 while ``is_healthy()`` is true, else ``503`` with a one-line reason. ``is_healthy`` may
 return a bool or a ``(bool, reason)`` pair; an exception it raises is a 503 too.
+
+``install`` (optional) adds more routes to the same application: the service passes the
+change feed and API's (``crawler.api.ChangeApi.install``), so that this module knows nothing
+of the store.
 """
 
 from __future__ import annotations
@@ -23,16 +27,21 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-__all__ = ["AsyncServer", "HealthCheck", "make_app", "start_http_server"]
+__all__ = ["AsyncServer", "HealthCheck", "Installer", "make_app", "start_http_server"]
 
 #: ``() -> bool`` or ``() -> (bool, reason)``.
 HealthCheck = Callable[[], "bool | tuple[bool, str]"]
+#: adds routes (and middlewares) to the application before it starts
+Installer = Callable[[web.Application], None]
 
 _GZIP_MIN_BYTES = 1024
 
 
-def make_app(registry: CollectorRegistry, is_healthy: HealthCheck) -> web.Application:
-    """The aiohttp application serving ``/metrics`` and ``/healthz``."""
+def make_app(
+    registry: CollectorRegistry, is_healthy: HealthCheck, install: Installer | None = None
+) -> web.Application:
+    """The aiohttp application serving ``/metrics`` and ``/healthz`` (and what ``install``
+    adds)."""
 
     async def metrics(request: web.Request) -> web.Response:
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
@@ -60,6 +69,8 @@ def make_app(registry: CollectorRegistry, is_healthy: HealthCheck) -> web.Applic
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
+    if install is not None:
+        install(app)
     return app
 
 
@@ -86,9 +97,11 @@ async def start_http_server(
     port: int,
     registry: CollectorRegistry,
     is_healthy: HealthCheck,
+    install: Installer | None = None,
 ) -> AsyncServer:
-    """Serve ``/metrics`` and ``/healthz`` on ``host:port`` (0 = any free port)."""
-    runner = web.AppRunner(make_app(registry, is_healthy), access_log=None)
+    """Serve ``/metrics`` and ``/healthz`` (and what ``install`` adds) on ``host:port``
+    (0 = any free port)."""
+    runner = web.AppRunner(make_app(registry, is_healthy, install), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:

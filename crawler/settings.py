@@ -95,6 +95,20 @@ class Settings(BaseSettings):
     # observability
     metrics_port: int = Field(9410, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"
+    api_token: str | None = Field(
+        None,
+        repr=False,
+        description="bearer token the change feed and API (`/feed`, `/api` on the metrics "
+        "port, docs/api.md) want when set; a secret: set it in the environment, never logged "
+        "nor recorded",
+    )
+    api_feed_diff_cache: int = Field(
+        1024,
+        ge=1,
+        le=1_000_000,
+        description="diffs the feed and API keep in memory (least recently used out), each "
+        "cut at delivery_diff_max_bytes",
+    )
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     # fetching

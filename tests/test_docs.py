@@ -47,7 +47,8 @@ MEANINGS: dict[str, str] = {
     "scheduler_params": 'the scheduler\'s parameters, a JSON object, e.g. `{"N": 64}`',
     "slot_seconds": "length of one slot in seconds",
     "seed": "random seed of the scheduler (unset: fresh randomness each start)",
-    "metrics_port": "port of `/metrics` and `/healthz` (0 = off)",
+    "metrics_port": "port of `/metrics`, `/healthz` and the change feed and API "
+    "([api.md](api.md)) (0 = off)",
     "metrics_host": "address `/metrics` and `/healthz` listen on (`0.0.0.0` in a container)",
     "log_format": "`text` for people, `json` (one object per line) for log collectors",
     "log_level": "lowest level logged",

@@ -16,6 +16,7 @@ from types import TracebackType
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
 
+from crawler.api import ChangeApi
 from crawler.delivery import Deliverer
 from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
@@ -43,8 +44,11 @@ LOCK_CHECK_SECONDS = 15.0
 
 def recorded_settings(settings: Settings) -> dict[str, object]:
     """What ``crawler run`` records for the admin commands: every setting but the database
-    URL (it may hold a password; the commands found the database already), and when."""
-    document: dict[str, object] = settings.model_dump(mode="json", exclude={"database_url"})
+    URL (it may hold a password; the commands found the database already) and the API token
+    (a secret), and when."""
+    document: dict[str, object] = settings.model_dump(
+        mode="json", exclude={"database_url", "api_token"}
+    )
     document["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     return document
 
@@ -84,6 +88,8 @@ class CrawlService:
         if settings.delivery:
             self.deliverer = Deliverer(settings, self.metrics, exclusive_lock=settings.cluster)
         self._http: AsyncServer | None = None
+        #: the change feed and API on the HTTP port (None: no port)
+        self.change_api: ChangeApi | None = None
         self._lock: ServiceLock | None = None
         #: set when another process took this database's lock: ``serve`` raises it
         self.lost: ServiceLockLost | None = None
@@ -140,11 +146,20 @@ class CrawlService:
         finally:
             await starting
         if self.settings.metrics_port:
+            # its own store (own connection pool): readers of the feed never take a
+            # connection the slot's commit waits for
+            self.change_api = ChangeApi(
+                Store(self.settings.database_url),
+                token=self.settings.api_token,
+                diff_max_bytes=self.settings.delivery_diff_max_bytes,
+                cache_entries=self.settings.api_feed_diff_cache,
+            )
             self._http = await start_http_server(
                 self.settings.metrics_host,
                 self.settings.metrics_port,
                 self.registry,
                 self.is_healthy,
+                self.change_api.install,
             )
         self._housekeeping.add_job(
             self.prune,
@@ -178,6 +193,8 @@ class CrawlService:
                 await asyncio.to_thread(self.cluster.stop)
             if self._http is not None:
                 await self._http.close()
+            if self.change_api is not None:
+                self.change_api.store.close()
             self.loop.discovery.close()
             await self.poller.aclose()
             if self._own_store:
@@ -224,6 +241,11 @@ class CrawlService:
         """The lock's watch thread found the lock taken (a slot longer than its check)."""
         self._lock_lost()
         _stop_this_process()
+
+    @property
+    def http_server(self) -> AsyncServer | None:
+        """The running HTTP server (metrics, health, change feed and API), if any."""
+        return self._http
 
     def is_healthy(self) -> tuple[bool, str]:
         """Healthy while the loop runs and its last slot ended recently."""

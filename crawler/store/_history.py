@@ -144,9 +144,11 @@ def list_changes(
     tag: str | None = None,
     after_id: int | None = None,
     limit: int | None = None,
+    newest_first: bool = False,
 ) -> list[ChangeInfo]:
     """Committed changes, oldest first (by id: the order of their commits), filtered by
-    detection time, URL and tag; ``after_id`` and ``limit`` page through them."""
+    detection time, URL and tag; ``after_id`` and ``limit`` page through them;
+    ``newest_first`` turns the order round (a feed's newest ``limit``)."""
     query = select(*_INFO_COLUMNS).join(urls, urls.c.id == changes.c.url_id)
     if since is not None:
         query = query.where(changes.c.detected_at >= since)
@@ -157,7 +159,7 @@ def list_changes(
         query = query.where(changes.c.url_id.in_(tagged))
     if after_id is not None:
         query = query.where(changes.c.id > after_id)
-    query = query.order_by(changes.c.id)
+    query = query.order_by(changes.c.id.desc() if newest_first else changes.c.id)
     if limit is not None:
         query = query.limit(limit)
     rows = conn.execute(query).all()

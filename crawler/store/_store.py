@@ -743,11 +743,19 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py
         tag: str | None = None,
         after_id: int | None = None,
         limit: int | None = None,
+        newest_first: bool = False,
     ) -> list[_history.ChangeInfo]:
-        """Committed changes, oldest first, filtered (``_history.list_changes``)."""
+        """Committed changes, oldest first (or ``newest_first``), filtered
+        (``_history.list_changes``)."""
         with translate_errors("reading changes"), self.engine.connect() as conn:
             return _history.list_changes(
-                conn, since=since, url=url, tag=tag, after_id=after_id, limit=limit
+                conn,
+                since=since,
+                url=url,
+                tag=tag,
+                after_id=after_id,
+                limit=limit,
+                newest_first=newest_first,
             )
 
     def prune_changes(
