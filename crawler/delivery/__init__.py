@@ -44,6 +44,9 @@ Decisions (docs/delivery.md has the operator's view):
   needs the per-URL order kept across workers (a claim of a URL's head must lock the URL),
   and one deliverer's parallel sends are not the bottleneck of a webhook fan-out. A worker
   killed mid-send leaves claims that expire: the next holder sends them again, same ids.
+- **Notifications** through apprise (the optional ``notify`` extra, ``_notify.py``): a
+  destination whose URL is not http(s) is an apprise URL, with a body format and a
+  ``string.Template``; sent from the same deliverer, so retries and dead letters apply.
 - **Signatures** by the reference ``standardwebhooks`` library (``_signing.py``).
 - **The diff** comes from one function, ``change_diff``, over the change history: the
   text before is the previous change's after or the baseline (None when not known).
@@ -61,7 +64,15 @@ from crawler.delivery._events import (
     parse_message_id,
 )
 from crawler.delivery._filters import compile_pattern, matches
-from crawler.delivery._payload import event_body, test_body
+from crawler.delivery._notify import (
+    FORMATS,
+    NotifySender,
+    check_notify_url,
+    check_template,
+    is_webhook,
+    notification,
+)
+from crawler.delivery._payload import Context, event_body, test_body
 from crawler.delivery._retry import RetryPolicy
 from crawler.delivery._sender import Answer, WebhookSender
 from crawler.delivery._signing import check_secret, generate_secret, signed_headers
@@ -70,21 +81,28 @@ from crawler.detect import unified_diff
 __all__ = [
     "DELIVERY_ROLE",
     "EVENT_TYPES",
+    "FORMATS",
     "PAGE_FAILING",
     "PAGE_RECOVERED",
     "PAGE_STOPPED_CHANGING",
     "TEST",
     "Answer",
+    "Context",
     "Deliverer",
+    "NotifySender",
     "RetryPolicy",
     "WebhookSender",
     "change_diff",
+    "check_notify_url",
     "check_secret",
+    "check_template",
     "compile_pattern",
     "event_body",
     "generate_secret",
+    "is_webhook",
     "matches",
     "message_id",
+    "notification",
     "parse_message_id",
     "signed_headers",
     "test_body",

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from crawler.delivery._context import event_context, event_contexts
 from crawler.delivery._events import message_id
 from crawler.delivery._filters import matches
+from crawler.delivery._notify import NotifySender, notification
 from crawler.delivery._payload import Context, event_body
 from crawler.delivery._retry import RetryPolicy
 from crawler.delivery._sender import Answer, WebhookSender
@@ -80,6 +81,7 @@ class Deliverer:
         self.store: Store | None = None
         self.outbox: OutboxStore | None = None
         self.sender: WebhookSender | None = None
+        self.notifier: NotifySender | None = None
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -114,6 +116,11 @@ class Deliverer:
             self.settings.delivery_timeout_s,
             self.settings.user_agent,
         )
+        self.notifier = NotifySender(
+            self.sender,
+            self.settings.delivery_timeout_s,
+            max(1, self.settings.delivery_concurrency // 4),
+        )
         lock: ServiceLock | None = None
         try:
             if self.exclusive_lock:
@@ -138,6 +145,7 @@ class Deliverer:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self.sender.aclose()
+            self.notifier.close()
             if lock is not None:
                 lock.release()
             self.store.close()
@@ -257,9 +265,18 @@ class Deliverer:
                 context = await asyncio.to_thread(
                     event_context, self.store, self.outbox, self.settings, item.event
                 )
-            body = event_body(item.event, context, self.settings.delivery_diff_max_bytes)
-            headers = signed_headers(item.secret, message_id(item.event.id), body)
-            answer = await self.sender.send(item.destination_url, headers, body)
+            max_bytes = self.settings.delivery_diff_max_bytes
+            if item.body_format is not None and self.notifier is not None:  # apprise
+                title, text = notification(
+                    item.event, context, item.body_format, item.template, max_bytes
+                )
+                answer = await self.notifier.send(
+                    item.destination_url, title, text, item.body_format
+                )
+            else:
+                body = event_body(item.event, context, max_bytes)
+                headers = signed_headers(item.secret, message_id(item.event.id), body)
+                answer = await self.sender.send(item.destination_url, headers, body)
             await self._judge(item, answer)
         except StoreError as exc:  # the claim expires and the event is tried again
             log.warning("delivery of %s: %s", message_id(item.event.id), exc)

@@ -35,6 +35,8 @@ def destination_row(r: Any) -> DestinationRow:
             tags=tuple(json.loads(r.tags)),
             event_types=tuple(json.loads(r.event_types)),
             url_pattern=r.url_pattern,
+            body_format=r.body_format,
+            template=r.template,
         ),
         created_at=r.created_at,
         disabled_at=r.disabled_at,
@@ -60,6 +62,8 @@ class OutboxAdmin:
                     tags=json.dumps(list(spec.tags)),
                     event_types=json.dumps(list(spec.event_types)),
                     url_pattern=spec.url_pattern,
+                    body_format=spec.body_format,
+                    template=spec.template,
                     created_at=_now(),
                 )
                 .returning(destinations.c.id)
