@@ -30,7 +30,9 @@ from crawler.cli._common import (
     store_errors,
 )
 
-destinations_app = typer.Typer(help="Webhook destinations of the events.", no_args_is_help=True)
+destinations_app = typer.Typer(
+    help="Webhook and notification destinations of the events.", no_args_is_help=True
+)
 app.add_typer(destinations_app, name="destinations")
 
 
@@ -45,21 +47,56 @@ def destinations_add(
     url_pattern: str | None = typer.Option(
         None, "--url-pattern", help="Only events of URLs matching this RE2 expression."
     ),
+    body_format: str | None = typer.Option(
+        None,
+        "--format",
+        help="An apprise URL's body: text (default), markdown or html.",
+    ),
+    template: str | None = typer.Option(
+        None,
+        "--template",
+        help="An apprise URL's body template: $type $url $event_id $timestamp $tags $diff "
+        "$old_hash $new_hash $change_rate $expected_interval_s.",
+    ),
     config: str | None = ConfigOption,
     database_url: str | None = DatabaseOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Send the events to URL, signed per Standard Webhooks."""
+    """Send the events to URL: http(s) = a webhook signed per Standard Webhooks; any
+    other scheme apprise knows (mailto://, slack://, ntfy://, json://, ...) = a
+    notification (pip install 'crawler[notify]')."""
     from crawler.cli._validate import check_url
-    from crawler.delivery import EVENT_TYPES, check_secret, compile_pattern, generate_secret
+    from crawler.delivery import (
+        EVENT_TYPES,
+        FORMATS,
+        check_notify_url,
+        check_secret,
+        check_template,
+        compile_pattern,
+        generate_secret,
+        is_webhook,
+    )
     from crawler.fetch import AddressPolicy
     from crawler.store import DestinationSpec, OutboxStore
 
     settings = settings_from(config, database_url=database_url)
+    webhook = is_webhook(url)
     try:
-        canonical = check_url(url, AddressPolicy(settings.allow_private_addresses))
-        made = secret is None
-        secret = generate_secret() if secret is None else check_secret(secret)
+        if webhook:
+            if body_format or template:
+                raise ValueError("--format and --template are for apprise URLs, not webhooks")
+            canonical = check_url(url, AddressPolicy(settings.allow_private_addresses))
+            made = secret is None
+            secret = generate_secret() if secret is None else check_secret(secret)
+        else:
+            if secret is not None:
+                raise ValueError("--secret is for webhooks (http or https URLs)")
+            canonical, made, secret = check_notify_url(url), False, ""
+            body_format = body_format or "text"
+            if body_format not in FORMATS:
+                raise ValueError(f"unknown --format {body_format!r}: use {', '.join(FORMATS)}")
+            if template is not None:
+                check_template(template)
         if url_pattern:
             compile_pattern(url_pattern)
     except ValueError as exc:
@@ -68,12 +105,18 @@ def destinations_add(
     if unknown:
         fail(f"unknown event type {unknown[0]!r}: choose from {', '.join(EVENT_TYPES)}", USAGE)
     spec = DestinationSpec(
-        canonical, secret, tuple(tag or ()), tuple(event or ()), url_pattern or None
+        canonical,
+        secret,
+        tuple(tag or ()),
+        tuple(event or ()),
+        url_pattern or None,
+        None if webhook else body_format,
+        None if webhook else template,
     )
     with store_errors():
         new = OutboxStore(open_store(settings)).add_destination(spec)
     if as_json:
-        print_json({"id": new, "url": canonical, "secret": secret})
+        print_json({"id": new, "url": canonical, "secret": secret or None})
         return
     out_console.print(f"destination {new}: {escape(canonical)}")
     if made:
@@ -135,8 +178,9 @@ def destinations_test(
     database_url: str | None = DatabaseOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Send a signed ``test`` event now and print the answer (exit 1 unless 2xx)."""
-    from crawler.delivery import WebhookSender, signed_headers, test_body
+    """Send a signed ``test`` event (a webhook) or a test notification (apprise) now and
+    print the answer (exit 1 unless 2xx / sent)."""
+    from crawler.delivery import NotifySender, WebhookSender, signed_headers, test_body
     from crawler.fetch import AddressPolicy
     from crawler.store import OutboxStore
 
@@ -156,10 +200,17 @@ def destinations_test(
             settings.delivery_timeout_s,
             settings.user_agent,
         )
+        notifier = NotifySender(sender, settings.delivery_timeout_s, 1)
         try:
-            answer = await sender.send(found.spec.url, headers, body)
+            if found.spec.body_format is not None:  # an apprise destination
+                answer = await notifier.send(
+                    found.spec.url, "test: crawler", "a test from crawler", found.spec.body_format
+                )
+            else:
+                answer = await sender.send(found.spec.url, headers, body)
         finally:
             await sender.aclose()
+            notifier.close()
         return answer.status, answer.error, answer.text
 
     status, error, text = asyncio.run(send())

@@ -44,6 +44,9 @@ Decisions (docs/delivery.md has the operator's view):
   needs the per-URL order kept across workers (a claim of a URL's head must lock the URL),
   and one deliverer's parallel sends are not the bottleneck of a webhook fan-out. A worker
   killed mid-send leaves claims that expire: the next holder sends them again, same ids.
+- **Notifications** through apprise (the optional ``notify`` extra, ``_notify.py``): a
+  destination whose URL is not http(s) is an apprise URL, with a body format and a
+  ``string.Template``; sent from the same deliverer, so retries and dead letters apply.
 - **Signatures** by the reference ``standardwebhooks`` library (``_signing.py``).
 - **Health events** (``_health.py``, pure): page.failing after N failed polls in a row,
   page.recovered, and page.stopped_changing by a one-sided test of the silence against
@@ -72,7 +75,15 @@ from crawler.delivery._health import (
     cautious_rate,
     silence_probability,
 )
-from crawler.delivery._payload import event_body, test_body
+from crawler.delivery._notify import (
+    FORMATS,
+    NotifySender,
+    check_notify_url,
+    check_template,
+    is_webhook,
+    notification,
+)
+from crawler.delivery._payload import Context, event_body, test_body
 from crawler.delivery._retry import RetryPolicy
 from crawler.delivery._sender import Answer, WebhookSender
 from crawler.delivery._signing import check_secret, generate_secret, signed_headers
@@ -81,25 +92,32 @@ from crawler.detect import unified_diff
 __all__ = [
     "DELIVERY_ROLE",
     "EVENT_TYPES",
+    "FORMATS",
     "PAGE_FAILING",
     "PAGE_RECOVERED",
     "PAGE_STOPPED_CHANGING",
     "TEST",
     "Answer",
+    "Context",
     "Deliverer",
     "HealthJudge",
     "HealthPolicy",
+    "NotifySender",
     "RetryPolicy",
     "UrlHealth",
     "WebhookSender",
     "cautious_rate",
     "change_diff",
+    "check_notify_url",
     "check_secret",
+    "check_template",
     "compile_pattern",
     "event_body",
     "generate_secret",
+    "is_webhook",
     "matches",
     "message_id",
+    "notification",
     "parse_message_id",
     "signed_headers",
     "silence_probability",

@@ -4,8 +4,12 @@ fans the outbox out to the destinations and sends what is due, beside the crawl.
 One pass (``step``): fan out up to a batch of new events; record the answers of the sends
 that finished; claim as many due deliveries as there is room for (``delivery_concurrency``
 in all, a quarter of it per destination, so one hanging destination cannot take every
-place) and start their sends as tasks; publish the outbox's depth and age. The pass
-repeats at once while there is work, else after ``delivery_poll_s``.
+place), read their payloads' context in one go, and start their sends as tasks; publish
+the outbox's depth and age. The pass repeats at once while there is work, else after
+``delivery_poll_s``. While sends are in flight, a pass waits for an eighth of
+``delivery_concurrency`` answers (or ``delivery_poll_s``) before it writes them and claims
+more: one write transaction per answer contended with the crawl's slot commits (SQLite has
+one writer) and cost the crawl a third of its polls/s (docs/results.md).
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from crawler.delivery._context import event_context
+from crawler.delivery._context import event_context, event_contexts
 from crawler.delivery._events import message_id
 from crawler.delivery._filters import matches
-from crawler.delivery._payload import event_body
+from crawler.delivery._notify import NotifySender, notification
+from crawler.delivery._payload import Context, event_body
 from crawler.delivery._retry import RetryPolicy
 from crawler.delivery._sender import Answer, WebhookSender
 from crawler.delivery._signing import signed_headers
@@ -72,9 +77,11 @@ class Deliverer:
         self._busy: Counter[int] = Counter()
         self._done: list[DeliveryOutcome] = []
         self._backlog_at = 0.0
+        self._recorded_at = 0.0
         self.store: Store | None = None
         self.outbox: OutboxStore | None = None
         self.sender: WebhookSender | None = None
+        self.notifier: NotifySender | None = None
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -109,6 +116,11 @@ class Deliverer:
             self.settings.delivery_timeout_s,
             self.settings.user_agent,
         )
+        self.notifier = NotifySender(
+            self.sender,
+            self.settings.delivery_timeout_s,
+            max(1, self.settings.delivery_concurrency // 4),
+        )
         lock: ServiceLock | None = None
         try:
             if self.exclusive_lock:
@@ -133,6 +145,7 @@ class Deliverer:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self.sender.aclose()
+            self.notifier.close()
             if lock is not None:
                 lock.release()
             self.store.close()
@@ -178,26 +191,52 @@ class Deliverer:
         )
         if fanned and self.metrics is not None:
             self.metrics.delivery_events_written_total.inc(fanned)
-        recorded = await self._record()
-        room = settings.delivery_concurrency - len(self._tasks)
         per_destination = max(1, settings.delivery_concurrency // 4)
+        # answers are written, and sends claimed, a few at a time (a write transaction per
+        # answer contended with the slot commits on SQLite: docs/results.md)
+        gather = max(1, per_destination // 2)
+        recorded = 0
+        if (
+            len(self._done) >= gather
+            or not self._tasks
+            or time.monotonic() - self._recorded_at >= settings.delivery_poll_s
+        ):
+            recorded = await self._record()
+            self._recorded_at = time.monotonic()
+        room = settings.delivery_concurrency - len(self._tasks)
         due: list[DueDelivery] = []
-        if room > 0:
+        if room > 0 and (not self._tasks or recorded >= gather or fanned):
             hold = timedelta(seconds=settings.delivery_timeout_s + CLAIM_MARGIN_S)
             due = await asyncio.to_thread(
                 self.outbox.claim_due, room, hold, per_destination, dict(self._busy)
             )
+        contexts: dict[int, Context] = {}
+        if due:  # read for the whole batch at once (_context.py says why)
+            contexts = await asyncio.to_thread(
+                event_contexts, self.outbox, settings, [d.event for d in due]
+            )
         for item in due:
             self._busy[item.destination_id] += 1
-            task = asyncio.create_task(self._deliver(item))
+            task = asyncio.create_task(self._deliver(item, contexts.get(item.event.id)))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         await self._measure()
-        if not (fanned or recorded or due) and self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=settings.delivery_poll_s,
-                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        if not (fanned or due) and self._tasks:
+            await self._wait_answers(gather, settings.delivery_poll_s)
             return True
         return bool(fanned or recorded or due)
+
+    async def _wait_answers(self, want: int, timeout: float) -> None:
+        """Until ``want`` answers wait to be written, no send is in flight, or ``timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while len(self._done) < want and self._tasks:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            await asyncio.wait(
+                set(self._tasks), timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
 
     async def _record(self) -> int:
         assert self.outbox is not None
@@ -219,15 +258,25 @@ class Deliverer:
         age = 0.0 if oldest is None else max(0.0, (datetime.now(UTC) - oldest).total_seconds())
         self.metrics.set_outbox(depth, age)
 
-    async def _deliver(self, item: DueDelivery) -> None:
+    async def _deliver(self, item: DueDelivery, context: Context | None = None) -> None:
         assert self.store is not None and self.outbox is not None and self.sender is not None
         try:
-            context = await asyncio.to_thread(
-                event_context, self.store, self.outbox, self.settings, item.event
-            )
-            body = event_body(item.event, context, self.settings.delivery_diff_max_bytes)
-            headers = signed_headers(item.secret, message_id(item.event.id), body)
-            answer = await self.sender.send(item.destination_url, headers, body)
+            if context is None:
+                context = await asyncio.to_thread(
+                    event_context, self.store, self.outbox, self.settings, item.event
+                )
+            max_bytes = self.settings.delivery_diff_max_bytes
+            if item.body_format is not None and self.notifier is not None:  # apprise
+                title, text = notification(
+                    item.event, context, item.body_format, item.template, max_bytes
+                )
+                answer = await self.notifier.send(
+                    item.destination_url, title, text, item.body_format
+                )
+            else:
+                body = event_body(item.event, context, max_bytes)
+                headers = signed_headers(item.secret, message_id(item.event.id), body)
+                answer = await self.sender.send(item.destination_url, headers, body)
             await self._judge(item, answer)
         except StoreError as exc:  # the claim expires and the event is tried again
             log.warning("delivery of %s: %s", message_id(item.event.id), exc)

@@ -151,13 +151,13 @@ def url_detail(
         etag=row.etag,
         last_modified=row.last_modified,
         last_hash=row.last_hash,
-        state=_url_state(conn, uid),
+        state=url_state_fields(conn, uid),
         polls=polls,
         changes=found,
     )
 
 
-def _url_state(conn: Connection, uid: int) -> dict[str, dict[str, Any]]:
+def url_state_fields(conn: Connection, uid: int) -> dict[str, dict[str, Any]]:
     """Each scheduler's saved fields for one URL (``url_`` prefix dropped)."""
     out: dict[str, dict[str, Any]] = {}
     rows = conn.execute(

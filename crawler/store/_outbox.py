@@ -233,13 +233,23 @@ class OutboxStore(OutboxAdmin):
             )
             .order_by(deliveries.c.event_id)
         )
-        ready = select(destinations.c.id, destinations.c.url, destinations.c.secret).where(
+        ready = select(
+            destinations.c.id,
+            destinations.c.url,
+            destinations.c.secret,
+            destinations.c.body_format,
+            destinations.c.template,
+        ).where(
             destinations.c.disabled_at.is_(None),
             (destinations.c.paused_until.is_(None)) | (destinations.c.paused_until <= now),
         )
         due: list[tuple[int, int, int, str, str]] = []
+        notify: dict[int, tuple[str | None, str | None]] = {}
         with translate_errors("claiming deliveries"), self.engine.begin() as conn:
-            for dest_id, url, secret in conn.execute(ready.order_by(destinations.c.id)).all():
+            for dest_id, url, secret, fmt, template in conn.execute(
+                ready.order_by(destinations.c.id)
+            ).all():
+                notify[int(dest_id)] = (fmt, template)
                 room = limit - len(due)
                 if share is not None:
                     room = min(room, share - (busy or {}).get(int(dest_id), 0))
@@ -261,7 +271,9 @@ class OutboxStore(OutboxAdmin):
                     .where(deliveries.c.event_id == row[0], deliveries.c.destination_id == row[1])
                     .values(next_attempt_at=now + hold, claimed_at=now, updated_at=now)
                 )
-        return [DueDelivery(found[e], d, url, secret, n) for e, d, n, url, secret in due]
+        return [
+            DueDelivery(found[e], d, url, secret, n, *notify[d]) for e, d, n, url, secret in due
+        ]
 
     def release_claims(self) -> int:
         """Make the deliveries claimed by a deliverer that died due now; call it only as

@@ -4,6 +4,7 @@ the change texts a diff is made of (``OutboxStore`` inherits it; ``_outbox.py``)
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +35,8 @@ def destination_row(r: Any) -> DestinationRow:
             tags=tuple(json.loads(r.tags)),
             event_types=tuple(json.loads(r.event_types)),
             url_pattern=r.url_pattern,
+            body_format=r.body_format,
+            template=r.template,
         ),
         created_at=r.created_at,
         disabled_at=r.disabled_at,
@@ -59,6 +62,8 @@ class OutboxAdmin:
                     tags=json.dumps(list(spec.tags)),
                     event_types=json.dumps(list(spec.event_types)),
                     url_pattern=spec.url_pattern,
+                    body_format=spec.body_format,
+                    template=spec.template,
                     created_at=_now(),
                 )
                 .returning(destinations.c.id)
@@ -198,6 +203,40 @@ class OutboxAdmin:
         if text is None:
             return None, None
         return text.before, text.after
+
+    def change_texts_many(
+        self, keys: Sequence[tuple[int, int | None, str | None]]
+    ) -> dict[tuple[int, int | None, str | None], tuple[str | None, str | None]]:
+        """``change_texts`` of many changes (``(url_id, slot, new_hash)`` keys) on one
+        connection, the texts read in one query: the deliverer's batch of sends."""
+        from crawler.store._store import change_texts_in
+
+        out: dict[tuple[int, int | None, str | None], tuple[str | None, str | None]] = {}
+        with translate_errors("reading change texts"), self.engine.connect() as conn:
+            ids: dict[tuple[int, int | None, str | None], int] = {}
+            for key in dict.fromkeys(keys):
+                url_id, slot, new_hash = key
+                query = select(changes.c.id).where(
+                    changes.c.url_id == url_id, changes.c.new_hash == new_hash
+                )
+                if slot is not None:
+                    query = query.where(changes.c.slot == slot)
+                found = conn.execute(query.order_by(changes.c.id.desc()).limit(1)).scalar()
+                if found is not None:
+                    ids[key] = int(found)
+            texts = change_texts_in(conn, sorted(set(ids.values())))
+        for key in keys:
+            text = texts.get(ids[key]) if key in ids else None
+            out[key] = (None, None) if text is None else (text.before, text.after)
+        return out
+
+    def url_states(self, url_ids: Sequence[int]) -> dict[int, dict[str, dict[str, Any]]]:
+        """Each scheduler's saved fields for these URLs (what ``crawler show`` prints), on
+        one connection."""
+        from crawler.store._admin import url_state_fields
+
+        with translate_errors("reading URL states"), self.engine.connect() as conn:
+            return {uid: url_state_fields(conn, uid) for uid in dict.fromkeys(url_ids)}
 
     def event_count(self, event_type: str | None = None) -> int:
         query = select(func.count()).select_from(events)

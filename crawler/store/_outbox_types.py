@@ -18,6 +18,10 @@ class DestinationSpec:
     tags: tuple[str, ...] = ()
     event_types: tuple[str, ...] = ()
     url_pattern: str | None = None
+    #: an apprise destination's body format (None: a Standard Webhooks destination)
+    body_format: str | None = None
+    #: an apprise destination's body template (None: the format's default)
+    template: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,8 @@ class DestinationRow:
             "tags": list(self.spec.tags),
             "events": list(self.spec.event_types),
             "url_pattern": self.spec.url_pattern,
+            "format": self.spec.body_format,
+            "template": self.spec.template,
             "created_at": self.created_at.isoformat(),
             "disabled_at": self.disabled_at.isoformat() if self.disabled_at else None,
             "disabled_reason": self.disabled_reason,
@@ -66,6 +72,9 @@ class DueDelivery:
     destination_url: str
     secret: str
     attempts: int
+    #: an apprise destination's body format and template (None: a webhook)
+    body_format: str | None = None
+    template: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -440,6 +440,10 @@ class Destination(Base):
     disabled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     disabled_reason: Mapped[str | None] = mapped_column(Text)
     paused_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: an apprise destination's body format (text, markdown, html); null for a webhook
+    body_format: Mapped[str | None] = mapped_column(String(16))
+    #: an apprise destination's body template (string.Template fields); null: the default
+    template: Mapped[str | None] = mapped_column(Text)
 
 
 class Delivery(Base):

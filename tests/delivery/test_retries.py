@@ -112,7 +112,9 @@ async def test_dead_letters_wait_and_replay_sends_them(
             await service.run(asyncio.Event(), 60)
             await wait_delivered(database_url, timeout=30)  # nothing pending: all dead
             n = committed_changes(database_url)
-            failed = await asyncio.to_thread(cli, env, "events", "--failed", "--json")
+            failed = await asyncio.to_thread(
+                cli, env, "events", "--failed", "--json", "--limit", "100000"
+            )
             assert n > 5 and len(failed["deliveries"]) == n
             assert {d["attempts"] for d in failed["deliveries"]} == {3}
             assert {d["status"] for d in failed["deliveries"]} == {"dead"}

@@ -1,0 +1,322 @@
+"""Delivery throughput: events from the outbox to a signature-verifying receiver while the
+crawl runs, and what delivering costs the crawl's polls per second.
+
+    .venv/bin/python benchmarks/delivery.py                  # SQLite, 10,000 events
+    .venv/bin/python benchmarks/delivery.py --db postgresql --events 10000
+
+The site (crawler.testsite.ChangingSite in a child process, on loopback) has ``--urls``
+pages that each change every second (``--change-rate`` 1.0 per tick), so a crawl with
+slots back to back (``slot_seconds`` 0.01, ``--per-slot`` polls per slot) finds a change at
+almost every poll: the events are all produced live by the crawl, none seeded. The
+receiver (aiohttp on 127.0.0.1, in a child process of its own so that its work does not
+share this process's interpreter lock) verifies every signature with the reference
+``standardwebhooks`` library and notes when each event arrived.
+
+A VM's speed drifts within minutes, so delivery on and off are compared in one run, in
+interleaved phases of ``--phase-polls`` polls each: off, on, off, on, ... (off: no
+deliverer, the events wait in the outbox; on: a ``Deliverer`` thread in this process, the
+same one ``crawler run`` starts, draining what waited and what the crawl writes). Each on
+phase's polls/s is compared with the mean of the off phases beside it. After the phases
+the crawl stops and the deliverer drains the rest (its rate alone: the deliverer's ceiling).
+
+Delivery lag is event ``created_at`` (the slot's commit, the body's ``timestamp``) to
+arrival at the receiver, for the events created during an on phase (those of off phases
+wait for the next on phase by design and are reported apart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import multiprocessing
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+from sqlalchemy import func, select
+from standardwebhooks import Webhook
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_databases import database
+from service_throughput import bench_settings, page_url, site_process
+
+from crawler.delivery import Deliverer, generate_secret
+from crawler.service import CrawlService, tune_gc
+from crawler.service._loop import SlotSummary
+from crawler.settings import Settings
+from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
+from crawler.store.models import events
+
+# ----- the receiver (a child process) ------------------------------------------------------
+
+
+def _receive(secret: str, conn: Connection, count: Any) -> None:
+    """Serve POST /hook; verify; note (id, created_at, arrival, verified); on "stop" send
+    the notes back."""
+    notes: dict[str, tuple[float, float, bool]] = {}
+    hook = Webhook(secret)
+
+    async def on_post(request: web.Request) -> web.Response:
+        body = await request.text()
+        arrived = time.time()
+        try:
+            hook.verify(body, dict(request.headers))
+            ok = True
+        except Exception:
+            ok = False
+        created = datetime.fromisoformat(json.loads(body)["timestamp"]).timestamp()
+        msg = request.headers["webhook-id"]
+        if msg not in notes:  # at least once: the first arrival counts
+            notes[msg] = (created, arrived, ok)
+            count.value = len(notes)
+        return web.Response(status=204)
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/hook", on_post)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        server: Any = site._server
+        conn.send(int(server.sockets[0].getsockname()[1]))
+        await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+        conn.send(notes)
+        await runner.cleanup()
+
+    asyncio.run(main())
+
+
+class ProfiledDeliverer(Deliverer):
+    """The deliverer's thread under cProfile (``--profile FILE``: the drain only)."""
+
+    path = "delivery.prof"
+
+    def _main(self) -> None:
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            super()._main()
+        finally:
+            prof.disable()
+            prof.dump_stats(self.path)
+
+
+@dataclass
+class Phase:
+    delivering: bool
+    polls: int = 0
+    seconds: float = 0.0
+    started: float = 0.0  # wall clock (time.time), for the events' created_at
+    ended: float = 0.0
+    delivered: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.polls / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class Run:
+    phases: list[Phase] = field(default_factory=list)
+    written: int = 0
+    drain_events: int = 0
+    drain_seconds: float = 0.0
+
+
+def events_written(store: Store) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(events)).scalar_one())
+
+
+async def crawl_phase(service: CrawlService, phase: Phase, polls: int) -> None:
+    done = 0
+    stop = asyncio.Event()
+
+    def on_slot(s: SlotSummary) -> None:
+        nonlocal done
+        done += s.polls
+        if done >= polls:
+            stop.set()
+
+    phase.started, t0 = time.time(), time.perf_counter()
+    await service.run(stop, on_slot=on_slot)  # returns once every slot is committed
+    phase.seconds, phase.ended, phase.polls = time.perf_counter() - t0, time.time(), done
+
+
+async def bench(
+    settings: Settings, urls: list[str], receiver_url: str, secret: str, count: Any,
+    args: argparse.Namespace,
+) -> Run:  # fmt: skip
+    store = Store.from_settings(settings)
+    store.upgrade()
+    store.add_urls([NewUrl(u) for u in urls])
+    OutboxStore(store).add_destination(DestinationSpec(receiver_url, secret))
+    run = Run()
+    async with CrawlService(settings, store=store) as service:
+        baselines = 0
+        warmed = asyncio.Event()
+
+        def warm(s: SlotSummary) -> None:
+            nonlocal baselines
+            baselines += s.baselines
+            if baselines >= len(urls):
+                warmed.set()
+
+        tune_gc()
+        await service.run(warmed, on_slot=warm)
+        print(f"warmed up: {len(urls):,} baselines; {events_written(store):,} events so far")
+        for k in range(args.phases):
+            phase = Phase(delivering=k % 2 == 1)
+            before = count.value
+            deliverer = Deliverer(settings, exclusive_lock=False) if phase.delivering else None
+            if deliverer is not None:
+                deliverer.start()
+            await crawl_phase(service, phase, args.phase_polls)
+            if deliverer is not None:
+                await asyncio.to_thread(deliverer.stop)
+            phase.delivered = count.value - before
+            run.phases.append(phase)
+            run.written = events_written(store)
+            print(
+                f"phase {k + 1}/{args.phases} delivery {'on ' if phase.delivering else 'off'}: "
+                f"{phase.rate:,.0f} polls/s ({phase.polls:,} polls in {phase.seconds:.1f} s); "
+                f"events written {run.written:,}, delivered {count.value:,} "
+                f"(+{phase.delivered:,} in this phase)",
+                flush=True,
+            )
+    # the crawl has stopped: drain the rest (the deliverer's rate on its own)
+    before, t0 = count.value, time.perf_counter()
+    deliverer = (ProfiledDeliverer if args.profile else Deliverer)(settings, exclusive_lock=False)
+    if isinstance(deliverer, ProfiledDeliverer):
+        deliverer.path = args.profile
+    deliverer.start()
+    deadline = t0 + args.drain_timeout
+    last_print = t0
+    while count.value < run.written and time.perf_counter() < deadline:
+        await asyncio.sleep(0.2)
+        if time.perf_counter() - last_print > 5:
+            last_print = time.perf_counter()
+            print(f"draining: delivered {count.value:,} of {run.written:,}", flush=True)
+    run.drain_seconds = time.perf_counter() - t0
+    run.drain_events = count.value - before
+    await asyncio.to_thread(deliverer.stop)
+    store.close()
+    return run
+
+
+def report(run: Run, notes: dict[str, tuple[float, float, bool]], label: str) -> list[str]:
+    on = [p for p in run.phases if p.delivering]
+    costs = []
+    for i, p in enumerate(run.phases):
+        if p.delivering and 0 < i < len(run.phases) - 1:
+            off = (run.phases[i - 1].rate + run.phases[i + 1].rate) / 2
+            costs.append(1 - p.rate / off)
+        elif p.delivering and i == len(run.phases) - 1:
+            costs.append(1 - p.rate / run.phases[i - 1].rate)
+    on_windows = [(p.started, p.ended) for p in on]
+    live: list[float] = []
+    waited: list[float] = []
+    for created, arrived, _ in notes.values():
+        lag = arrived - created
+        (live if any(a <= created <= b for a, b in on_windows) else waited).append(lag)
+    unverified = sum(1 for *_, ok in notes.values() if not ok)
+    on_seconds = sum(p.seconds for p in on)
+    on_delivered = sum(p.delivered for p in on)
+    lines = [
+        f"[{label}] events: {run.written:,} written by the crawl, {len(notes):,} delivered "
+        f"(distinct ids), {unverified} failing signature verification",
+        f"[{label}] delivery during the crawl: {on_delivered / on_seconds:,.0f} events/s "
+        f"({on_delivered:,} in {on_seconds:.1f} s of on phases); crawl stopped, draining: "
+        f"{run.drain_events / max(run.drain_seconds, 1e-9):,.0f} events/s "
+        f"({run.drain_events:,} in {run.drain_seconds:.1f} s)",
+    ]
+    if live:
+        lines.append(
+            f"[{label}] lag, events created while delivering ({len(live):,}): "
+            f"p50 {np.percentile(live, 50) * 1000:,.0f} ms, "
+            f"p99 {np.percentile(live, 99) * 1000:,.0f} ms"
+        )
+    if waited:
+        lines.append(
+            f"[{label}] lag, events created while delivery was off ({len(waited):,}, waiting "
+            f"by design): p50 {np.percentile(waited, 50):,.1f} s, "
+            f"p99 {np.percentile(waited, 99):,.1f} s"
+        )
+    rates = ", ".join(f"{'on' if p.delivering else 'off'} {p.rate:,.0f}" for p in run.phases)
+    lines.append(
+        f"[{label}] crawl polls/s by phase: {rates}; delivery costs "
+        f"{', '.join(f'{c:+.1%}' for c in costs)} (each on phase against the off phases "
+        f"beside it), median {np.median(costs):+.1%} (target at most 10%)"
+    )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="sqlite")
+    parser.add_argument("--urls", type=int, default=2_000)
+    parser.add_argument("--per-slot", type=int, default=500)
+    parser.add_argument("--events", type=int, default=10_000, help="events to deliver at least")
+    parser.add_argument("--phases", type=int, default=6, help="off/on phases, interleaved")
+    parser.add_argument("--phase-polls", type=int, default=0, help="0: events/phases*1.3")
+    parser.add_argument("--change-rate", type=float, default=1.0, help="per page per second")
+    parser.add_argument("--page-bytes", type=int, default=4_000)
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=32, help="delivery_concurrency")
+    parser.add_argument("--batch", type=int, default=200, help="delivery_batch")
+    parser.add_argument("--profile", help="cProfile the drain's deliverer into this file")
+    parser.add_argument("--drain-timeout", type=float, default=300.0)
+    args = parser.parse_args()
+    if args.phase_polls <= 0:
+        args.phase_polls = int(args.events / args.phases * 1.3)
+    kinds = ("sqlite", "postgresql") if args.db == "both" else (args.db,)
+    print(
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other jobs share "
+        f"the machine); {args.urls:,} URLs changing {args.change_rate:g}/s; {args.phases} "
+        f"phases of {args.phase_polls:,} polls; delivery_concurrency {args.concurrency}, "
+        f"delivery_batch {args.batch}",
+        flush=True,
+    )
+    summary: list[str] = []
+    ctx = multiprocessing.get_context("spawn")
+    with site_process(args.urls, args.change_rate, args.page_bytes, args.hosts) as (port, _):
+        urls = [page_url(port, args.hosts, k) for k in range(1, args.urls + 1)]
+        for kind in kinds:
+            secret = generate_secret()
+            parent, child = ctx.Pipe()
+            count = ctx.Value("q", 0)
+            proc = ctx.Process(target=_receive, args=(secret, child, count), daemon=True)
+            proc.start()
+            rport = parent.recv()
+            with database(kind) as url:
+                settings = bench_settings(
+                    url,
+                    args.per_slot,
+                    delivery=False,  # the service starts none: the phases start their own
+                    delivery_concurrency=args.concurrency,
+                    delivery_batch=args.batch,
+                    delivery_poll_s=0.1,
+                )
+                run = asyncio.run(
+                    bench(settings, urls, f"http://127.0.0.1:{rport}/hook", secret, count, args)
+                )
+            parent.send("stop")
+            notes = parent.recv()
+            proc.join(10)
+            summary += report(run, notes, kind)
+            print("\n".join(summary[-5:]), flush=True)
+    print("\n".join(["", "summary:", *summary]))
+
+
+if __name__ == "__main__":
+    main()
