@@ -75,9 +75,11 @@ def _build_signature() -> tuple[inspect.Signature, dict[str, Any]]:
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=True)
         text = (field.description or name.replace("_", " ")).rstrip(".")
-        text += f" (env CRAWLER_{name.upper()}, default {default!r})"
         if name == "scheduler_params":
-            text += ' JSON, e.g. {"N": 64}'
+            text += ' (JSON, e.g. {"N": 64})'
+        # the variable on a line of its own that click does not re-wrap ("\b"): wrapped in
+        # the description's column, the longest names were cut in two at 80 columns
+        text += f"\n\n\b\nenv CRAWLER_{name.upper()}, default {default!r}"
         flag = "--" + name.replace("_", "-")
         if field.annotation is bool:
             flag = f"{flag}/--no-{flag[2:]}"
