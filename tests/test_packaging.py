@@ -18,7 +18,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 PROJECT = PYPROJECT["project"]
 
 #: imports that an optional extra provides, and the extra
-OPTIONAL = {"matplotlib": "plot"}
+OPTIONAL = {"matplotlib": "plot", "apprise": "notify"}
 
 
 def _requirement_name(spec: str) -> str:
