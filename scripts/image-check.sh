@@ -314,7 +314,7 @@ with open(sys.argv[1], "w") as out:
     for key, value in sorted(merged.items()):
         out.write(f"{key} = {value}\n")
 paths = set()
-for key in ("index-url", "extra-index-url", "find-links", "cert", "client-cert"):
+for key in ("index-url", "extra-index-url", "find-links", "cert", "client-cert", "constraint"):
     for item in merged.get(key, "").split():
         path = item[len("file://"):] if item.startswith("file://") else item
         path = path.rstrip("/") or "/"
