@@ -56,7 +56,7 @@ from crawler.service._renewal import RenewDeadline
 from crawler.service._watch import WatchFollower, WatchUpdate
 from crawler.settings import Settings
 from crawler.sites import site_of
-from crawler.store import Fence, Store, StoreError, session_name
+from crawler.store import JOINING, LIVE, Fence, Store, StoreError, session_name
 
 log = logging.getLogger("crawler.cluster")
 
@@ -125,6 +125,14 @@ class ClusterMember:
         self._thread: threading.Thread | None = None
         #: the worker fences itself: no poll past its renew deadline (``may_poll``)
         self.renewal = RenewDeadline(settings.effective_renew_deadline())
+        #: monotonic time the crawl loop last reached a slot start (``may_poll``): the
+        #: heartbeat renews only while it is recent (liveness is the loop's progress)
+        self.progress_at = time.monotonic()
+        self.stall_timeout_s = settings.effective_stall_timeout()
+        self._stalled = False
+        self._replaced_logged = False
+        #: loaded and polling: the coordinator gives it sites (``ready``)
+        self.is_ready = False
 
     # ----- lifecycle (sync: run in a thread) ---------------------------------------------
 
@@ -134,9 +142,11 @@ class ClusterMember:
         wid = uuid.uuid4().hex  # known before the first connection: it names the sessions
         self._limit_transactions(wid)
         sent = time.monotonic()
+        self.progress_at = sent
         self.worker_id = self.store.register_worker(
-            self.capacity, name=self.name, metrics_url=self.metrics_url, worker_id=wid
-        )
+            self.capacity, name=self.name, metrics_url=self.metrics_url, worker_id=wid,
+            state=JOINING,
+        )  # fmt: skip
         self.renewal.renewed(sent)
         log.info("cluster worker %s (%s) registered, capacity %g", self.worker_id, self.name,
                  self.capacity)  # fmt: skip
@@ -145,6 +155,28 @@ class ClusterMember:
         if coordinate:
             self.coordinator = Coordinator(self.settings, self.store, self.worker_id)
             self.coordinator.start()
+
+    def ready(self) -> None:
+        """The worker has loaded its scheduler and started its poller: the coordinator may
+        give it sites from now on (a joining worker gets none: it could not poll them),
+        and it takes over the leases of an earlier incarnation under the same name (static
+        membership, ``Store.worker_ready``). Waits for the database, as every step does."""
+        delay = 0.1
+        while not self._stop.is_set():
+            try:
+                taken = self.store.worker_ready(self.worker_id, self.name)
+            except StoreError as exc:
+                log.warning("cluster worker %s not marked ready yet (retrying): %s",
+                            self.worker_id, exc)  # fmt: skip
+                self._stop.wait(delay)
+                delay = min(2 * delay, self.settings.heartbeat_s)
+                continue
+            self.is_ready = True
+            self.progress_at = time.monotonic()
+            if taken:
+                log.info("cluster worker %s (%s) took over %d site(s) of its previous "
+                         "incarnation", self.worker_id, self.name, taken)  # fmt: skip
+            return
 
     def _limit_transactions(self, worker_id: str) -> None:
         """A worker paused (SIGSTOP) inside a slot's commit holds its leases' rows FOR
@@ -200,8 +232,24 @@ class ClusterMember:
         if not self.worker_id or self._stop.is_set():
             return
         sent = time.monotonic()  # the server stamps the renewal later than this
+        if sent - self.progress_at > self.stall_timeout_s:
+            if not self._stalled:
+                log.error(
+                    "cluster worker %s: its crawl loop has not reached a slot start for "
+                    "%.0f s (stall_timeout_s %g): not heartbeating, so that its sites move",
+                    self.worker_id,
+                    sent - self.progress_at,
+                    self.stall_timeout_s,
+                )
+                self._stalled = True
+            return
+        if self._stalled:
+            log.warning("cluster worker %s: its crawl loop runs again", self.worker_id)
+            self._stalled = False
         try:
             if not self.store.heartbeat(self.worker_id, sites, weight, multiplier, slot):
+                if self._replaced():
+                    return
                 log.warning("cluster worker %s was forgotten; registering again", self.worker_id)
                 sent = time.monotonic()
                 self.store.register_worker(
@@ -210,18 +258,36 @@ class ClusterMember:
                     metrics_url=self.metrics_url,
                     worker_id=self.worker_id,
                     slot=slot,
+                    state=LIVE if self.is_ready else JOINING,
                 )
         except StoreError as exc:
             log.warning("heartbeat failed: %s", exc)
             return
         self.renewal.renewed(sent)
 
+    def _replaced(self) -> bool:
+        """Whether another process registered under this worker's name took its place (a
+        restart under the same name while this one still ran: two workers with one name).
+        It stays out: it stops heartbeating, so it stops polling at its renew deadline."""
+        try:
+            others = [w for w in self.store.cluster_workers() if w.name == self.name]
+        except StoreError:
+            return False
+        if not others:
+            return False
+        if not self._replaced_logged:
+            log.error("cluster worker %s: another process took its place under the name %r; "
+                      "it stops polling", self.worker_id, self.name)  # fmt: skip
+            self._replaced_logged = True
+        return True
+
     # ----- self-fencing (the loop's poll permit) -----------------------------------------
 
     async def may_poll(self, loop: WatchFollower) -> bool:
         """At a slot start, before any request: True while the last renewal is younger than
         the renew deadline. After a lapse, False until it has renewed and read its leases
-        afresh (they may have moved meanwhile)."""
+        afresh (they may have moved meanwhile). Each call is the loop's progress."""
+        self.progress_at = time.monotonic()
         lapses = self.renewal.lapses_total
         if not self.renewal.valid():
             if self.renewal.lapses_total != lapses:

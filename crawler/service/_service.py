@@ -145,6 +145,8 @@ class CrawlService:
             await self.loop.load()
         finally:
             await starting
+        if self.cluster is not None:  # loaded and able to poll: sites may come now
+            await asyncio.to_thread(self.cluster.ready)
         if self.settings.metrics_port:
             # its own store (own connection pool): readers of the feed never take a
             # connection the slot's commit waits for

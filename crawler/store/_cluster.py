@@ -74,7 +74,8 @@ log = logging.getLogger(__name__)
 STATE_ROW = 1
 #: the LISTEN/NOTIFY channel of assignment changes
 CHANNEL = "crawler_cluster"
-LIVE, STOPPING = "live", "stopping"
+#: a worker's states: registered and loading (gets no site yet), polling, leaving
+JOINING, LIVE, STOPPING = "joining", "live", "stopping"
 #: how long ``assign_leases`` waits for a lease row a commit holds (then StoreError; the
 #: coordinator tries again next round)
 LOCK_TIMEOUT_S = 5.0
@@ -105,6 +106,11 @@ class WorkerRow:
     weight: float
     multiplier: float | None
     slot: int
+
+    @property
+    def ready(self) -> bool:
+        """Registered, loaded and able to poll (not joining, not stopping)."""
+        return self.state == LIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,9 +307,11 @@ class ClusterStore:
         metrics_url: str | None = None,
         worker_id: str | None = None,
         slot: int = 0,
+        state: str = LIVE,
     ) -> str:
-        """Register a live worker (a new uuid4 hex id unless ``worker_id`` is given: then
-        its row is replaced); returns its id."""
+        """Register a worker (a new uuid4 hex id unless ``worker_id`` is given: then its row
+        is replaced), ``state`` ``JOINING`` until it can poll (``worker_ready``); returns
+        its id."""
         wid = worker_id or uuid.uuid4().hex
         with translate_errors("registering the worker"), self.engine.begin() as conn:
             now = _now(conn)
@@ -316,7 +324,7 @@ class ClusterStore:
                     metrics_url=metrics_url,
                     started_at=now,
                     heartbeat_at=now,
-                    state=LIVE,
+                    state=state,
                     sites=0,
                     weight=0.0,
                     multiplier=None,
@@ -349,6 +357,48 @@ class ClusterStore:
                 )
             )
             return bool(result.rowcount)
+
+    def worker_ready(self, worker_id: str, name: str) -> int:
+        """A joining worker has loaded and can poll: it becomes live (the coordinator gives
+        it sites from now on) and takes over the leases of every other registration under
+        its ``name`` (static membership: a worker restarted under the same name keeps the
+        sites its previous incarnation held, if the coordinator has not moved them yet),
+        epochs bumped so that a late commit of the old incarnation is fenced; their rows
+        are deleted. One transaction. Returns the leases taken over."""
+        with translate_errors("marking the worker ready"), self.engine.begin() as conn:
+            if is_postgres(conn):  # a paused old incarnation's commit holds lease rows
+                conn.execute(text(f"SET LOCAL lock_timeout = '{int(LOCK_TIMEOUT_S * 1000)}ms'"))
+            found = conn.execute(
+                update(cluster_workers)
+                .where(cluster_workers.c.worker_id == worker_id)
+                .values(state=LIVE, heartbeat_at=_now(conn))
+            ).rowcount
+            if not found:
+                raise StoreError(f"worker {worker_id} is not registered")
+            older = [
+                str(w)
+                for w in conn.execute(
+                    select(cluster_workers.c.worker_id).where(
+                        cluster_workers.c.name == name, cluster_workers.c.worker_id != worker_id
+                    )
+                ).scalars()
+            ]
+            if not older:
+                return 0
+            # the rows first: an assign_leases holding them (FOR SHARE) finishes before
+            conn.execute(
+                delete(cluster_workers).where(among(conn, cluster_workers.c.worker_id, older))
+            )
+            taken = conn.execute(
+                update(cluster_leases)
+                .where(among(conn, cluster_leases.c.worker_id, older))
+                .values(
+                    worker_id=worker_id, epoch=cluster_leases.c.epoch + 1, assigned_at=_now(conn)
+                )
+            ).rowcount
+            if taken:
+                _bump_version(conn)
+            return int(taken)
 
     def deregister_worker(self, worker_id: str) -> int:
         """A worker leaves: its leases are freed (owner NULL, epoch bumped), the version
