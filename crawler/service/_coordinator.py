@@ -32,16 +32,17 @@ Decisions:
     heaviest subset that fits; a worker that holds nothing (a join, the first rounds)
     takes sites from the fullest workers up to its share of the load (``_join``: a join
     is not drift, the automata are not asked);
-  - a move between two live workers is made in two steps: the site is revoked (owner
-    NULL, epoch bumped) and given to its new owner as soon as the old owner has
-    acknowledged it (at the start of its next slot, its slot in flight over:
-    ``released_epoch``), or the old owner is dead by heartbeat (fencing makes a late
-    commit of a presumed-dead worker harmless); only when neither is known (e.g. a new
-    coordinator does not know whom a site was revoked from) does it wait
-    ``handover_grace_s``, the time the old owner's slot in flight may still poll it. So a
-    URL is not polled by two workers around a move, and a moved site waits about a slot,
-    not the grace. Sites of dead workers, and sites freed by a worker that left cleanly,
-    are placed at once;
+  - a move between two live workers is made in two steps: the site is asked of its owner
+    (``revoked_at``; owner and epoch kept, so its slot in flight's commit lands), which
+    releases it in a later slot's commit (owner NULL, epoch bumped, ``released_epoch``),
+    and it is given to its new owner at the next round; the old owner dead by heartbeat,
+    it is placed at once (fencing makes a late commit of a presumed-dead worker
+    harmless); not released within ``handover_grace_s`` (the time the old owner's slot in
+    flight may still poll it), it is taken back (epoch bumped) and handed over after the
+    grace. So a URL is not polled by two workers around a move. Sites of dead workers, and
+    sites freed by a worker that left cleanly, are placed at once;
+  - a stale heartbeat is not yet a death: see ``_suspects`` (a stall of the database
+    makes every heartbeat stale at once);
   - the shortfall (how many more workers of what capacity the weights need: with the
     weights on one shared level they sum to the live capacity, so a shortfall means the
     indivisible sites do not pack, e.g. one site alone outweighs a worker) goes to
@@ -356,7 +357,24 @@ class Coordinator:
         # (its slot in flight), so nobody gets them before it has acknowledged, it is dead,
         # or (neither known) the hand-over grace has passed
         waiting = np.array([self._waiting(s, leases, index) for s in site_list], dtype=np.bool_)
-        waiting |= pinned
+        # sites asked of a live owner (a move between live workers): they stay with it until
+        # it releases them in a commit, or (not released within the grace) are taken back
+        asked = np.array(
+            [
+                s in leases and leases[s].revoked_age_s is not None and leases[s].worker_id in index
+                for s in site_list
+            ],
+            dtype=np.bool_,
+        )
+        overdue = asked & np.array(
+            [
+                s in leases and (leases[s].revoked_age_s or 0.0) >= self.handover_grace_s
+                for s in site_list
+            ],
+            dtype=np.bool_,
+        )
+        kept = pinned | (asked & ~overdue)
+        waiting |= kept | overdue
         held = prev >= 0
         loads = np.bincount(prev[held], weights=weights[held], minlength=caps.size)
         over = loads > caps * (1 + OVERLOAD_MARGIN)
@@ -403,15 +421,26 @@ class Coordinator:
         # a move between live workers is made in two steps: revoked now (the owner drops
         # the site at its next slot; the epoch bump fences what it still commits), given
         # to the new owner once the hand-over grace has passed
-        moving = held & (assignment != prev)
+        # a move between live workers: the site is asked of its owner (owner and epoch
+        # kept), which stops polling it at its next slot start and releases it in a later
+        # slot's commit, once the polls of its slot in flight have landed (commit, then
+        # release); it is handed to its new owner at the round after the release
+        moving = held & ~waiting & (assignment != prev)
         owners: dict[str, str | None] = {}
+        revoke: set[str] = set()
         for k, s in enumerate(site_list):
-            if pinned[k]:
+            if kept[k]:
                 owners[s] = leases[s].worker_id
+            elif overdue[k]:  # not released in time: taken back (fenced), after the grace
+                owners[s] = None
+                self._revoked_from[s] = str(leases[s].worker_id)
+                log.warning("site %s not released by its owner in %g s: revoked", s,
+                            self.handover_grace_s)  # fmt: skip
             elif waiting[k]:
                 owners[s] = None
             elif moving[k]:
-                owners[s] = None
+                owners[s] = live[int(prev[k])].worker_id
+                revoke.add(s)
                 self._destined[s] = live[int(assignment[k])].worker_id
                 self._revoked_from[s] = live[int(prev[k])].worker_id
             else:
@@ -432,7 +461,7 @@ class Coordinator:
         }
         site_weight = {s: float(w) for s, w in zip(site_list, weights.tolist(), strict=True)}
         changed = self.store.assign_leases(
-            owners, self.worker_id, weights=site_weight, figures=figures
+            owners, self.worker_id, weights=site_weight, figures=figures, revoke=revoke
         )
         if changed:
             log.info(

@@ -178,3 +178,34 @@ def test_a_wedged_loop_stops_heartbeating(store: Store, database_url: str) -> No
         assert beat_at() > before
     finally:
         member.stop()
+
+
+def test_a_site_lost_and_regained_between_two_syncs_is_a_loss_and_a_gain(
+    store: Store, database_url: str
+) -> None:
+    """Its epoch changed: what this worker learned of it since is fenced, and another
+    worker may have learned meanwhile, so its URLs are dropped and taken again with the
+    rows saved since (``WatchUpdate.replaced``)."""
+    import asyncio
+
+    from crawler import schedulers
+
+    store.add_urls([NewUrl(f"http://{s}.test/p{i}") for s in ("x", "y") for i in range(3)])
+    a = store.register_worker(4.0, name="a")
+    b = store.register_worker(4.0, name="b")
+    store.claim_coordinator(a)
+    store.assign_leases({"x.test": a, "y.test": a}, a)
+    member = ClusterMember(_settings(database_url), store)
+    member.worker_id = a
+    scheduler = schedulers.create("bayes", capacity=1.0, seed=1)
+    first = asyncio.run(member.sync(scheduler, None))
+    assert first is not None and first.ids.size == 6
+    scheduler.add(first.ids, importance=first.importance)
+    store.assign_leases({"x.test": b, "y.test": a}, a)  # x lost ...
+    store.assign_leases({"x.test": a, "y.test": a}, a)  # ... and regained, before a syncs
+    second = asyncio.run(member.sync(scheduler, first.version))
+    assert second is not None and second.replaced is not None
+    x_ids, _, _ = store.active_urls_of(["x.test"])
+    assert sorted(second.replaced.tolist()) == sorted(x_ids.tolist())
+    assert member.leases == {"x.test": 3, "y.test": 1}
+    assert member.sites_lost_total == 1 and member.sites_gained_total == 3
