@@ -337,9 +337,15 @@ class Coordinator:
         leases = {lease.site: lease for lease in self.store.leases()}
         site_list = sorted(counts)
         suspects = self._suspects(registered, live, leases, timeout, now)
-        # the sites of a worker that is silent but not yet presumed dead stay where they are
+        # the sites of a worker that is silent but not yet presumed dead stay where they are;
+        # while any holder is such a suspect (a stall is possible), and for the first worker
+        # timeout this coordinator reads the database (after a stall every worker first
+        # renews and reports afresh), nothing held moves at all: the weights the packing
+        # would move by are as stale as the heartbeats
+        settling = now - self._observing_since < timeout
+        holding = suspects | {w.worker_id for w in live} if suspects or settling else set()
         pinned = np.array(
-            [s in leases and leases[s].worker_id in suspects for s in site_list], dtype=np.bool_
+            [s in leases and leases[s].worker_id in holding for s in site_list], dtype=np.bool_
         )
         if not live and not suspects:
             return self._write_unassigned(site_list, leases, counts)
@@ -448,6 +454,21 @@ class Coordinator:
                 self._destined.pop(s, None)
                 self._revoked_from.pop(s, None)
         moved_live = int(np.count_nonzero(moving))
+        orphans = {  # placed anew because their owner is presumed dead (or has left)
+            s: leases[s].worker_id
+            for s, owner in owners.items()
+            if owner is not None
+            and s in leases
+            and leases[s].worker_id is not None
+            and leases[s].worker_id not in index
+            and owner != leases[s].worker_id  # (a suspect's site stays its own)
+        }
+        if orphans:
+            log.warning(
+                "coordinator: %d site(s) of %d worker(s) presumed dead placed anew",
+                len(orphans),
+                len(set(orphans.values())),
+            )
         figures = {
             "live_workers": len(live),
             "total_weight": float(weights.sum()),

@@ -68,6 +68,11 @@ def test_a_joining_worker_gets_sites_only_once_ready(store: Store, database_url:
         assert store.worker_ready(b, "b") == 0
         store.heartbeat(a, 0, 0.0, None, 0)
         second = coordinator.tick()
+        assert second is not None and second.moved == 0  # its first timeout: nothing moves
+        coordinator._observing_since = time.monotonic() - TIMEOUT  # as if a timeout later
+        store.heartbeat(a, 0, 0.0, None, 0)
+        store.heartbeat(b, 0, 0.0, None, 0)
+        second = coordinator.tick()
         assert second is not None and second.live_workers == 2 and second.moved > 0
     finally:
         coordinator.stop()
@@ -96,7 +101,9 @@ def test_a_worker_restarted_under_its_name_keeps_its_sites(store: Store, databas
         coordinator.stop()
 
 
-def test_a_database_stall_moves_no_site(store: Store, database_url: str) -> None:
+def test_a_database_stall_moves_no_site(
+    store: Store, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(3)])
     ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
     settings = _settings(database_url)
@@ -121,12 +128,15 @@ def test_a_database_stall_moves_no_site(store: Store, database_url: str) -> None
             store.heartbeat(wid, 0, 0.0, None, 0)
         assert coordinator.tick() is not None
         assert _epochs(store) == before
+        assert "presumed dead" not in caplog.text  # nothing was placed anew
     finally:
         coordinator.stop()
 
 
 @pytest.mark.slow
-def test_most_holders_silent_together_wait_then_move(store: Store, database_url: str) -> None:
+def test_most_holders_silent_together_wait_then_move(
+    store: Store, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(3)])
     ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
     coordinator = Coordinator(_settings(database_url), store, ids[0])
@@ -145,6 +155,7 @@ def test_most_holders_silent_together_wait_then_move(store: Store, database_url:
                 break
             time.sleep(0.2)
         assert moved_at is not None, "the silent workers' sites never moved"
+        assert "presumed dead placed anew" in caplog.text
         # two of three went silent together: held for the mass hold, then moved
         assert moved_at >= (MASS_STALE_HOLD_TIMEOUTS - 1) * TIMEOUT, moved_at
         assert any(_epochs(store)[s] != before[s] for s in before)
