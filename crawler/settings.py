@@ -198,6 +198,15 @@ class Settings(BaseSettings):
         "leases; below the worker timeout, above the heartbeat; None = 2/3 of the worker "
         "timeout",
     )
+    stall_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        le=86400,
+        description="a cluster worker whose crawl loop has not reached a slot start for this "
+        "long stops heartbeating, so that its sites move (liveness is the loop's progress, "
+        "not the heartbeat thread's); None = the larger of 60 s and 3 x (slot + slot "
+        "deadline + 5 s)",
+    )
     cluster_threshold: int = Field(
         1, ge=1, le=1024, description="the overload automaton's lowest state Th"
     )
@@ -480,6 +489,13 @@ class Settings(BaseSettings):
         if self.renew_deadline_s is not None:
             return self.renew_deadline_s
         return 2.0 / 3.0 * self.effective_worker_timeout()
+
+    def effective_stall_timeout(self) -> float:
+        """Seconds a cluster worker's loop may go without reaching a slot start before the
+        worker stops heartbeating (crawler/service/_cluster.py)."""
+        if self.stall_timeout_s is not None:
+            return self.stall_timeout_s
+        return max(60.0, 3 * (self.slot_seconds + self.effective_slot_deadline() + 5.0))
 
     def effective_fetch_workers(self) -> int:
         """Crawl worker processes to start (0 = fetch in the service's own process)."""

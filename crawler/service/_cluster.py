@@ -20,10 +20,18 @@ module is what the crawl loop and the service call in that mode (``CrawlLoop.clu
   their saved scheduler rows**, so a moved site continues learning where its old owner
   left it. The loop owns its scheduler and applies the update, constraints included
   (``crawler/service/_watch.py``); this module never changes the loop.
-* **Acknowledged release.** A site revoked from this worker (a move between live workers)
-  is acknowledged at the start of the next slot, when its slot in flight, the last one
-  that may have polled the site, is over (``Store.release_leases``): the coordinator then
-  hands the site over at once instead of waiting its grace.
+* **Commit, then release.** A site asked of this worker (a move between live workers:
+  ``revoked_at`` set, owner and epoch kept) is polled no more from the next slot start,
+  and released (owner NULL, epoch bumped) in the transaction of that slot's commit
+  (``Fence.release``), after the commits of the slots that polled it: their polls,
+  changes and learning land. A site revoked the old way (epoch bumped: the coordinator
+  took it back) is acknowledged at the next slot start (``Store.release_leases``). A site
+  lost and regained between two syncs (its epoch changed) is a loss and a gain: its URLs
+  are dropped and taken again with their saved rows (``WatchUpdate.replaced``).
+* **Joining, static membership, liveness.** A worker registers as joining and is made
+  live (``ready``) once loaded, taking over the sites of an earlier incarnation under the
+  same name. The heartbeat renews only while the loop reaches slot starts
+  (``stall_timeout_s``): liveness is the loop's progress, not the thread's.
 * **Fencing.** The slot's commit carries ``fence(slot)``: this worker's id and the epochs
   of the leases it held when that slot started (noted at each sync); the store drops
   what was polled under a lease that moved (``Store.commit_slot``).
@@ -56,7 +64,7 @@ from crawler.service._renewal import RenewDeadline
 from crawler.service._watch import WatchFollower, WatchUpdate
 from crawler.settings import Settings
 from crawler.sites import site_of
-from crawler.store import Fence, Store, StoreError, session_name
+from crawler.store import JOINING, LIVE, Fence, Store, StoreError, session_name
 
 log = logging.getLogger("crawler.cluster")
 
@@ -120,11 +128,22 @@ class ClusterMember:
         self._weights: dict[str, float] = {}
         #: scheduler slot -> the leases its polls are made under (``fence``)
         self._fences: dict[int, Fence] = {}
+        #: revoked sites still held (site -> epoch), polled no more: the next slot's
+        #: commit releases them (``Fence.release``)
+        self._releasing: dict[str, int] = {}
         self._slots_since_report = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: the worker fences itself: no poll past its renew deadline (``may_poll``)
         self.renewal = RenewDeadline(settings.effective_renew_deadline())
+        #: monotonic time the crawl loop last reached a slot start (``may_poll``): the
+        #: heartbeat renews only while it is recent (liveness is the loop's progress)
+        self.progress_at = time.monotonic()
+        self.stall_timeout_s = settings.effective_stall_timeout()
+        self._stalled = False
+        self._replaced_logged = False
+        #: loaded and polling: the coordinator gives it sites (``ready``)
+        self.is_ready = False
 
     # ----- lifecycle (sync: run in a thread) ---------------------------------------------
 
@@ -134,9 +153,11 @@ class ClusterMember:
         wid = uuid.uuid4().hex  # known before the first connection: it names the sessions
         self._limit_transactions(wid)
         sent = time.monotonic()
+        self.progress_at = sent
         self.worker_id = self.store.register_worker(
-            self.capacity, name=self.name, metrics_url=self.metrics_url, worker_id=wid
-        )
+            self.capacity, name=self.name, metrics_url=self.metrics_url, worker_id=wid,
+            state=JOINING,
+        )  # fmt: skip
         self.renewal.renewed(sent)
         log.info("cluster worker %s (%s) registered, capacity %g", self.worker_id, self.name,
                  self.capacity)  # fmt: skip
@@ -145,6 +166,28 @@ class ClusterMember:
         if coordinate:
             self.coordinator = Coordinator(self.settings, self.store, self.worker_id)
             self.coordinator.start()
+
+    def ready(self) -> None:
+        """The worker has loaded its scheduler and started its poller: the coordinator may
+        give it sites from now on (a joining worker gets none: it could not poll them),
+        and it takes over the leases of an earlier incarnation under the same name (static
+        membership, ``Store.worker_ready``). Waits for the database, as every step does."""
+        delay = 0.1
+        while not self._stop.is_set():
+            try:
+                taken = self.store.worker_ready(self.worker_id, self.name)
+            except StoreError as exc:
+                log.warning("cluster worker %s not marked ready yet (retrying): %s",
+                            self.worker_id, exc)  # fmt: skip
+                self._stop.wait(delay)
+                delay = min(2 * delay, self.settings.heartbeat_s)
+                continue
+            self.is_ready = True
+            self.progress_at = time.monotonic()
+            if taken:
+                log.info("cluster worker %s (%s) took over %d site(s) of its previous "
+                         "incarnation", self.worker_id, self.name, taken)  # fmt: skip
+            return
 
     def _limit_transactions(self, worker_id: str) -> None:
         """A worker paused (SIGSTOP) inside a slot's commit holds its leases' rows FOR
@@ -200,8 +243,24 @@ class ClusterMember:
         if not self.worker_id or self._stop.is_set():
             return
         sent = time.monotonic()  # the server stamps the renewal later than this
+        if sent - self.progress_at > self.stall_timeout_s:
+            if not self._stalled:
+                log.error(
+                    "cluster worker %s: its crawl loop has not reached a slot start for "
+                    "%.0f s (stall_timeout_s %g): not heartbeating, so that its sites move",
+                    self.worker_id,
+                    sent - self.progress_at,
+                    self.stall_timeout_s,
+                )
+                self._stalled = True
+            return
+        if self._stalled:
+            log.warning("cluster worker %s: its crawl loop runs again", self.worker_id)
+            self._stalled = False
         try:
             if not self.store.heartbeat(self.worker_id, sites, weight, multiplier, slot):
+                if self._replaced():
+                    return
                 log.warning("cluster worker %s was forgotten; registering again", self.worker_id)
                 sent = time.monotonic()
                 self.store.register_worker(
@@ -210,18 +269,36 @@ class ClusterMember:
                     metrics_url=self.metrics_url,
                     worker_id=self.worker_id,
                     slot=slot,
+                    state=LIVE if self.is_ready else JOINING,
                 )
         except StoreError as exc:
             log.warning("heartbeat failed: %s", exc)
             return
         self.renewal.renewed(sent)
 
+    def _replaced(self) -> bool:
+        """Whether another process registered under this worker's name took its place (a
+        restart under the same name while this one still ran: two workers with one name).
+        It stays out: it stops heartbeating, so it stops polling at its renew deadline."""
+        try:
+            others = [w for w in self.store.cluster_workers() if w.name == self.name]
+        except StoreError:
+            return False
+        if not others:
+            return False
+        if not self._replaced_logged:
+            log.error("cluster worker %s: another process took its place under the name %r; "
+                      "it stops polling", self.worker_id, self.name)  # fmt: skip
+            self._replaced_logged = True
+        return True
+
     # ----- self-fencing (the loop's poll permit) -----------------------------------------
 
     async def may_poll(self, loop: WatchFollower) -> bool:
         """At a slot start, before any request: True while the last renewal is younger than
         the renew deadline. After a lapse, False until it has renewed and read its leases
-        afresh (they may have moved meanwhile)."""
+        afresh (they may have moved meanwhile). Each call is the loop's progress."""
+        self.progress_at = time.monotonic()
         lapses = self.renewal.lapses_total
         if not self.renewal.valid():
             if self.renewal.lapses_total != lapses:
@@ -275,7 +352,7 @@ class ClusterMember:
         """At a slot start, after the sync: the leases the slot about to run polls under
         (keyed by the slot number its record will carry: select() counts it)."""
         # self.leases is replaced, never changed in place: the slots share one mapping
-        self._fences[scheduler.slot + 1] = Fence(self.worker_id, self.leases)
+        self._fences[scheduler.slot + 1] = Fence(self.worker_id, self.leases, self._releasing)
         while len(self._fences) > FENCES_KEPT:
             del self._fences[next(iter(self._fences))]
 
@@ -331,16 +408,27 @@ class ClusterMember:
         version = await asyncio.to_thread(self._versions)
         update: WatchUpdate | None = None
         if force or version != seen:
-            leases = await asyncio.to_thread(self.store.leases_of, self.worker_id)
+            leases, revoked = await asyncio.to_thread(self.store.held_leases, self.worker_id)
             ids, importance, site_list = await asyncio.to_thread(
                 self.store.active_urls_of, sorted(leases)
             )
-            saved = await self._saved_rows(scheduler, ids)
-            lost = self.leases.keys() - leases.keys()
-            gained = leases.keys() - self.leases.keys()
-            if lost:  # the previous slot's polls are over: acknowledge (hand-over at once)
-                await self._release({s: self.leases[s] for s in lost})
-            update = WatchUpdate(version, ids, importance, saved)
+            # a site lost and regained since the last sync (its epoch changed): a loss
+            # (what this worker learned of it since is fenced) and a gain (the rows saved
+            # meanwhile are loaded afresh)
+            regained = {
+                s for s in leases.keys() & self.leases.keys() if leases[s] != self.leases[s]
+            }
+            replaced = _ids_of(ids, site_list, regained)
+            saved = await self._saved_rows(scheduler, ids, replaced)
+            lost = (self.leases.keys() - leases.keys()) | regained
+            gained = (leases.keys() - self.leases.keys()) | regained
+            # asked to give a site up: polled no more from this slot on, released in the
+            # commit of this slot (after the slots that polled it: commit, then release)
+            self._releasing = dict(revoked)
+            unasked = {s: self.leases[s] for s in lost - revoked.keys() - regained}
+            if unasked:  # revoked the old way (epoch bumped): acknowledge, hand-over at once
+                await self._release(unasked)
+            update = WatchUpdate(version, ids, importance, saved, replaced)
             self._adopt(leases, ids, site_list)
             self._gained = (gained, ids, site_list) if gained else None
             self.sites_lost_total += len(lost)
@@ -380,14 +468,15 @@ class ClusterMember:
             log.warning("lost sites not acknowledged (handed over after the grace): %s", exc)
 
     async def _saved_rows(
-        self, scheduler: schedulers.Scheduler, ids: IdArray
+        self, scheduler: schedulers.Scheduler, ids: IdArray, replaced: IdArray
     ) -> SchedulerState | None:
-        """The saved learning rows of the URLs of ``ids`` the scheduler does not watch yet
-        (None: none, or not readable: those URLs restart learning)."""
+        """The saved learning rows of the URLs of ``ids`` the scheduler does not watch yet,
+        and of those it ``replaced`` (None: none, or not readable: those URLs restart
+        learning)."""
         import asyncio
 
         known, _ = scheduler.frequencies()
-        new = ids[~np.isin(ids, known, assume_unique=True)]
+        new = np.union1d(ids[~np.isin(ids, known, assume_unique=True)], replaced)
         if new.size == 0:
             return None
         try:
@@ -438,6 +527,14 @@ class ClusterMember:
                     weights[name] = float(value)
         self._weights = weights
         return weights, multiplier_of(scheduler)
+
+
+def _ids_of(ids: IdArray, site_list: list[str], chosen: set[str]) -> IdArray:
+    """The URLs of ``ids`` (whose sites are ``site_list``) on the sites ``chosen``."""
+    if not chosen:
+        return np.empty(0, np.int64)
+    mask = np.fromiter((s in chosen for s in site_list), dtype=bool, count=len(site_list))
+    return np.asarray(ids[mask], dtype=np.int64)
 
 
 def _probes(

@@ -32,16 +32,17 @@ Decisions:
     heaviest subset that fits; a worker that holds nothing (a join, the first rounds)
     takes sites from the fullest workers up to its share of the load (``_join``: a join
     is not drift, the automata are not asked);
-  - a move between two live workers is made in two steps: the site is revoked (owner
-    NULL, epoch bumped) and given to its new owner as soon as the old owner has
-    acknowledged it (at the start of its next slot, its slot in flight over:
-    ``released_epoch``), or the old owner is dead by heartbeat (fencing makes a late
-    commit of a presumed-dead worker harmless); only when neither is known (e.g. a new
-    coordinator does not know whom a site was revoked from) does it wait
-    ``handover_grace_s``, the time the old owner's slot in flight may still poll it. So a
-    URL is not polled by two workers around a move, and a moved site waits about a slot,
-    not the grace. Sites of dead workers, and sites freed by a worker that left cleanly,
-    are placed at once;
+  - a move between two live workers is made in two steps: the site is asked of its owner
+    (``revoked_at``; owner and epoch kept, so its slot in flight's commit lands), which
+    releases it in a later slot's commit (owner NULL, epoch bumped, ``released_epoch``),
+    and it is given to its new owner at the next round; the old owner dead by heartbeat,
+    it is placed at once (fencing makes a late commit of a presumed-dead worker
+    harmless); not released within ``handover_grace_s`` (the time the old owner's slot in
+    flight may still poll it), it is taken back (epoch bumped) and handed over after the
+    grace. So a URL is not polled by two workers around a move. Sites of dead workers, and
+    sites freed by a worker that left cleanly, are placed at once;
+  - a stale heartbeat is not yet a death: see ``_suspects`` (a stall of the database
+    makes every heartbeat stale at once);
   - the shortfall (how many more workers of what capacity the weights need: with the
     weights on one shared level they sum to the live capacity, so a shortfall means the
     indivisible sites do not pack, e.g. one site alone outweighs a worker) goes to
@@ -62,7 +63,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +92,9 @@ log = logging.getLogger("crawler.cluster")
 OVERLOAD_MARGIN = 0.05
 #: a worker silent for this many timeouts is deleted from cluster_workers
 FORGET_AFTER_TIMEOUTS = 10
+#: when most lease holders go silent together, their sites wait this many worker timeouts
+#: (after the coordinator has read the database for one) before they move
+MASS_STALE_HOLD_TIMEOUTS = 3
 
 
 def shared_level_weights(
@@ -182,6 +188,11 @@ class Coordinator:
         #: no live owner
         self._mass: dict[str, float] = {}
         self._rng = np.random.default_rng(settings.seed)
+        #: monotonic time since which this coordinator's rounds have read the database
+        #: without a gap (None: not yet, or a round failed)
+        self._observing_since: float | None = None
+        #: monotonic time since which most lease holders have been silent together
+        self._mass_since: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._mutex = threading.Lock()
@@ -230,6 +241,7 @@ class Coordinator:
                 return None
             except StoreError as exc:
                 log.warning("coordination round failed: %s", exc)
+                self._observing_since = None  # staleness seen next is not evidence
                 return None
             except ValueError as exc:  # bad numbers from the tables: say so, keep going
                 log.error("coordination round refused its input: %s", exc)
@@ -306,6 +318,8 @@ class Coordinator:
         self._automaton = {}
         self._destined = {}
         self._revoked_from = {}
+        self._observing_since = None
+        self._mass_since = None
         log.info("worker %s is the coordinator", self.worker_id)
         return True
 
@@ -314,14 +328,31 @@ class Coordinator:
     def run_round(self) -> Round:
         """Read, pack, write (see the module docstring)."""
         timeout = self.settings.effective_worker_timeout()
-        live = self.store.live_workers(timeout)
+        now = time.monotonic()
+        if self._observing_since is None:
+            self._observing_since = now  # (again) able to read the database from now on
+        registered = self.store.cluster_workers()
+        live = [w for w in registered if w.ready and w.heartbeat_age_s <= timeout]
         counts = self.store.site_url_counts()
         leases = {lease.site: lease for lease in self.store.leases()}
         site_list = sorted(counts)
-        if not live:
+        suspects = self._suspects(registered, live, leases, timeout, now)
+        # the sites of a worker that is silent but not yet presumed dead stay where they are;
+        # while any holder is such a suspect (a stall is possible), and for the first worker
+        # timeout this coordinator reads the database (after a stall every worker first
+        # renews and reports afresh), nothing held moves at all: the weights the packing
+        # would move by are as stale as the heartbeats
+        settling = now - self._observing_since < timeout
+        holding = suspects | {w.worker_id for w in live} if suspects or settling else set()
+        pinned = np.array(
+            [s in leases and leases[s].worker_id in holding for s in site_list], dtype=np.bool_
+        )
+        if not live and not suspects:
             return self._write_unassigned(site_list, leases, counts)
         index = {w.worker_id: k for k, w in enumerate(live)}
-        self._end_dead_sessions(leases, index)
+        self._end_dead_sessions(leases, index.keys() | suspects)
+        if not live:  # every holder silent: nothing to move, nobody to give sites to
+            return Round(0, len(site_list), 0, 0, 0.0, 0.0, 0, 0.0)
         caps = np.array([w.capacity for w in live], dtype=np.float64)
         weights = self._weights(site_list, leases, counts, live, index, float(caps.sum()))
         prev = np.array(
@@ -332,6 +363,24 @@ class Coordinator:
         # (its slot in flight), so nobody gets them before it has acknowledged, it is dead,
         # or (neither known) the hand-over grace has passed
         waiting = np.array([self._waiting(s, leases, index) for s in site_list], dtype=np.bool_)
+        # sites asked of a live owner (a move between live workers): they stay with it until
+        # it releases them in a commit, or (not released within the grace) are taken back
+        asked = np.array(
+            [
+                s in leases and leases[s].revoked_age_s is not None and leases[s].worker_id in index
+                for s in site_list
+            ],
+            dtype=np.bool_,
+        )
+        overdue = asked & np.array(
+            [
+                s in leases and (leases[s].revoked_age_s or 0.0) >= self.handover_grace_s
+                for s in site_list
+            ],
+            dtype=np.bool_,
+        )
+        kept = pinned | (asked & ~overdue)
+        waiting |= kept | overdue
         held = prev >= 0
         loads = np.bincount(prev[held], weights=weights[held], minlength=caps.size)
         over = loads > caps * (1 + OVERLOAD_MARGIN)
@@ -378,13 +427,26 @@ class Coordinator:
         # a move between live workers is made in two steps: revoked now (the owner drops
         # the site at its next slot; the epoch bump fences what it still commits), given
         # to the new owner once the hand-over grace has passed
-        moving = held & (assignment != prev)
+        # a move between live workers: the site is asked of its owner (owner and epoch
+        # kept), which stops polling it at its next slot start and releases it in a later
+        # slot's commit, once the polls of its slot in flight have landed (commit, then
+        # release); it is handed to its new owner at the round after the release
+        moving = held & ~waiting & (assignment != prev)
         owners: dict[str, str | None] = {}
+        revoke: set[str] = set()
         for k, s in enumerate(site_list):
-            if waiting[k]:
+            if kept[k]:
+                owners[s] = leases[s].worker_id
+            elif overdue[k]:  # not released in time: taken back (fenced), after the grace
+                owners[s] = None
+                self._revoked_from[s] = str(leases[s].worker_id)
+                log.warning("site %s not released by its owner in %g s: revoked", s,
+                            self.handover_grace_s)  # fmt: skip
+            elif waiting[k]:
                 owners[s] = None
             elif moving[k]:
-                owners[s] = None
+                owners[s] = live[int(prev[k])].worker_id
+                revoke.add(s)
                 self._destined[s] = live[int(assignment[k])].worker_id
                 self._revoked_from[s] = live[int(prev[k])].worker_id
             else:
@@ -392,6 +454,21 @@ class Coordinator:
                 self._destined.pop(s, None)
                 self._revoked_from.pop(s, None)
         moved_live = int(np.count_nonzero(moving))
+        orphans = {  # placed anew because their owner is presumed dead (or has left)
+            s: leases[s].worker_id
+            for s, owner in owners.items()
+            if owner is not None
+            and s in leases
+            and leases[s].worker_id is not None
+            and leases[s].worker_id not in index
+            and owner != leases[s].worker_id  # (a suspect's site stays its own)
+        }
+        if orphans:
+            log.warning(
+                "coordinator: %d site(s) of %d worker(s) presumed dead placed anew",
+                len(orphans),
+                len(set(orphans.values())),
+            )
         figures = {
             "live_workers": len(live),
             "total_weight": float(weights.sum()),
@@ -405,7 +482,7 @@ class Coordinator:
         }
         site_weight = {s: float(w) for s, w in zip(site_list, weights.tolist(), strict=True)}
         changed = self.store.assign_leases(
-            owners, self.worker_id, weights=site_weight, figures=figures
+            owners, self.worker_id, weights=site_weight, figures=figures, revoke=revoke
         )
         if changed:
             log.info(
@@ -417,7 +494,10 @@ class Coordinator:
                 figures["total_capacity"],
                 f"; {shortfall.message()}" if shortfall is not None else "",
             )
-        self.store.forget_workers(FORGET_AFTER_TIMEOUTS * timeout)
+        if now - self._observing_since >= FORGET_AFTER_TIMEOUTS * timeout:
+            # (only once this coordinator has seen them silent that long: a long stall of
+            # the database must not forget every worker and so free every lease)
+            self.store.forget_workers(FORGET_AFTER_TIMEOUTS * timeout)
         return Round(
             live_workers=len(live),
             sites=len(site_list),
@@ -429,13 +509,60 @@ class Coordinator:
             shortfall_capacity=float(figures["shortfall_capacity"]),
         )
 
-    def _end_dead_sessions(self, leases: dict[str, LeaseRow], index: dict[str, int]) -> None:
+    def _suspects(
+        self,
+        registered: list[WorkerRow],
+        live: list[WorkerRow],
+        leases: dict[str, LeaseRow],
+        timeout: float,
+        now: float,
+    ) -> set[str]:
+        """The lease holders whose heartbeat is stale but which are not presumed dead yet
+        (their sites stay put this round). A heartbeat is stale for two reasons: the
+        worker died, or nobody could reach the database (a stall, a restart). Every
+        heartbeat is stale at once after a stall, and moving every lease then would
+        reshuffle the whole cluster for nothing. So a stale holder is presumed dead only
+        once this coordinator has itself read the database for a whole worker timeout (in
+        which the worker could have renewed), and, when most holders went silent
+        together, only after ``MASS_STALE_HOLD_TIMEOUTS`` timeouts more (Kubernetes'
+        node controller stops evicting in the same way when most nodes of a zone are
+        unhealthy at once)."""
+        holders = {lease.worker_id for lease in leases.values() if lease.worker_id is not None}
+        live_ids = {w.worker_id for w in live}
+        stale = {
+            w.worker_id
+            for w in registered
+            if w.worker_id in holders and w.worker_id not in live_ids
+        }
+        assert self._observing_since is not None
+        if not stale:
+            self._mass_since = None
+            return set()
+        if now - self._observing_since < timeout:
+            return stale  # it cannot tell a stall of the database from deaths yet
+        if len(stale) > len(live_ids & holders):
+            if self._mass_since is None:
+                self._mass_since = now
+                log.warning(
+                    "%d of %d workers holding sites went silent together (a stall of the "
+                    "database or the network?): their sites wait up to %g s before they move",
+                    len(stale),
+                    len(holders),
+                    MASS_STALE_HOLD_TIMEOUTS * timeout,
+                )
+            if now - self._mass_since < MASS_STALE_HOLD_TIMEOUTS * timeout:
+                return stale
+            return set()
+        self._mass_since = None
+        return set()
+
+    def _end_dead_sessions(self, leases: dict[str, LeaseRow], alive: AbstractSet[str]) -> None:
         """End the database sessions of dead workers that still hold leases: a paused
         one may sit in a commit holding their rows FOR SHARE, which would block the
         re-assignment (the idle-in-transaction timeout does not fire while the server
-        waits on the stopped client)."""
+        waits on the stopped client). ``alive``: the workers not presumed dead."""
         owners = {lease.worker_id for lease in leases.values()}
-        dead = sorted(w for w in owners if w is not None and w not in index)
+        dead = sorted(w for w in owners if w is not None and w not in alive)
         if not dead:
             return
         try:

@@ -16,6 +16,7 @@ streaks are the failure record's, which each worker restores for the sites it ga
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 
@@ -24,7 +25,9 @@ import numpy as np
 from crawler import schedulers
 from crawler.delivery import PAGE_STOPPED_CHANGING, HealthJudge, HealthPolicy, UrlHealth
 from crawler.settings import Settings
-from crawler.store import FailureRow, HealthEvent, PollRecord, Store
+from crawler.store import FailureRow, HealthEvent, PollRecord, Store, StoreError
+
+log = logging.getLogger("crawler.service")
 
 
 class HealthWatch:
@@ -48,7 +51,11 @@ class HealthWatch:
     ) -> tuple[HealthEvent, ...]:
         """The slot's health events (``failing``: the failure record before the slot)."""
         if not self._loaded:
-            state = await asyncio.to_thread(self.store.health_state, PAGE_STOPPED_CHANGING)
+            try:
+                state = await asyncio.to_thread(self.store.health_state, PAGE_STOPPED_CHANGING)
+            except StoreError as exc:  # the database is away: no events this slot, read later
+                log.warning("health state not read (no health events this slot): %s", exc)
+                return ()
             self.judge.restore(
                 {u: UrlHealth(last, n, alarmed) for u, (last, n, alarmed) in state.items()}
             )

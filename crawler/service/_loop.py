@@ -206,6 +206,10 @@ class CrawlLoop:
         gained restored; returns the URLs added (None: the scheduler was rebuilt, so every
         constraint is to be given to it again, not only the added URLs')."""
         assert self.scheduler is not None
+        if update.replaced is not None and update.replaced.size:  # dropped, then taken again
+            known, _ = self.scheduler.frequencies()
+            if (dropped := np.intersect1d(known, update.replaced)).size:
+                self.scheduler.remove(dropped)
         before, _ = self.scheduler.frequencies()
         rebuilt = False
         if update.saved is not None:

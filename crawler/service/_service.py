@@ -22,7 +22,7 @@ from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
 from crawler.service._cluster import ClusterMember
-from crawler.service._loop import CrawlLoop, SlotSummary, Verdict
+from crawler.service._loop import GRACE_S, CrawlLoop, SlotSummary, Verdict
 from crawler.service._pollers import build_poller
 from crawler.settings import Settings
 from crawler.store import (
@@ -145,6 +145,8 @@ class CrawlService:
             await self.loop.load()
         finally:
             await starting
+        if self.cluster is not None:  # loaded and able to poll: sites may come now
+            await asyncio.to_thread(self.cluster.ready)
         if self.settings.metrics_port:
             # its own store (own connection pool): readers of the feed never take a
             # connection the slot's commit waits for
@@ -314,9 +316,16 @@ class CrawlService:
 async def serve(settings: Settings, max_slots: int | None = None) -> None:
     """Run the service until SIGINT or SIGTERM, then stop cleanly."""
     stop = asyncio.Event()
+    leaving = asyncio.Event()
+
+    def on_signal() -> None:
+        if leaving.is_set():  # a second signal: at once
+            stop.set()
+        leaving.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     async with CrawlService(settings) as service:
         log.info(
             "crawling with %s: %d URLs, %.3g polls per %.3g s slot, database %s",
@@ -327,7 +336,29 @@ async def serve(settings: Settings, max_slots: int | None = None) -> None:
             settings.database_url.split("@")[-1],
         )
         tune_gc()
-        await service.run(stop, max_slots)
+        draining = asyncio.ensure_future(_leave(service, leaving, stop))
+        try:
+            await service.run(stop, max_slots)
+        finally:
+            draining.cancel()
     if service.lost is not None:  # another process has the database now (exit status 3)
         raise service.lost
     log.info("stopped cleanly")
+
+
+async def _leave(service: CrawlService, leaving: asyncio.Event, stop: asyncio.Event) -> None:
+    """On SIGINT or SIGTERM, stop the loop. A cluster worker first lets its slot in flight
+    end (at most a slot and its deadline, plus the loop's grace): its requests were sent,
+    so their poll-log rows, changes and learning must land, and the sites it then frees are
+    handed over whole (cutting the slot dropped the answers of requests the sites had
+    already served). A single service stops at once, as before; a second signal too."""
+    await leaving.wait()
+    settings = service.settings
+    if service.cluster is not None:
+        ran = service.loop.slots_run
+        limit = (
+            time.monotonic() + settings.slot_seconds + settings.effective_slot_deadline() + GRACE_S
+        )
+        while service.loop.slots_run == ran and time.monotonic() < limit and not stop.is_set():
+            await asyncio.sleep(0.02)
+    stop.set()

@@ -27,12 +27,16 @@ URL_PREFIX = "url_"
 class WatchUpdate:
     """The watch list as a source has it now: ``version`` (the loop's last seen), the URLs
     to watch with their importances, and the saved learning rows of URLs the loop's
-    scheduler does not watch yet (None: none to restore)."""
+    scheduler does not watch yet, or of those it is to drop and take again (``replaced``)
+    (None: none to restore)."""
 
     version: object
     ids: IdArray
     importance: FloatArray
     saved: SchedulerState | None = None
+    #: watched URLs whose learning is to be replaced by ``saved`` (or restarted): their
+    #: site was lost and regained since the last update, and learned elsewhere meanwhile
+    replaced: IdArray | None = None
 
 
 class WatchFollower(Protocol):

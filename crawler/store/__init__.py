@@ -9,6 +9,8 @@ a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migratio
 
 from crawler.store._bounds import UrlRules, check_tag
 from crawler.store._cluster import (
+    JOINING,
+    LIVE,
     ClusterStateRow,
     Fence,
     LeaseRow,
@@ -73,6 +75,8 @@ from crawler.store._types import (
 __all__ = [
     "DEAD",
     "DELIVERED",
+    "JOINING",
+    "LIVE",
     "OUTCOMES",
     "PAGE_CHANGED",
     "PAGE_DISCOVERED",

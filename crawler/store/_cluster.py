@@ -15,12 +15,20 @@ Decisions:
   own transaction and drops the poll rows and scheduler rows of every site whose lease is
   no longer (this worker, that epoch). ``FOR SHARE`` makes a concurrent re-assignment wait
   for the commit (or the commit see the new owner): there is no window in between.
-* **Acknowledged release.** A worker that finds a site revoked from it (owner NULL, epoch
-  = the one it polled under + 1) records ``released_epoch`` = that epoch at its next slot
-  start (``release_leases``); the coordinator hands such a site over at once rather than
-  after its grace. A worker's sessions carry ``application_name`` = ``session_name(id)``,
-  so the coordinator can end those of a dead worker (``end_worker_sessions``): a paused
-  commit then no longer holds lease rows ``FOR SHARE``.
+* **Commit, then release.** A move between live workers asks the owner for the site
+  (``revoked_at``; owner and epoch kept, so what it still commits for it lands); the
+  owner releases it (owner NULL, epoch bumped, ``released_epoch`` = the new epoch) in a
+  later slot's commit (``Fence.release``, ``release_revoked``), and the coordinator then
+  hands it over. A worker that finds a site revoked the old way (owner NULL, epoch = the
+  one it polled under + 1: taken back) acknowledges it at its next slot start
+  (``release_leases``).
+* **Joining and static membership.** A worker registers ``JOINING`` and becomes ``LIVE``
+  once it can poll (``worker_ready``), taking over the leases of earlier registrations
+  under its name, epochs bumped.
+* **Dead workers' sessions.** A worker's sessions carry ``application_name`` =
+  ``session_name(id)``, so the coordinator can end those of a dead worker
+  (``end_worker_sessions``): a paused commit then no longer holds lease rows ``FOR
+  SHARE``.
 * **One coordinator's writes.** ``claim_coordinator`` names the holder of the
   coordinator lock in ``cluster_state``; ``assign_leases`` locks that row and refuses
   (``NotCoordinator``) a writer that is no longer named there, so a coordinator that was
@@ -41,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -74,7 +82,8 @@ log = logging.getLogger(__name__)
 STATE_ROW = 1
 #: the LISTEN/NOTIFY channel of assignment changes
 CHANNEL = "crawler_cluster"
-LIVE, STOPPING = "live", "stopping"
+#: a worker's states: registered and loading (gets no site yet), polling, leaving
+JOINING, LIVE, STOPPING = "joining", "live", "stopping"
 #: how long ``assign_leases`` waits for a lease row a commit holds (then StoreError; the
 #: coordinator tries again next round)
 LOCK_TIMEOUT_S = 5.0
@@ -106,6 +115,11 @@ class WorkerRow:
     multiplier: float | None
     slot: int
 
+    @property
+    def ready(self) -> bool:
+        """Registered, loaded and able to poll (not joining, not stopping)."""
+        return self.state == LIVE
+
 
 @dataclass(frozen=True, slots=True)
 class LeaseRow:
@@ -120,8 +134,12 @@ class LeaseRow:
     #: freed by a worker that left cleanly: placeable at once)
     assigned_age_s: float | None = None
     #: revoked (no owner) and its old owner has acknowledged this epoch: it polls the site
-    #: no more, so the coordinator may hand it over at once (``release_leases``)
+    #: no more, so the coordinator may hand it over at once (``release_leases``, or the
+    #: release in a commit: ``Fence.release``)
     released: bool = False
+    #: seconds since its owner was asked to give it up (None: not asked): it keeps owner
+    #: and epoch until it releases the site in a slot's commit
+    revoked_age_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +168,36 @@ class Fence:
 
     worker_id: str
     leases: Mapping[str, int]
+    #: revoked sites (site -> epoch) this worker polls no more and no earlier slot of which
+    #: is still to be committed: released in this commit's transaction (owner NULL, epoch
+    #: bumped, acknowledged), after the polls made under them landed
+    release: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+
+def release_revoked(conn: Connection, fence: Fence) -> int:
+    """Inside a slot's commit: release the revoked leases of ``fence.release`` still held
+    by ``fence.worker_id`` under those epochs (owner NULL, epoch bumped, acknowledged so
+    that the coordinator hands them over at once). Returns the leases released."""
+    done = 0
+    now = _now(conn)
+    for site, epoch in sorted(fence.release.items()):
+        done += conn.execute(
+            update(cluster_leases)
+            .where(
+                cluster_leases.c.site == site,
+                cluster_leases.c.worker_id == fence.worker_id,
+                cluster_leases.c.epoch == int(epoch),
+                cluster_leases.c.revoked_at.is_not(None),
+            )
+            .values(
+                worker_id=None,
+                epoch=int(epoch) + 1,
+                released_epoch=int(epoch) + 1,
+                revoked_at=None,
+                assigned_at=now,
+            )
+        ).rowcount
+    return done
 
 
 #: the figures of one packing round that ``assign_leases`` records in cluster_state
@@ -301,9 +349,11 @@ class ClusterStore:
         metrics_url: str | None = None,
         worker_id: str | None = None,
         slot: int = 0,
+        state: str = LIVE,
     ) -> str:
-        """Register a live worker (a new uuid4 hex id unless ``worker_id`` is given: then
-        its row is replaced); returns its id."""
+        """Register a worker (a new uuid4 hex id unless ``worker_id`` is given: then its row
+        is replaced), ``state`` ``JOINING`` until it can poll (``worker_ready``); returns
+        its id."""
         wid = worker_id or uuid.uuid4().hex
         with translate_errors("registering the worker"), self.engine.begin() as conn:
             now = _now(conn)
@@ -316,7 +366,7 @@ class ClusterStore:
                     metrics_url=metrics_url,
                     started_at=now,
                     heartbeat_at=now,
-                    state=LIVE,
+                    state=state,
                     sites=0,
                     weight=0.0,
                     multiplier=None,
@@ -350,6 +400,51 @@ class ClusterStore:
             )
             return bool(result.rowcount)
 
+    def worker_ready(self, worker_id: str, name: str) -> int:
+        """A joining worker has loaded and can poll: it becomes live (the coordinator gives
+        it sites from now on) and takes over the leases of every other registration under
+        its ``name`` (static membership: a worker restarted under the same name keeps the
+        sites its previous incarnation held, if the coordinator has not moved them yet),
+        epochs bumped so that a late commit of the old incarnation is fenced; their rows
+        are deleted. One transaction. Returns the leases taken over."""
+        with translate_errors("marking the worker ready"), self.engine.begin() as conn:
+            if is_postgres(conn):  # a paused old incarnation's commit holds lease rows
+                conn.execute(text(f"SET LOCAL lock_timeout = '{int(LOCK_TIMEOUT_S * 1000)}ms'"))
+            found = conn.execute(
+                update(cluster_workers)
+                .where(cluster_workers.c.worker_id == worker_id)
+                .values(state=LIVE, heartbeat_at=_now(conn))
+            ).rowcount
+            if not found:
+                raise StoreError(f"worker {worker_id} is not registered")
+            older = [
+                str(w)
+                for w in conn.execute(
+                    select(cluster_workers.c.worker_id).where(
+                        cluster_workers.c.name == name, cluster_workers.c.worker_id != worker_id
+                    )
+                ).scalars()
+            ]
+            if not older:
+                return 0
+            # the rows first: an assign_leases holding them (FOR SHARE) finishes before
+            conn.execute(
+                delete(cluster_workers).where(among(conn, cluster_workers.c.worker_id, older))
+            )
+            taken = conn.execute(
+                update(cluster_leases)
+                .where(among(conn, cluster_leases.c.worker_id, older))
+                .values(
+                    worker_id=worker_id,
+                    epoch=cluster_leases.c.epoch + 1,
+                    assigned_at=_now(conn),
+                    revoked_at=None,
+                )
+            ).rowcount
+            if taken:
+                _bump_version(conn)
+            return int(taken)
+
     def deregister_worker(self, worker_id: str) -> int:
         """A worker leaves: its leases are freed (owner NULL, epoch bumped), the version
         bumped, its row deleted, in one transaction. Returns the leases freed."""
@@ -361,7 +456,12 @@ class ClusterStore:
                 update(cluster_leases)
                 .where(cluster_leases.c.worker_id == worker_id)
                 # assigned_at NULL: the worker has stopped polling, the sites are free now
-                .values(worker_id=None, epoch=cluster_leases.c.epoch + 1, assigned_at=None)
+                .values(
+                    worker_id=None,
+                    epoch=cluster_leases.c.epoch + 1,
+                    assigned_at=None,
+                    revoked_at=None,
+                )
             ).rowcount
             if freed:
                 _bump_version(conn)
@@ -428,6 +528,7 @@ class ClusterStore:
             pg = is_postgres(conn)
             cols: list[Any] = [*cluster_leases.c]
             if pg:
+                cols.append(func.extract("epoch", func.now() - cluster_leases.c.revoked_at))
                 cols.append(func.extract("epoch", func.now() - cluster_leases.c.assigned_at))
             rows = conn.execute(select(*cols).order_by(cluster_leases.c.site)).all()
         now = datetime.now(UTC)
@@ -444,23 +545,36 @@ class ClusterStore:
                 and r.released_epoch is not None
                 and int(r.released_epoch) == int(r.epoch)
             )
+            revoked: float | None = None
+            if r.revoked_at is not None and r.worker_id is not None:
+                revoked = (
+                    max(0.0, float(r[-2])) if pg else max(0.0, (now - r.revoked_at).total_seconds())
+                )
             out.append(
                 LeaseRow(
                     r.site, r.worker_id, int(r.epoch), float(r.weight), r.assigned_at, age,
-                    released,
+                    released, revoked,
                 )
             )  # fmt: skip
         return out
 
     def leases_of(self, worker_id: str) -> dict[str, int]:
-        """The sites ``worker_id`` holds, with their epochs (fencing tokens)."""
+        """The sites ``worker_id`` holds and may poll (not revoked), with their epochs
+        (fencing tokens)."""
+        return self.held_leases(worker_id)[0]
+
+    def held_leases(self, worker_id: str) -> tuple[dict[str, int], dict[str, int]]:
+        """The sites ``worker_id`` holds, with their epochs: (those it may poll, those it is
+        asked to give up: revoked, to release in a commit)."""
         with translate_errors("reading the worker's leases"), self.engine.connect() as conn:
             rows = conn.execute(
-                select(cluster_leases.c.site, cluster_leases.c.epoch).where(
-                    cluster_leases.c.worker_id == worker_id
-                )
+                select(
+                    cluster_leases.c.site, cluster_leases.c.epoch, cluster_leases.c.revoked_at
+                ).where(cluster_leases.c.worker_id == worker_id)
             ).all()
-        return {site: int(epoch) for site, epoch in rows}
+        polled = {site: int(epoch) for site, epoch, revoked in rows if revoked is None}
+        revoked = {site: int(epoch) for site, epoch, r in rows if r is not None}
+        return polled, revoked
 
     def release_leases(self, held: Mapping[str, int]) -> int:
         """A worker acknowledges the revocation of sites it held (site -> the epoch it
@@ -531,6 +645,7 @@ class ClusterStore:
         *,
         weights: Mapping[str, float] | None = None,
         figures: Mapping[str, float | int | None] | None = None,
+        revoke: Collection[str] = (),
     ) -> int:
         """Write a new assignment (site -> worker id, or None: unassigned) in ONE
         transaction: every site whose owner changes gets its epoch bumped; new sites get a
@@ -538,7 +653,9 @@ class ClusterStore:
         recorded for sites that have none reported yet or change owner; the version is
         bumped (and NOTIFY sent) if anything moved. ``figures`` (``FIGURES`` replaced,
         ``COUNTERS`` added) go to cluster_state. A site given to a worker that is not
-        registered (it left meanwhile) is left unassigned. Raises NotCoordinator if
+        registered (it left meanwhile) is left unassigned. The sites of ``revoke`` (their
+        owner unchanged) are asked of their owner (``revoked_at``: it releases them in a
+        slot's commit); a change of owner clears it. Raises NotCoordinator if
         ``coordinator_id`` is not the coordinator named in cluster_state. Returns the
         number of sites whose owner changed."""
         weights = weights or {}
@@ -590,12 +707,24 @@ class ClusterStore:
                     changed += owner is not None
                     continue
                 if current[site][0] == owner:
+                    if site in revoke and owner is not None:
+                        asked = conn.execute(
+                            update(cluster_leases)
+                            .where(
+                                cluster_leases.c.site == site,
+                                cluster_leases.c.worker_id == owner,
+                                cluster_leases.c.revoked_at.is_(None),
+                            )
+                            .values(revoked_at=now)
+                        ).rowcount
+                        changed += asked
                     continue
                 changed += 1
                 values: dict[str, Any] = {
                     "worker_id": owner,
                     "epoch": cluster_leases.c.epoch + 1,
                     "assigned_at": now,
+                    "revoked_at": None,
                 }
                 if site in weights:
                     values["weight"] = float(weights[site])

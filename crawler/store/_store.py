@@ -28,7 +28,7 @@ from crawler.schedulers import SchedulerState
 from crawler.sites import site_of
 from crawler.store import _admin, _bounds, _fence, _history, _outbox, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
-from crawler.store._cluster import ClusterStore, Fence, fence_rows
+from crawler.store._cluster import ClusterStore, Fence, fence_rows, release_revoked
 from crawler.store._engine import make_engine, sync_url, translate_errors
 from crawler.store._scan import scan
 from crawler.store._sql import among, is_postgres
@@ -447,6 +447,8 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py
                 kept = {p.url_id for p in polls}
                 health = tuple(e for e in health if e.url_id in kept)
             _outbox.write_health_events(conn, slot.slot, health)
+            if fence is not None and fence.release:  # commit, then release: one transaction
+                release_revoked(conn, fence)
         return fenced
 
     def _write_polls(self, conn: Connection, slot_no: int, polls: Sequence[PollRecord]) -> None:

@@ -373,6 +373,9 @@ class ClusterLease(Base):
     assigned_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     #: the revoked epoch the old owner acknowledged: it no longer polls the site (hand-over)
     released_epoch: Mapped[int | None] = mapped_column(BigInteger)
+    #: since when the owner is asked to give the site up (a move between live workers;
+    #: migration 0011): it releases it in a later slot's commit (``Fence.release``)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class ClusterState(Base):

@@ -123,11 +123,17 @@ def _serve(
     tick_seconds: float,
     page_size: int,
     seed: int,
+    crawl_delay: float | None,
     conn: Connection,
 ) -> None:
     async def main() -> None:
         site = LoggedSite(
-            rates, hosts=hosts, tick_seconds=tick_seconds, page_size=page_size, seed=seed
+            rates,
+            hosts=hosts,
+            tick_seconds=tick_seconds,
+            page_size=page_size,
+            seed=seed,
+            crawl_delay=crawl_delay,
         )
         await site.start()
         conn.send(site.port)
@@ -145,13 +151,23 @@ def site_process(
     tick_seconds: float,
     page_size: int = 2_000,
     seed: int = 0,
+    crawl_delay: float | None = None,
 ) -> Iterator[int]:
-    """Run a :class:`LoggedSite` in a child process; yields its port (on every host)."""
+    """Run a :class:`LoggedSite` in a child process; yields its port (on every host).
+    ``crawl_delay``: every host's robots.txt Crawl-delay (None: none)."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(
         target=_serve,
-        args=(np.asarray(rates, dtype=np.float64), hosts, tick_seconds, page_size, seed, child),
+        args=(
+            np.asarray(rates, dtype=np.float64),
+            hosts,
+            tick_seconds,
+            page_size,
+            seed,
+            crawl_delay,
+            child,
+        ),
         daemon=True,
     )
     proc.start()

@@ -9,6 +9,7 @@ The analysis reads only the site's log: the crawler's tables are not the witness
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,16 +18,88 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
+from sqlalchemy import Engine, make_url, text
+
+from crawler.store import NewUrl, Store
 
 ROOT = Path(__file__).resolve().parents[2]
 UA_PREFIX = "cluster-test/"
+
+
+#: the fast membership of the cluster tests: heartbeats every 0.3 s, dead after 2 s
+FAST_CLUSTER = {
+    "CRAWLER_HEARTBEAT_S": "0.3",
+    "CRAWLER_WORKER_TIMEOUT_S": "2.0",
+    "CRAWLER_FETCH_TIMEOUT_S": "2",
+}
+
+
+@contextlib.contextmanager
+def schema(pg: Any) -> Iterator[str]:
+    """A new PostgreSQL database (``pg``: the ``_postgres`` fixture) at the latest
+    revision; its URL. Dropped afterwards."""
+    name = pg.create()
+    url = pg.url_of(name)
+    try:
+        with Store(url) as st:
+            st.upgrade()
+        yield url
+    finally:
+        pg.drop(name)
+
+
+def site_urls(port: int, pages: int, hosts: int) -> list[str]:
+    """The URLs of a logged site's pages (page k on host 127.0.0.((k - 1) % hosts + 1))."""
+    return [f"http://127.0.0.{(k - 1) % hosts + 1}:{port}/page/{k}" for k in range(1, pages + 1)]
+
+
+def watch(url: str, urls: list[str]) -> dict[str, int]:
+    """Add ``urls`` to the watch list of database ``url``; URL -> id."""
+    with Store(url) as st:
+        st.add_urls([NewUrl(u) for u in urls])
+        return dict((u, i) for i, u in st.select_urls(urls))
+
+
+def via(url: str, port: int) -> str:
+    """Database ``url`` reached through 127.0.0.1:``port`` (a proxy)."""
+    return make_url(url).set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
+
+
+def owners(engine: Engine) -> dict[str, str]:
+    """site (host:port) -> the name of the worker that leases it."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT l.site, w.name FROM cluster_leases l "
+                "JOIN cluster_workers w ON w.worker_id = l.worker_id"
+            )
+        ).all()
+    return {str(site): str(name) for site, name in rows}
+
+
+def lease_epochs(engine: Engine) -> dict[str, tuple[str | None, int]]:
+    """site -> (its owner's name or None, its epoch)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT l.site, w.name, l.epoch FROM cluster_leases l "
+                "LEFT JOIN cluster_workers w ON w.worker_id = l.worker_id"
+            )
+        ).all()
+    return {str(s): (None if n is None else str(n), int(e)) for s, n, e in rows}
+
+
+def host_pages(site: str, pages: int, hosts: int) -> list[int]:
+    """The pages of a logged site served by ``site`` (host:port)."""
+    h = int(site.split(":", 1)[0].rsplit(".", 1)[1])
+    return list(range(h, pages + 1, hosts))
 
 
 def free_port() -> int:
@@ -240,3 +313,58 @@ def wait_until(predicate: object, timeout: float, step: float = 0.5, what: str =
             return
         time.sleep(step)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+@dataclass
+class Workers:
+    """The ``crawler run --cluster`` processes of one test: started by name (logs in
+    ``tmp``), checked alive, made to leave or killed; ``stop_all`` at the end."""
+
+    database_url: str
+    tmp: Path
+    capacity: float
+    slot_seconds: float
+    extra: Mapping[str, str] = field(default_factory=lambda: dict(FAST_CLUSTER))
+    running: dict[str, Worker] = field(default_factory=dict)
+    #: workers that left or were killed on purpose (their exit is expected)
+    gone: set[str] = field(default_factory=set)
+
+    def start(
+        self,
+        name: str,
+        *,
+        database_url: str | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> Worker:
+        env = worker_env(
+            database_url or self.database_url,
+            name,
+            capacity=self.capacity,
+            slot_seconds=self.slot_seconds,
+            extra={**self.extra, **(extra or {})},
+        )
+        worker = Worker(name, env, self.tmp / f"{name}.log").start()
+        self.running[name] = worker
+        self.gone.discard(name)
+        return worker
+
+    def check(self) -> None:
+        """AssertionError (with its log's tail) if a worker exited unexpectedly."""
+        for name, w in self.running.items():
+            assert w.alive() or name in self.gone, f"{name} exited: {w.output()}"
+
+    def leave(self, name: str) -> None:
+        """SIGTERM: a clean leave."""
+        self.gone.add(name)
+        self.running[name].stop()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL (kill -9)."""
+        self.gone.add(name)
+        self.running[name].signal(signal.SIGKILL)
+        assert self.running[name].proc is not None
+        self.running[name].proc.wait(10)  # type: ignore[union-attr]
+
+    def stop_all(self) -> None:
+        for w in self.running.values():
+            w.stop()

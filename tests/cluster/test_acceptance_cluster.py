@@ -26,12 +26,10 @@ The figures are printed (pytest -s shows them) so a miss is reported with its nu
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +41,16 @@ from sqlalchemy import Engine, create_engine, text
 from crawler.schedulers import limit
 from crawler.store import NewUrl, Store
 from crawler.testsite import site_process, zipf_rates
-from tests.cluster._harness import UA_PREFIX, SiteLog, Worker, wait_until, worker_env
+from tests.cluster._harness import (
+    UA_PREFIX,
+    SiteLog,
+    Worker,
+    owners,
+    schema,
+    wait_until,
+    worker_env,
+)
+from tests.cluster._harness import host_pages as pages_of
 
 pytestmark = pytest.mark.slow
 
@@ -84,30 +91,6 @@ class Run:
         return [UA_PREFIX + n for n in names]
 
 
-@contextlib.contextmanager
-def schema(pg: Any) -> Iterator[str]:
-    name = pg.create()
-    url = pg.url_of(name)
-    try:
-        with Store(url) as st:
-            st.upgrade()
-        yield url
-    finally:
-        pg.drop(name)
-
-
-def owners(engine: Engine) -> dict[str, str]:
-    """site (host) -> worker name, from the leases."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT l.site, w.name FROM cluster_leases l "
-                "JOIN cluster_workers w ON w.worker_id = l.worker_id"
-            )
-        ).all()
-    return {str(site): str(name) for site, name in rows}
-
-
 def lease_rows(engine: Engine) -> dict[str, tuple[str | None, int, float]]:
     with engine.connect() as conn:
         rows = conn.execute(
@@ -120,8 +103,7 @@ def lease_rows(engine: Engine) -> dict[str, tuple[str | None, int, float]]:
 
 
 def host_pages(host: str) -> list[int]:
-    h = int(host.split(":", 1)[0].rsplit(".", 1)[1])  # a site is host:port
-    return list(range(h, PAGES + 1, HOSTS))
+    return pages_of(host, PAGES, HOSTS)
 
 
 def _metric(port: int, name: str) -> float | None:

@@ -1,5 +1,6 @@
-"""Hand-over of a site between two live workers: acknowledged release, a dead
-old owner, the grace as the fallback; and the sessions of a dead worker ended."""
+"""Hand-over of a site between two live workers: asked of its owner (owner and epoch
+kept), released in the owner's commit, then handed over; a dead old owner; and the sessions
+of a dead worker ended."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _settings(database_url: str) -> Any:
 
 
 def _revoked(store: Store) -> list[LeaseRow]:
-    return [lease for lease in store.leases() if lease.worker_id is None]
+    """The leases asked of their owners (a move between live workers)."""
+    return [lease for lease in store.leases() if lease.revoked_age_s is not None]
 
 
 def _spread_then_join(store: Store, database_url: str) -> tuple[Coordinator, str, str, str]:
@@ -42,6 +44,9 @@ def _spread_then_join(store: Store, database_url: str) -> tuple[Coordinator, str
     assert coordinator.handover_grace_s > 60
     assert coordinator.tick() is not None
     assert {lease.worker_id for lease in store.leases()} == {a_id, b_id}
+    # as if it had read the database for a worker timeout already (it moves nothing
+    # held before: tests/cluster/test_membership.py)
+    coordinator._observing_since = time.monotonic() - 2.0
     c_id = store.register_worker(4.0, name="c")
     done = coordinator.tick()
     assert done is not None and done.moved > 0
@@ -56,24 +61,32 @@ def test_a_revoked_site_is_handed_over_once_its_old_owner_acknowledges(
     try:
         before = {lease.site: lease for lease in store.leases()}
         revoked = {lease.site for lease in _revoked(store)}
-        # not acknowledged: the sites wait (the grace is minutes long here)
+        assert all(before[s].worker_id is not None for s in revoked)  # owner and epoch kept
+        # not released: the sites stay with their owners (the grace is minutes long here)
         assert coordinator.tick() is not None
         assert {lease.site for lease in _revoked(store)} == revoked
-        # the old owners acknowledge at their next slot start, with the epochs they held
-        held = {s: before[s].epoch - 1 for s in revoked}
-        wrong = {s: e - 1 for s, e in held.items()}  # an older epoch: not this revocation
-        assert store.release_leases(wrong) == 0
-        assert not any(lease.released for lease in store.leases())
-        assert store.release_leases(held) == len(revoked)
-        assert all(lease.released for lease in _revoked(store))
+        assert {s: (x.worker_id, x.epoch) for s, x in before.items()} == {
+            x.site: (x.worker_id, x.epoch) for x in store.leases()
+        }
+        # the old owners release them in a slot's commit, with the epochs they held
+        from crawler.store import Fence
+        from tests.store._helpers import slot_record
+
+        for owner in {before[s].worker_id for s in revoked}:
+            assert owner is not None
+            mine = {s: before[s].epoch for s in revoked if before[s].worker_id == owner}
+            wrong = {s: e - 1 for s, e in mine.items()}  # an older epoch: not this one
+            store.commit_slot(slot_record(1, []), [], fence=Fence(owner, {}, release=wrong))
+            assert not any(x.released for x in store.leases() if x.site in mine)
+            store.commit_slot(slot_record(1, []), [], fence=Fence(owner, {}, release=mine))
+        released = {x.site: x for x in store.leases() if x.released}
+        assert set(released) == revoked
+        assert all(released[s].epoch == before[s].epoch + 1 for s in revoked)
         assert coordinator.tick() is not None
         after = {lease.site: lease for lease in store.leases()}
         assert {after[s].worker_id for s in revoked} == {c_id}
-        assert all(after[s].epoch == before[s].epoch + 1 for s in revoked)
+        assert all(after[s].epoch == before[s].epoch + 2 for s in revoked)
         assert not any(lease.released for lease in after.values())
-        # a late acknowledgement of the old epoch changes nothing any more
-        assert store.release_leases(held) == 0
-        assert {after[s].worker_id for s in revoked} == {c_id}
     finally:
         coordinator.stop()
 
@@ -93,10 +106,11 @@ def test_a_site_revoked_from_a_worker_now_dead_is_handed_over_at_once(
         assert coordinator.tick() is not None
         after = {lease.site: lease for lease in store.leases()}
         for site in revoked:
-            if sources[site] == b_id:  # its old owner is dead: no ack needed
-                assert after[site].worker_id is not None
-            else:  # a is alive and has not acknowledged: the site still waits
-                assert after[site].worker_id is None
+            if sources[site] == b_id:  # its old owner is dead: placed anew at once
+                assert after[site].worker_id in (a_id, c_id)
+            else:  # a is alive and has not released it: the site stays asked of a
+                assert after[site].worker_id == a_id
+                assert after[site].revoked_age_s is not None
     finally:
         coordinator.stop()
 

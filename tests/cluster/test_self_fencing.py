@@ -18,9 +18,7 @@ server's clock, the same machine as the site's):
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +26,19 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
-from crawler.store import NewUrl, Store
 from crawler.testsite import site_process
-from tests.cluster._harness import UA_PREFIX, SiteLog, Worker, wait_until, worker_env
+from tests.cluster._harness import (
+    UA_PREFIX,
+    SiteLog,
+    Workers,
+    host_pages,
+    owners,
+    schema,
+    site_urls,
+    via,
+    wait_until,
+    watch,
+)
 from tests.cluster._proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
@@ -51,33 +59,6 @@ CLUSTER = {
 }
 
 
-@contextlib.contextmanager
-def _schema(pg: Any) -> Iterator[str]:
-    name = pg.create()
-    url = pg.url_of(name)
-    try:
-        with Store(url) as st:
-            st.upgrade()
-        yield url
-    finally:
-        pg.drop(name)
-
-
-def _via(url: str, port: int) -> str:
-    return make_url(url).set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
-
-
-def _owners(engine: Any) -> dict[str, str]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT l.site, w.name FROM cluster_leases l "
-                "JOIN cluster_workers w ON w.worker_id = l.worker_id"
-            )
-        ).all()
-    return {str(s): str(n) for s, n in rows}
-
-
 def _last_heartbeat(engine: Any, name: str) -> float:
     with engine.connect() as conn:
         value = conn.execute(
@@ -88,11 +69,6 @@ def _last_heartbeat(engine: Any, name: str) -> float:
     return float(value)
 
 
-def _host_pages(site: str) -> list[int]:
-    h = int(site.split(":", 1)[0].rsplit(".", 1)[1])
-    return list(range(h, PAGES + 1, HOSTS))
-
-
 @pytest.mark.parametrize("run", [1, 2])
 def test_a_worker_cut_off_from_postgres_stops_before_its_lease_can_expire(
     _postgres: Any, tmp_path: Path, run: int
@@ -100,57 +76,37 @@ def test_a_worker_cut_off_from_postgres_stops_before_its_lease_can_expire(
     rates = np.full(PAGES, 0.2)
     with (
         site_process(rates, hosts=HOSTS, tick_seconds=SLOT, page_size=500, seed=run) as port,
-        _schema(_postgres) as url,
+        schema(_postgres) as url,
     ):
-        with Store(url) as st:
-            st.add_urls(
-                [
-                    NewUrl(f"http://127.0.0.{(k - 1) % HOSTS + 1}:{port}/page/{k}")
-                    for k in range(1, PAGES + 1)
-                ]
-            )
+        watch(url, site_urls(port, PAGES, HOSTS))
         target = make_url(url)
         proxy = TcpProxy(target.host or "127.0.0.1", target.port or 5432)
         proxy_port = proxy.start()
         engine = create_engine(url)
-        workers: list[Worker] = []
+        workers = Workers(url, tmp_path, capacity=20.0, slot_seconds=SLOT, extra=dict(CLUSTER))
         try:
-            _scenario(tmp_path, url, _via(url, proxy_port), port, proxy, engine, workers)
+            _scenario(workers, via(url, proxy_port), port, proxy, engine)
         finally:
-            for w in workers:
-                w.stop()
+            workers.stop_all()
             proxy.close()
             engine.dispose()
 
 
-def _scenario(
-    tmp: Path,
-    url: str,
-    proxied: str,
-    site_port: int,
-    proxy: TcpProxy,
-    engine: Any,
-    workers: list[Worker],
-) -> None:
+def _scenario(workers: Workers, proxied: str, site_port: int, proxy: TcpProxy, engine: Any) -> None:
     log = SiteLog(site_port)
     cut_ua, other_ua = UA_PREFIX + "cut", UA_PREFIX + "other"
-    for name, db in (("cut", proxied), ("other", url)):
-        env = worker_env(db, name, capacity=20.0, slot_seconds=SLOT, extra=CLUSTER)
-        workers.append(Worker(name, env, tmp / f"{name}.log").start())
-    cut, other = workers
-
-    def alive() -> None:
-        for w in workers:
-            assert w.alive(), f"{w.name} exited: {w.output()}"
+    cut = workers.start("cut", database_url=proxied)
+    other = workers.start("other")
+    alive = workers.check
 
     def both_hold_sites() -> bool:
         alive()
-        return set(_owners(engine).values()) == {"cut", "other"}
+        return set(owners(engine).values()) == {"cut", "other"}
 
     wait_until(both_hold_sites, 90, what="both workers holding sites")
     wait_until(lambda: cut_ua in log.refresh().client, 60, what="the cut-off worker polling first")
     time.sleep(2 * SLOT)
-    held = sorted(s for s, n in _owners(engine).items() if n == "cut")
+    held = sorted(s for s, n in owners(engine).items() if n == "cut")
 
     # -- a partition: frozen sockets -----------------------------------------------------
     proxy.freeze()
@@ -158,7 +114,7 @@ def _scenario(
 
     def all_with_the_other() -> bool:
         alive()
-        return set(_owners(engine).values()) == {"other"}
+        return set(owners(engine).values()) == {"other"}
 
     wait_until(all_with_the_other, TIMEOUT + 30, what="the other worker holding every site")
     moved_at = time.time()
@@ -183,7 +139,7 @@ def _scenario(
     cut_mask = log.select([cut_ua], since=frozen_at - 1.0, until=recovered_at)
     last = float(t[cut_mask].max()) if cut_mask.any() else frozen_at
     expiry = renewed + TIMEOUT
-    pages = [k for s in held for k in _host_pages(s)]
+    pages = [k for s in held for k in host_pages(s, PAGES, HOSTS)]
     took = log.first_poll_after(pages, [other_ua], frozen_at)
     repeats = log.cross_worker_repeats([cut_ua, other_ua], SLOT, since=recovered_at)
     print(

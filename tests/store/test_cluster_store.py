@@ -137,6 +137,34 @@ def test_a_commit_under_a_stale_epoch_lands_nothing_for_that_site(store: Store) 
     assert store.commit_slot(slot_record(2, polls), polls) == 0
 
 
+def test_a_revoked_site_lands_its_slot_then_is_released_in_one_commit(store: Store) -> None:
+    """A move between live workers: the site is asked of its owner (owner and epoch kept),
+    so the slot in flight's polls and learning land; the next commit releases it."""
+    a, _, xs, ys = _fenced_commit_setup(store)
+    fence = Fence(a, store.leases_of(a))  # slot 1 polled x and y under epoch 1
+    assert store.assign_leases({"x.test": a, "y.test": a}, a, revoke=["x.test"]) == 1
+    assert store.held_leases(a) == ({"y.test": 1}, {"x.test": 1})
+    asked = {lease.site: lease for lease in store.leases()}["x.test"]
+    assert asked.worker_id == a and asked.revoked_age_s is not None and not asked.released
+    polls = [poll(i, "hit", content_hash=f"h{i}") for i in xs + ys]
+    delta = custom_state(xs + ys, level=np.array([1.0, 2.0, 3.0, 4.0]))
+    assert store.commit_slot(slot_record(1, polls), polls, delta, fence=fence) == 0
+    # slot 2 polls y only and releases x in its commit
+    release = Fence(a, {"y.test": 1}, release={"x.test": 1})
+    later = [poll(i, "miss", content_hash=f"h{i}") for i in ys]
+    assert store.commit_slot(slot_record(2, later), later, fence=release) == 0
+    with store.engine.connect() as conn:
+        logged = sorted(r[0] for r in conn.exec_driver_sql("SELECT url_id FROM poll_log"))
+        saved = sorted(r[0] for r in conn.exec_driver_sql("SELECT url_id FROM url_state"))
+    assert logged == sorted(xs + ys + ys) and saved == sorted(xs + ys)
+    x = {lease.site: lease for lease in store.leases()}["x.test"]
+    assert x.worker_id is None and x.epoch == 2 and x.released and x.revoked_age_s is None
+    assert store.held_leases(a) == ({"y.test": 1}, {})
+    # a release of an epoch no longer held changes nothing
+    assert store.commit_slot(slot_record(3, []), [], fence=release) == 0
+    assert {lease.site: lease for lease in store.leases()}["x.test"].epoch == 2
+
+
 def test_reassignment_waits_for_a_commit_holding_the_lease(store: Store) -> None:
     """FOR SHARE: the coordinator's UPDATE of a lease blocks until the commit that read it
     is done, so no commit lands under a lease that moved during it."""

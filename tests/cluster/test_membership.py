@@ -1,0 +1,222 @@
+"""Who holds sites: joining, static membership, stalls and wedged loops (PostgreSQL).
+
+The coordinator and the workers' store calls, in this process, on a real database:
+
+* a worker gets sites only once it has loaded and can poll (``worker_ready``);
+* a worker restarted under the same name takes over its previous incarnation's sites
+  (static membership), epochs bumped so the old incarnation's late commits are fenced;
+* when every heartbeat is stale at once (the database stalled), no site moves: a new
+  coordinator first reads the database for a worker timeout, and when most holders went
+  silent together it waits longer still, then moves them;
+* a worker whose crawl loop stopped reaching slot starts stops heartbeating.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from crawler.service._cluster import ClusterMember
+from crawler.service._coordinator import MASS_STALE_HOLD_TIMEOUTS, Coordinator
+from crawler.store import JOINING, NewUrl, Store
+from tests.service.conftest import service_settings
+
+TIMEOUT = 1.0
+
+
+@pytest.fixture
+def db_backend() -> str:
+    return "postgresql"
+
+
+def _settings(database_url: str, **extra: Any) -> Any:
+    return service_settings(
+        database_url,
+        cluster=True,
+        capacity=4.0,
+        heartbeat_s=0.2,
+        worker_timeout_s=TIMEOUT,
+        **extra,
+    )
+
+
+def _epochs(store: Store) -> dict[str, tuple[str | None, int]]:
+    return {lease.site: (lease.worker_id, lease.epoch) for lease in store.leases()}
+
+
+def _silence(store: Store, seconds: float) -> None:
+    """Every heartbeat ``seconds`` old (as after a stall of the database)."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE cluster_workers SET heartbeat_at = now() - make_interval(secs => :s)"),
+            {"s": seconds},
+        )
+
+
+def test_a_joining_worker_gets_sites_only_once_ready(store: Store, database_url: str) -> None:
+    store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(4) for i in range(3)])
+    a = store.register_worker(4.0, name="a")
+    b = store.register_worker(4.0, name="b", state=JOINING)
+    coordinator = Coordinator(_settings(database_url), store, a)
+    try:
+        first = coordinator.tick()
+        assert first is not None and first.live_workers == 1
+        assert {owner for owner, _ in _epochs(store).values()} == {a}
+        assert store.worker_ready(b, "b") == 0
+        store.heartbeat(a, 0, 0.0, None, 0)
+        second = coordinator.tick()
+        assert second is not None and second.moved == 0  # its first timeout: nothing moves
+        coordinator._observing_since = time.monotonic() - TIMEOUT  # as if a timeout later
+        store.heartbeat(a, 0, 0.0, None, 0)
+        store.heartbeat(b, 0, 0.0, None, 0)
+        second = coordinator.tick()
+        assert second is not None and second.live_workers == 2 and second.moved > 0
+    finally:
+        coordinator.stop()
+
+
+def test_a_worker_restarted_under_its_name_keeps_its_sites(store: Store, database_url: str) -> None:
+    store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(4) for i in range(3)])
+    old = store.register_worker(4.0, name="a")
+    b = store.register_worker(4.0, name="b")
+    coordinator = Coordinator(_settings(database_url), store, b)
+    try:
+        assert coordinator.tick() is not None
+        before = _epochs(store)
+        held = {s for s, (owner, _) in before.items() if owner == old}
+        assert held
+        new = store.register_worker(4.0, name="a", state=JOINING)  # the restart
+        assert store.worker_ready(new, "a") == len(held)
+        after = _epochs(store)
+        assert {s for s, (owner, _) in after.items() if owner == new} == held
+        assert all(after[s][1] == before[s][1] + 1 for s in held)  # the old one is fenced
+        assert old not in {w.worker_id for w in store.cluster_workers()}
+        store.heartbeat(b, 0, 0.0, None, 0)
+        assert coordinator.tick() is not None
+        assert _epochs(store) == after  # nothing moves
+    finally:
+        coordinator.stop()
+
+
+def test_a_database_stall_moves_no_site(
+    store: Store, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(3)])
+    ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
+    settings = _settings(database_url)
+    first = Coordinator(settings, store, ids[0])
+    try:
+        assert first.tick() is not None
+    finally:
+        first.stop()
+    before = _epochs(store)
+    assert {owner for owner, _ in before.values()} == set(ids)
+    # every heartbeat far past the timeout; a new coordinator (the old one's session died)
+    _silence(store, 20.0)
+    coordinator = Coordinator(settings, store, ids[1])
+    try:
+        done = coordinator.tick()
+        assert done is not None and done.live_workers == 0
+        assert _epochs(store) == before  # it cannot tell a stall from deaths yet
+        for wid in ids:  # the workers are back within a timeout
+            store.heartbeat(wid, 0, 0.0, None, 0)
+        time.sleep(TIMEOUT)
+        for wid in ids:
+            store.heartbeat(wid, 0, 0.0, None, 0)
+        assert coordinator.tick() is not None
+        assert _epochs(store) == before
+        assert "presumed dead" not in caplog.text  # nothing was placed anew
+    finally:
+        coordinator.stop()
+
+
+@pytest.mark.slow
+def test_most_holders_silent_together_wait_then_move(
+    store: Store, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(3)])
+    ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
+    coordinator = Coordinator(_settings(database_url), store, ids[0])
+    try:
+        assert coordinator.tick() is not None
+        before = _epochs(store)
+        time.sleep(TIMEOUT)  # b and c fall silent; a (the coordinator's worker) beats on
+        began = time.monotonic()
+        moved_at = None
+        while time.monotonic() - began < (MASS_STALE_HOLD_TIMEOUTS + 3) * TIMEOUT:
+            store.heartbeat(ids[0], 0, 0.0, None, 0)
+            assert coordinator.tick() is not None
+            owners = {owner for owner, _ in _epochs(store).values()}
+            if owners <= {ids[0], None}:
+                moved_at = time.monotonic() - began
+                break
+            time.sleep(0.2)
+        assert moved_at is not None, "the silent workers' sites never moved"
+        assert "presumed dead placed anew" in caplog.text
+        # two of three went silent together: held for the mass hold, then moved
+        assert moved_at >= (MASS_STALE_HOLD_TIMEOUTS - 1) * TIMEOUT, moved_at
+        assert any(_epochs(store)[s] != before[s] for s in before)
+    finally:
+        coordinator.stop()
+
+
+def test_a_wedged_loop_stops_heartbeating(store: Store, database_url: str) -> None:
+    member = ClusterMember(_settings(database_url, stall_timeout_s=0.5), store)
+    member.start(coordinate=False)
+    try:
+
+        def beat_at() -> float:
+            with store.engine.connect() as conn:
+                value = conn.execute(
+                    text(
+                        "SELECT extract(epoch FROM heartbeat_at) FROM cluster_workers "
+                        "WHERE worker_id = :w"
+                    ),
+                    {"w": member.worker_id},
+                ).scalar_one()
+            return float(value)
+
+        member.progress_at = time.monotonic() - 1.0  # the loop has not ticked for 1 s
+        before = beat_at()
+        time.sleep(0.05)
+        member.heartbeat()
+        assert beat_at() == before  # no renewal: its sites will move
+        member.progress_at = time.monotonic()  # the loop ticks again
+        member.heartbeat()
+        assert beat_at() > before
+    finally:
+        member.stop()
+
+
+def test_a_site_lost_and_regained_between_two_syncs_is_a_loss_and_a_gain(
+    store: Store, database_url: str
+) -> None:
+    """Its epoch changed: what this worker learned of it since is fenced, and another
+    worker may have learned meanwhile, so its URLs are dropped and taken again with the
+    rows saved since (``WatchUpdate.replaced``)."""
+    import asyncio
+
+    from crawler import schedulers
+
+    store.add_urls([NewUrl(f"http://{s}.test/p{i}") for s in ("x", "y") for i in range(3)])
+    a = store.register_worker(4.0, name="a")
+    b = store.register_worker(4.0, name="b")
+    store.claim_coordinator(a)
+    store.assign_leases({"x.test": a, "y.test": a}, a)
+    member = ClusterMember(_settings(database_url), store)
+    member.worker_id = a
+    scheduler = schedulers.create("bayes", capacity=1.0, seed=1)
+    first = asyncio.run(member.sync(scheduler, None))
+    assert first is not None and first.ids.size == 6
+    scheduler.add(first.ids, importance=first.importance)
+    store.assign_leases({"x.test": b, "y.test": a}, a)  # x lost ...
+    store.assign_leases({"x.test": a, "y.test": a}, a)  # ... and regained, before a syncs
+    second = asyncio.run(member.sync(scheduler, first.version))
+    assert second is not None and second.replaced is not None
+    x_ids, _, _ = store.active_urls_of(["x.test"])
+    assert sorted(second.replaced.tolist()) == sorted(x_ids.tolist())
+    assert member.leases == {"x.test": 3, "y.test": 1}
+    assert member.sites_lost_total == 1 and member.sites_gained_total == 3
