@@ -140,8 +140,9 @@ class Settings(BaseSettings):
         None,
         gt=0,
         le=86400,
-        description="seconds a slot's polls may take; what is not done by then is deferred "
-        "(not polled, not an error); None = the larger of slot_seconds and fetch_timeout_s",
+        description="seconds a slot's polls may take; what is queued then is deferred (not "
+        "polled, not an error), what is in flight goes on (within fetch_timeout_s) and lands "
+        "in the slot in which it ends; None = slot_seconds",
     )
     host_caps: bool = Field(
         True,
@@ -504,11 +505,16 @@ class Settings(BaseSettings):
         return max(1, min(MAX_AUTO_FETCH_WORKERS, usable_cpus()))
 
     def effective_slot_deadline(self) -> float:
-        """Seconds a slot's polls may take (a poll the fetcher would still allow to finish is
-        never cut by default: the deadline is at least ``fetch_timeout_s``)."""
+        """Seconds a slot's polls may take: a poll still in flight then is not cut but goes
+        on in the background (``effective_poll_linger``), so the default is the slot."""
         if self.slot_deadline_s is not None:
             return self.slot_deadline_s
-        return max(self.slot_seconds, self.fetch_timeout_s)
+        return self.slot_seconds
+
+    def effective_poll_linger(self) -> float:
+        """Seconds a poll in flight at its slot's deadline may go on: the fetcher's own
+        budget (``fetch_timeout_s``), which ends it first."""
+        return self.fetch_timeout_s
 
     def effective_capacity(self, n_urls: int) -> float:
         """Polls per slot: the configured capacity, or :func:`auto_capacity`."""

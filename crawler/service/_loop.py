@@ -8,11 +8,10 @@ the ``Poller``'s (in this process or in crawl workers: the loop does not know wh
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -30,6 +29,7 @@ from crawler.service._clock import SlotClock, Tick
 from crawler.service._cluster_metrics import export_cluster_metrics_soon
 from crawler.service._discovery import DiscoverySide
 from crawler.service._health import HealthWatch
+from crawler.service._inflight import InFlight, Stream
 from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
 from crawler.service._watch import WatchFollower, WatchUpdate, merge_saved
 from crawler.settings import Settings
@@ -141,6 +141,8 @@ class CrawlLoop:
         self.cluster: ClusterMember | None = None
         # discovery: a share of each slot's polls follows links from the sources
         self.discovery = DiscoverySide(settings, store, poller, metrics)
+        #: every slot's polls as they are answered; those that outlive their slot
+        self.inflight = InFlight(poller, settings.effective_poll_linger(), GRACE_S)
         #: "may this process poll?", awaited by ``run`` at every slot start before any
         #: request (the service's database lock: _service.py); "skip" leaves the slot out,
         #: "stop" sets the stop event and ends the run
@@ -198,6 +200,9 @@ class CrawlLoop:
                 return False
             ids, importance = await asyncio.to_thread(self.store.active_urls)
             added = self._apply_watch_list(version, ids, importance)
+        # polls still running from earlier slots land nothing after a change (a cluster
+        # worker's lost site: the commit's fence is the slot's, the poll's lease older)
+        await self._cut_in_flight("lease" if self.cluster is not None else "timeout")
         await self._apply_constraints(added)
         return True
 
@@ -346,6 +351,7 @@ class CrawlLoop:
                 else:
                     _report(await _committed(summary, commit), on_slot)
         finally:
+            await self._cut_in_flight("shutdown")
             if deferred is not None:
                 _report(await _committed(deferred.summary, deferred.commit), on_slot)
         await self.flush()
@@ -380,6 +386,8 @@ class CrawlLoop:
         if self.cluster is not None:  # sites just gained, polled at once
             ids = np.union1d(ids, self.cluster.take_probes(self.scheduler))
         ids = await self._with_hinted(ids)  # watched URLs a sitemap or feed says changed
+        ids = self._not_in_flight(ids)  # a poll still running from an earlier slot
+        tally = _Tally()
         # the slot's stop: the service's, or the permit's lapse (then nothing more is sent)
         stop, watching = _halt(self._stop, self.permit)
         try:
@@ -402,10 +410,18 @@ class CrawlLoop:
                 for i in ids.tolist()
                 if (r := records.get(int(i))) is not None
             ]
-            tally = _Tally()
             jobs = [_poll_job(r, records[r.url_id], r.url_id in asking) for r in requests]
+            # a host's polls still running from earlier slots count against its cap
+            jobs, held = self.caps.make_room(jobs, self.inflight.hosts())
+            for job in held:
+                tally.defer(job.host, "politeness")
+                self.metrics.observe_deferred("politeness", job.host)
             jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies
-            deadline = started + self.settings.effective_slot_deadline()
+            deadline = (
+                started
+                + self.settings.effective_slot_deadline()
+                - min(tick.lag_s, self.settings.effective_slot_deadline() / 2)
+            )  # on the slot grid: a late start does not push every later slot back
             # discovery's share, alongside and through the same poller, never a URL here
             repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard
             discovering = asyncio.ensure_future(
@@ -414,27 +430,40 @@ class CrawlLoop:
                 )
             )
             # outcomes recorded chunk by chunk, as the answers come, while the rest are
-            # fetched; the poller defers what is not done by the deadline; a stop request
+            # fetched; at the deadline the poller defers what is queued and carries what is
+            # in flight (it lands in the slot in which it ends: _inflight.py); a stop request
             # cuts the slot short at once, and so does a poller that overruns its deadline
             # by GRACE_S
+            stream = self.inflight.start(jobs, records, deadline)
             try:
-                async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
-                    async for answers in _until(chunks, stop, deadline + GRACE_S):
-                        self._recent.polled(records, self._outcomes(answers, records, tally))
-                        self.caps.observe(answers, records)  # host caps: what the fetcher learned
-                        self.discovery.heard(answers, _url_of(records))  # changed start pages
+                while not stream.settled:
+                    arrival = await self.inflight.next(deadline + GRACE_S - time.monotonic(), stop)
+                    if arrival is None:
+                        break
+                    self._land(*arrival, tally)
+                for arrival in self.inflight.arrived():  # carried polls that ended meanwhile
+                    self._land(*arrival, tally)
             finally:
                 repolled.set()
-            if len(tally.seen) < len(jobs):  # cut short: not polled
-                reason = "timeout"
-                if self._stop is not None and self._stop.is_set():
-                    reason = "shutdown"
-                elif stop is not None and stop.is_set():
-                    reason = "lease"
-                for job in jobs:
-                    if job.url_id not in tally.seen:
-                        tally.defer(job.host, reason)
-                        self.metrics.observe_deferred(reason, job.host)
+            reason = "timeout"
+            if self._stop is not None and self._stop.is_set():
+                reason = "shutdown"
+            elif stop is not None and stop.is_set():
+                reason = "lease"
+            if not stream.settled:  # cut short: not polled
+                await self.inflight.close(stream)
+                for job in stream.unanswered():
+                    tally.defer(job.host, reason)
+                    self.metrics.observe_deferred(reason, job.host)
+            self.inflight.keep(stream)
+            if stop is not None and stop.is_set():  # nothing goes on past a stop
+                cut = list(self.inflight.carrying)
+            else:  # a stuck poller's carried polls
+                cut, reason = self.inflight.overdue(), "timeout"
+            for host in await self.inflight.cut(cut):
+                tally.defer(host, reason)
+                self.metrics.observe_deferred(reason, host)
+            self.inflight.landed()
             await _discovered(discovering)
         finally:
             if watching is not None:
@@ -570,6 +599,35 @@ class CrawlLoop:
         records.update(read)
         return records
 
+    def _land(self, stream: Stream, answers: Sequence[PollAnswer], tally: _Tally) -> None:
+        """Record a chunk of ``stream``'s answers in this slot (a carried poll's too: it lands
+        in the slot in which it ended); a cut stream's are dropped."""
+        if stream.closed:
+            return
+        final = stream.take(answers)
+        if not final:
+            return
+        records = stream.records
+        self._recent.polled(records, self._outcomes(final, records, tally))
+        self.caps.observe(final, records)  # host caps: what the fetcher learned
+        self.discovery.heard(final, _url_of(records))  # changed start pages
+
+    def _not_in_flight(self, ids: IdArray) -> IdArray:
+        """``ids`` less the URLs whose poll from an earlier slot is still running (their
+        picks are dropped: the budget counts a poll in the slot that started it)."""
+        running = self.inflight.url_ids()
+        if not running or not ids.size:
+            return ids
+        return ids[~np.isin(ids, np.fromiter(running, np.int64, len(running)))]
+
+    async def _cut_in_flight(self, reason: str) -> None:
+        """Cut every poll still running from an earlier slot (counted in no slot: the watch
+        list changed, or the loop ends)."""
+        if self.inflight.carrying:
+            hosts = await self.inflight.cut(list(self.inflight.carrying))
+            for host in hosts:
+                self.metrics.observe_deferred(reason, host)
+
     def _outcomes(
         self, answers: Sequence[PollAnswer], records: dict[int, UrlRecord], tally: _Tally
     ) -> list[PollRecord]:
@@ -581,11 +639,9 @@ class CrawlLoop:
         fb_hits = tally.fb_hits
         keep_text = self.settings.store_snapshots
         observe = self.metrics.observe_poll
-        seen = tally.seen
         for a in answers:
             url_id, fetched, status = a.url_id, a.outcome, a.status
             rec = records[url_id]
-            seen.add(url_id)
             if fetched == "deferred":  # not polled: no record, no feedback, not an error
                 reason = a.deferred or "timeout"
                 tally.defer(rec.host, reason)
@@ -647,13 +703,12 @@ class CrawlLoop:
 @dataclass(slots=True)
 class _Tally:
     """A slot's outcomes so far: its poll records, the scheduler's feedback, the counts, the
-    URLs answered and how many of them were deferred (in all, and by host and reason)."""
+    how many polls were deferred (in all, and by host and reason)."""
 
     polls: list[PollRecord] = field(default_factory=list)
     fb_ids: list[int] = field(default_factory=list)
     fb_hits: list[bool] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
-    seen: set[int] = field(default_factory=set)  # the URLs answered (polled or deferred)
     deferred: int = 0
     by_host: dict[tuple[str, str], int] = field(default_factory=dict)  # (host, reason) -> n
 
@@ -677,35 +732,6 @@ class _Deferred:
 
 async def _committed(summary: SlotSummary, commit: asyncio.Task[bool]) -> SlotSummary:
     return dataclasses.replace(summary, committed=await commit)
-
-
-async def _until(
-    chunks: AsyncIterator[Sequence[PollAnswer]], stop: asyncio.Event | None, hard: float
-) -> AsyncGenerator[Sequence[PollAnswer], None]:
-    """The chunks of ``chunks`` until it ends, ``stop`` is set, or ``time.monotonic()`` passes
-    ``hard``; the chunk being awaited then is cancelled (``chunks`` must then be closed)."""
-    if stop is not None and stop.is_set():
-        return
-    stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
-    try:
-        while stopping is None or not stopping.done():
-            following = asyncio.ensure_future(anext(chunks))
-            waiting = {following} if stopping is None else {following, stopping}
-            left = max(0.0, hard - time.monotonic())
-            await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-            if not following.done():
-                following.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                    await following
-                return
-            try:
-                answers = following.result()
-            except StopAsyncIteration:
-                return
-            yield answers
-    finally:
-        if stopping is not None:
-            stopping.cancel()
 
 
 def _halt(
