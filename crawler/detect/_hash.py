@@ -17,7 +17,8 @@ import xxhash
 from crawler.detect._charset import ASCII_TRANSPARENT, sniff, undeclared_encoding
 from crawler.detect._normalize import MAX_NORMALIZE_BYTES, NBSP, content_kind
 from crawler.detect._rules import NO_RULES, WatchRules
-from crawler.detect._skeleton import GiveUpError, skeleton
+from crawler.detect._skeleton import skeleton
+from crawler.detect._skeleton_read import GiveUpError
 
 _WHITESPACE = b" \t\n\r\x0b\x0c"
 

@@ -40,8 +40,10 @@ The model is of the HTML tokenizer and tree builder as lexbor implements them (s
 tests/detect/test_hash_skeleton.py checks the invariant on generated pages.
 
 The walk's state: ``pos`` (in the data state), ``last`` (what is hashed or cut), the
-<svg>/<select> modes (``_Restricted``), whether it is in <body>, and how often it was stuck.
-The common cases are settled by the scan's table (``Fast``); the rest by ``_element``.
+<svg>/<select> modes (``Restricted``), whether it is in <body>, and how often it was stuck.
+The common cases are settled by the scan's table (``Fast``); the rest by ``element``, the slow
+path (``_skeleton_element``). The questions the walk asks of the page from ``pos`` (is this '<'
+in the data state, where does this tag or script end) are ``_skeleton_read``'s.
 
 Bounded cost: the walk is linear in the page but for candidates it must look at without moving
 on (a tag kept in place, a candidate that is not in the data state): after ``MAX_STUCK`` of
@@ -55,29 +57,21 @@ at every 64 candidates.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
 from typing import Final
 
 import xxhash
 
 from crawler.detect._guard import MAX_OPEN_ELEMENTS
 from crawler.detect._rules import BudgetExceededError, clock
+from crawler.detect._skeleton_element import NEXT, STOP, Restricted, element
+from crawler.detect._skeleton_read import GiveUpError, data_state, kind_at
 from crawler.detect._skeleton_syntax import (
-    END_TAGS,
     GUARD_TAG,
-    HTML_IN_SVG,
     INPUT_HIDDEN,
     INPUT_TYPE_WITH_REFERENCE,
-    KINDS,
-    NAME,
     RUN_SPLIT,
     SCAN,
     SCAN_ONE,
-    SCRIPT_DATA,
-    SCRIPT_DOUBLE,
-    SCRIPT_ESCAPED,
-    TAG,
-    TEXT_AND_TAGS,
     Fast,
     Kind,
     Marker,
@@ -86,18 +80,10 @@ from crawler.detect._skeleton_syntax import (
 )
 
 # Enum attribute lookups cost ~0.2 us each (Python 3.11): the walk compares with these.
-(_COMMENT, _BANG, _SCRIPT, _STYLE, _RAWTEXT, _TEMPLATE, _NOSCRIPT, _VOID, _BODY, _SVG, _MATH,
- _SELECT, _PLAINTEXT, _FRAMESET, _RUN) = (
-    Kind.COMMENT, Kind.BANG, Kind.SCRIPT, Kind.STYLE, Kind.RAWTEXT, Kind.TEMPLATE, Kind.NOSCRIPT,
-    Kind.VOID, Kind.BODY, Kind.SVG, Kind.MATH, Kind.SELECT, Kind.PLAINTEXT, Kind.FRAMESET,
-    Kind.RUN,
-)  # fmt: skip
+_VOID, _BODY, _RUN = Kind.VOID, Kind.BODY, Kind.RUN
 _FAST_CUT, _FAST_RUN, _FAST_BODY = Fast.CUT, Fast.RUN, Fast.BODY
-_M_COMMENT, _M_SCRIPT, _M_STYLE = Marker.COMMENT.value, Marker.SCRIPT.value, Marker.STYLE.value
-_M_TEMPLATE, _M_NOSCRIPT = Marker.TEMPLATE.value, Marker.NOSCRIPT.value
 _M_META_OR_LINK, _M_HIDDEN_INPUT = Marker.META_OR_LINK.value, Marker.HIDDEN_INPUT.value
 _M_INPUT = Marker.INPUT.value
-_M_SCRIPT_TO_END, _M_STYLE_TO_END = Marker.SCRIPT_TO_END.value, Marker.STYLE_TO_END.value
 
 SKELETON_SEED: Final = 0x736B656C  # a seed of its own: a skeleton hash is never an exact hash
 #: candidates looked at without moving on, before the walk gives up
@@ -107,188 +93,6 @@ MAX_STUCK: Final = 64
 MAX_LT: Final = 200_000
 MAX_CANDIDATES: Final = 30_000
 _CLOCK_EVERY: Final = 63  # a mask: the clock is looked at every 64 candidates
-
-
-class GiveUpError(Exception):
-    """The walk met something it does not model exactly: use the exact hash."""
-
-
-def data_state(body: bytes, pos: int, p: int) -> bool:
-    """Whether the '<' at ``p`` is in the data state, given that ``pos`` is (see the notes)."""
-    lt = body.rfind(b"<", pos, p)
-    if lt < 0:
-        return True
-    if p - pos <= 512 and TEXT_AND_TAGS.fullmatch(body, pos, p) is not None:
-        return True
-    gt = body.rfind(b">", lt, p)
-    if gt < 0:
-        return False
-    for quote in b'"', b"'":
-        q = body.rfind(quote, pos, p)
-        if q > gt:
-            return False
-        if q >= 0:  # does it open an attribute value (after "=" and whitespace)?
-            j = q - 1
-            while j >= pos and body[j] in b"\t\n\f\r ":
-                j -= 1
-            if j >= pos and body[j] == 0x3D:
-                return False
-    return True
-
-
-def tag_end(body: bytes, p: int) -> int:
-    match = TAG.match(body, p)
-    if match is None:
-        raise GiveUpError
-    return match.end()
-
-
-def script_end(body: bytes, i: int) -> int:
-    """Where the script element whose content starts at ``i`` ends ('</script'), or -1."""
-    escaped = double = False  # script data; escaped ("<!--"); double escaped ("<script" in one)
-    while True:
-        if not escaped:
-            match = SCRIPT_DATA.search(body, i)
-            if match is None:
-                return -1
-            if body[match.start() + 1] != 0x21:  # not "<!--"
-                return match.start()
-            escaped, i = True, match.start() + 2  # its dashes count: "<!-->" escapes, unescapes
-        else:
-            match = (SCRIPT_DOUBLE if double else SCRIPT_ESCAPED).search(body, i)
-            if match is None:
-                return -1
-            start = match.start()
-            if body[start] == 0x2D:  # "-->"
-                escaped = double = False
-            elif double:  # "</script" ends the double escape
-                double = False
-            elif body[start + 1] == 0x2F:  # "</script" ends the element
-                return start
-            else:  # "<script" double-escapes
-                double = True
-            i = match.end()
-
-
-def kind_at(body: bytes, p: int) -> Kind:
-    """The kind of the candidate at ``p`` (for those the scan did not match beyond the name)."""
-    if body[p + 1] == 0x21:  # "<!"
-        return _COMMENT if body[p + 2 : p + 4] == b"--" else _BANG
-    return KINDS[NAME.match(body, p + 1).group().lower()]  # type: ignore[union-attr]
-
-
-@dataclass(slots=True)
-class _Restricted:
-    """Where only comments are cut: inside <svg> and <select> until their end tags (the offsets
-    of their '</svg' and '</select', n: none, -1: not inside), or in foreign content for good
-    (<math>, a nested <svg>, HTML inside <svg>)."""
-
-    svg_end: int = -1
-    select_end: int = -1
-    svg_start: int = 0
-    foreign: bool = False
-
-    @property
-    def active(self) -> bool:
-        return self.foreign or self.svg_end >= 0 or self.select_end >= 0
-
-    def leave(self, body: bytes, pos: int, p: int) -> int:
-        """Leave the <svg>/<select> modes whose end tag comes before the candidate at ``p``:
-        the new ``pos``."""
-        while 0 <= self.svg_end < p or 0 <= self.select_end < p:
-            close = min(c for c in (self.svg_end, self.select_end) if 0 <= c < p)
-            is_svg = close == self.svg_end
-            if close < pos:  # it was inside something skipped: look again
-                found = END_TAGS[b"svg" if is_svg else b"select"].search(body, pos)
-                close = len(body) if found is None else found.start()
-            elif not data_state(body, pos, close):
-                raise GiveUpError
-            else:
-                pos = tag_end(body, close)
-                if is_svg and HTML_IN_SVG.search(body, self.svg_start, close):
-                    self.foreign = True  # <foreignObject>/<desc> content may be HTML
-                close = -1
-            if is_svg:
-                self.svg_end = close
-            else:
-                self.select_end = close
-        return pos
-
-    def enter(self, body: bytes, kind: Kind, content: int) -> None:
-        """An <svg>, <math> or <select> start tag whose content starts at ``content``."""
-        if kind == _MATH or (kind == _SVG and self.svg_end >= 0):
-            self.foreign = True
-        elif kind == _SVG:
-            found = END_TAGS[b"svg"].search(body, content)
-            self.svg_end = len(body) if found is None else found.start()
-            self.svg_start = content
-        elif self.select_end < 0:
-            found = END_TAGS[b"select"].search(body, content)
-            self.select_end = len(body) if found is None else found.start()
-
-
-# What the slow path decides for a candidate: move on to ``pos``, stop (the rest of the page is
-# kept as it is), or cut [p, end) leaving ``marker``.
-_NEXT, _STOP, _CUT = 0, 1, 2
-_Decision = tuple[int, int, bytes, int]  # (what, pos or end, marker, own '<' of the cut)
-
-
-def _element(
-    body: bytes,
-    p: int,
-    kind: Kind,
-    whole: bool,
-    content: int,
-    end: int,
-    restricted: _Restricted,
-    in_body: bool,
-) -> _Decision:
-    """The slow path: a candidate the scan did not settle (``content``: where its content
-    starts, if the scan read its start tag, else -1; ``end``: where the scan's match ends)."""
-    active = restricted.active
-    if kind == _COMMENT:  # in <svg>/<select>, or unterminated: to the end of the page
-        return _CUT, end, _M_COMMENT, 1
-    if kind == _BANG:  # "<![": a bogus comment up to '>', or CDATA in foreign content
-        if active:
-            raise GiveUpError
-        gt = body.find(b">", p)
-        return (_STOP, 0, b"", 0) if gt < 0 else (_NEXT, gt + 1, b"", 0)
-    if kind == _NOSCRIPT and whole and not active and in_body:
-        return _CUT, end, _M_NOSCRIPT, 2
-    # read the element piece by piece
-    if content < 0:
-        content = tag_end(body, p)
-    if kind in (_SVG, _MATH, _SELECT):
-        restricted.enter(body, kind, content)
-        return _NEXT, content, b"", 0
-    if kind == _FRAMESET:
-        raise GiveUpError
-    if kind == _PLAINTEXT:
-        return _STOP, 0, b"", 0  # the rest is text (or, in foreign content, markup): keep it
-    if kind == _NOSCRIPT:  # an ordinary element (maybe in <head>): walk into it
-        return _NEXT, content, b"", 0
-    name = NAME.match(body, p + 1).group().lower()  # type: ignore[union-attr]
-    if kind == _SCRIPT and not active:
-        close = script_end(body, content)
-    else:
-        found = END_TAGS[name].search(body, content)
-        close = -1 if found is None else found.start()
-    if active or kind == _TEMPLATE:
-        # Kept (a template: cut) only if its content cannot be markup.
-        if close < 0 or body.find(b"<", content, close) >= 0:
-            raise GiveUpError
-        end = tag_end(body, close)
-        if active:
-            return _NEXT, end, b"", 0
-        return _CUT, end, _M_TEMPLATE, 2
-    if close < 0:  # no end tag: to the end of the page
-        if kind == _RAWTEXT:
-            return _STOP, 0, b"", 0
-        return _CUT, len(body), _M_SCRIPT_TO_END if kind == _SCRIPT else _M_STYLE_TO_END, 1
-    end = tag_end(body, close)
-    if kind == _RAWTEXT:
-        return _NEXT, end, b"", 0
-    return _CUT, end, _M_SCRIPT if kind == _SCRIPT else _M_STYLE, 2
 
 
 def skeleton(body: bytes, cut_tags: bool, header: bytes, deadline: float) -> str:
@@ -302,7 +106,7 @@ def skeleton(body: bytes, cut_tags: bool, header: bytes, deadline: float) -> str
     tagged: list[tuple[int, int, int]] = []  # cuts with '<' inside: (offset, start, end)
     hashed = last = pos = 0  # hashed: bytes so far; body[:last]: hashed or cut
     # pos: in the data state, body[:pos] understood.
-    restricted = _Restricted()
+    restricted = Restricted()
     in_restricted = in_body = False
     find = body.find
     runs = cut_tags and find(b"\0") < 0  # runs' markers are NULs
@@ -410,13 +214,13 @@ def skeleton(body: bytes, cut_tags: bool, header: bytes, deadline: float) -> str
                     content = match.end(index - 1)
                 else:
                     content = end
-                what_next, at, marker, own = _element(
+                what_next, at, marker, own = element(
                     body, p, kind, whole, content, end, restricted, in_body
                 )
                 in_restricted = restricted.active
-                if what_next == _STOP:
+                if what_next == STOP:
                     break
-                if what_next == _NEXT:
+                if what_next == NEXT:
                     pos = at
                     continue
                 end = at
