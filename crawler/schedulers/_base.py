@@ -224,7 +224,7 @@ class Scheduler(ABC):
             chosen, dropped = guard.enforce(chosen, self._slot, k, credit)
             refund(self._credit, dropped)
         elif guard is not None:
-            guard.last[chosen] = self._slot
+            guard.mark(chosen, self._slot)
         # Polls a realization could not place (no URL due yet) carry over to later slots,
         # never more than one slot's worth, and never beyond ceil(C) polls in a slot.
         self._budget = min(self._budget - chosen.size, float(most))
@@ -341,9 +341,8 @@ class Scheduler(ABC):
         """The URLs with failures: ids, consecutive failures and whether retired."""
         if self._guard is None:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32), np.empty(0, bool)
-        guard = self._guard
-        rows = np.flatnonzero((guard.streak > 0) | guard.retired)
-        return self._ids[rows], guard.streak[rows].copy(), guard.retired[rows].copy()
+        rows, streak, retired = self._guard.failing_rows()
+        return self._ids[rows], streak, retired
 
     def bounds(self) -> tuple[IdArray, FloatArray, FloatArray]:
         """Every URL's id and the bounds in force (polls per slot): pause, failure back-off
@@ -488,8 +487,15 @@ class Scheduler(ABC):
 
     def _guarded(self) -> Guard:
         if self._guard is None:
-            self._guard = Guard(self._ids.size, self._slot, probe=self._probe)
+            self._guard = Guard(
+                self._ids.size, self._slot, probe=self._probe, seen=self._last_polled
+            )
         return self._guard
+
+    def _last_polled(self, rows: IndexArray) -> NDArray[np.int32] | None:
+        """The slot of some rows' last poll, for schedulers that keep it (None: unknown;
+        the guard then counts a newly bounded URL's gap from the latest slot)."""
+        return None
 
     def _share_of(self, pos: IndexArray) -> FloatArray:
         """Polls per slot of some rows under the current plan."""

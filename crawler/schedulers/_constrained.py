@@ -100,6 +100,7 @@ def _greedy_linear(value: FloatArray, capacity: float, limits: Limits) -> FloatA
     value, each URL up to its upper bound while its host's cap and the budget last."""
     x = fitted_lower(limits, capacity)
     grouped = limits.group >= 0
+    upper = limits.upper
     room_group = limits.cap - np.bincount(
         limits.group[grouped], x[grouped], minlength=limits.cap.size
     )
@@ -108,7 +109,7 @@ def _greedy_linear(value: FloatArray, capacity: float, limits: Limits) -> FloatA
         if room <= 1e-15 or value[i] <= 0:
             break
         g = int(limits.group[i])
-        extra = min(float(limits.upper[i] - x[i]), room)
+        extra = min(float(upper[i] - x[i]), room)
         if g >= 0:
             extra = min(extra, float(room_group[g]))
         if extra <= 0:
@@ -161,7 +162,7 @@ def constrained_whole_slot_limit(
     weights = None if importance is None or np.all(w == w[0]) else w
     r = change_rates(pa)
     limits = _limits_for(pa.size, limits)
-    if np.any(limits.lower > 0) or np.any(limits.upper < 1):
+    if limits.rows.size:
         raise ValueError("constrained_whole_slot_limit takes host caps only, no per-URL bounds")
     curve, top = optimum_curve(r, weights)
     solved = constrained_fill(curve, top, float(capacity), limits)
@@ -214,6 +215,6 @@ def _limits_for(n: int, limits: Limits | None) -> Limits:
     """The limits of n URLs (none when None); ValueError when they are for another n."""
     if limits is None:
         return Limits.build(n)
-    if limits.lower.size != n:
-        raise ValueError(f"the limits are for {limits.lower.size} URLs, the problem has {n}")
+    if limits.n != n:
+        raise ValueError(f"the limits are for {limits.n} URLs, the problem has {n}")
     return limits

@@ -36,6 +36,16 @@ failed polls (the service re-applies them). ``last`` (the slot of each URL's las
 selection) restarts at the start slot, so the first gap after a restart is not checked
 against ``upper``.
 
+**Memory.** Per URL the guard keeps only its group's index, in the narrowest integer type
+that holds the number of groups (2 bytes at 25,000 hosts). Everything else lives in a
+sparse table of the rows that have something on record (a bound, a pause, a failure
+streak, retirement), sorted by row: the service sets caps on every host but bounds on a
+few URLs, and at a million URLs the dense per-URL arrays this replaced cost 54 bytes per
+URL (116 B/URL for ``bayes`` under constraints against 61 without). Only a row in the
+table needs its ``last`` selection (an unbounded URL may be polled every slot), so a row
+that enters the table starts from the scheduler's record of its last poll (``seen``)
+when the scheduler keeps one, else from the latest slot.
+
 ``limits()`` gives the bounds in force (pause, failures and retirement folded in) for
 the allocation: the schedulers that allocate by an optimum (``bayes``, ``optimal``) solve
 the constrained optimum with them; the others' wanted frequencies are projected on them
@@ -45,14 +55,14 @@ the constrained optimum with them; the others' wanted frequencies are projected 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from crawler.schedulers._fill import constrained_fill, proportional_curve
-from crawler.schedulers._limits import Limits
+from crawler.schedulers._limits import Limits, group_dtype
 from crawler.schedulers._realize import CreditArray
 
 FloatArray = NDArray[np.float64]
@@ -67,11 +77,10 @@ FAILURE_KINDS: tuple[FailureKind, ...] = ("transient", "permanent", "gone")
 PROJECT_EVERY = 32
 #: at most this much stride credit is kept by a URL the guard turned away
 _CREDIT_CEILING = 2.0
-#: the per-row arrays, each with its dtype and the value of a new row (None: the slot):
-#: group label (-1: none), bounds, pause, slot of the last selection, consecutive
-#: failures (and of them the permanent ones), share when the streak began, retirement
+#: the sparse table's fields, each with its dtype and the value of a new row (None: the
+#: row's last selection): bounds, pause, slot of the last selection, consecutive failures
+#: (and of them the permanent ones), share when the streak began, retirement
 _ROWS: dict[str, tuple[type[np.generic], float | int | bool | None]] = {
-    "label": (np.int64, -1),
     "lower": (np.float64, 0.0),
     "upper": (np.float64, 1.0),
     "paused": (np.bool_, False),
@@ -108,6 +117,7 @@ class Guard:
         floor: float = 1e-3,
         retire_after: int = 3,
         probe: float = 1e-3,
+        seen: Callable[[IndexArray], NDArray[np.int32] | None] | None = None,
     ) -> None:
         if not 0 < backoff < 1:
             raise ValueError(f"backoff must be in (0, 1), got {backoff!r}")
@@ -121,7 +131,12 @@ class Guard:
             int(retire_after),
             float(probe),
         )
-        self.label: IdArray
+        #: per row the index of its group in ``labels`` (-1: none)
+        self.group: NDArray[np.signedinteger] = np.full(n, -1, dtype=np.int8)
+        #: the group labels in use, sorted
+        self.labels: IdArray = np.empty(0, dtype=np.int64)
+        #: the sparse table: its rows (sorted) and, aligned with them, the fields of _ROWS
+        self.rows: IndexArray = np.empty(0, dtype=np.intp)
         self.lower: FloatArray
         self.upper: FloatArray
         self.paused: BoolArray
@@ -130,23 +145,24 @@ class Guard:
         self.permanent: NDArray[np.int32]
         self.base: FloatArray
         self.retired: BoolArray
+        for name, (dtype, _) in _ROWS.items():
+            setattr(self, name, np.empty(0, dtype=dtype))
+        #: the latest slot the guard has seen (a row entering the table starts from it)
+        self._slot = slot
+        self._seen = seen
         #: the projection's per-row scale (``project``; empty until a projection is made)
         self._scale: FloatArray = np.ones(0)
-        for name, (dtype, fill) in _ROWS.items():
-            setattr(self, name, np.full(n, slot if fill is None else fill, dtype=dtype))
         self.caps: dict[int, float] = {}
         #: bumped on every change of what the allocation must respect
         self.version = 0
-        self._dense: tuple[IndexArray, IdArray, FloatArray] | None = None
+        self._cap_array: FloatArray | None = None
         #: each capped group's credit left by the last slot, by label (sorted)
         self._credit_labels: IdArray = np.empty(0, dtype=np.int64)
         self._credit_values: FloatArray = np.empty(0)
         self._limits: Limits | None = None
         self._projected_at = -1
         self._projected_version = -1
-        self._active = False
-        self._active_version = -1
-        self._gap_cache: tuple[IndexArray, FloatArray] | None = None
+        self._gap_cache: tuple[IndexArray, FloatArray, FloatArray] | None = None
         self._gap_version = -1
 
     # ----- rows -------------------------------------------------------------------------
@@ -154,15 +170,22 @@ class Guard:
     def insert(self, where: IndexArray, count: int, slot: int) -> None:
         """Rows for ``count`` new URLs at ``where`` (np.insert positions): no group, no
         bounds, no failures."""
-        for name, (dtype, fill) in _ROWS.items():
-            new = np.full(count, slot if fill is None else fill, dtype=dtype)
-            setattr(self, name, np.insert(getattr(self, name), where, new))
+        self.group = np.insert(self.group, where, np.full(count, -1, dtype=self.group.dtype))
+        if self.rows.size:
+            self.rows = self.rows + np.searchsorted(np.sort(where), self.rows, side="right")
+        self._slot = max(self._slot, slot)
         self._changed(groups=True)
 
     def delete(self, keep: BoolArray) -> None:
         """Drop the rows where ``keep`` is False."""
-        for name in _ROWS:
-            setattr(self, name, getattr(self, name)[keep])
+        self.group = self.group[keep]
+        if self.rows.size:
+            stays = keep[self.rows]
+            new_index = np.cumsum(keep) - 1
+            for name in _ROWS:
+                setattr(self, name, getattr(self, name)[stays])
+            self.rows = new_index[self.rows[stays]].astype(np.intp)
+        self._compact_labels()
         self._changed(groups=True)
 
     # ----- the operator's and the service's settings ------------------------------------
@@ -176,7 +199,18 @@ class Guard:
             raise ValueError("groups must be one integer label per id (-1: no group)")
         if np.any(raw < -1):
             raise ValueError("group labels must be >= 0 (or -1 for no group)")
-        self.label[rows] = raw.astype(np.int64)
+        raw = raw.astype(np.int64)
+        fresh = np.setdiff1d(raw[raw >= 0], self.labels)
+        if fresh.size:
+            merged = np.union1d(self.labels, fresh)
+            group = np.full(self.group.size, -1, dtype=group_dtype(merged.size))
+            had = np.flatnonzero(self.group >= 0)
+            group[had] = np.searchsorted(merged, self.labels[self.group[had]])
+            self.group, self.labels = group, merged
+        index = np.full(rows.size, -1, dtype=np.int64)
+        index[raw >= 0] = np.searchsorted(self.labels, raw[raw >= 0])
+        self.group[rows] = index
+        self._compact_labels()
         self._changed(groups=True)
 
     def set_caps(self, caps: Mapping[int, float | None]) -> None:
@@ -203,15 +237,20 @@ class Guard:
         self, rows: IndexArray, lower: ArrayLike | None, upper: ArrayLike | None
     ) -> None:
         """Per-row bounds in polls per slot (None keeps the current one)."""
-        lo = self.lower[rows] if lower is None else _per_row(lower, rows.size, "lower")
-        hi = self.upper[rows] if upper is None else _per_row(upper, rows.size, "upper")
+        new_lo = None if lower is None else _per_row(lower, rows.size, "lower")
+        new_hi = None if upper is None else _per_row(upper, rows.size, "upper")
+        at = self._entries(rows, create=True)
+        lo = self.lower[at] if new_lo is None else new_lo
+        hi = self.upper[at] if new_hi is None else new_hi
         if np.any(lo > hi):
+            self._prune()
             raise ValueError("every lower bound must be at most its upper bound")
-        self.lower[rows], self.upper[rows] = lo, hi
+        self.lower[at], self.upper[at] = lo, hi
         self._changed()
 
     def set_paused(self, rows: IndexArray, paused: bool) -> None:
-        self.paused[rows] = paused
+        at = self._entries(rows, create=paused)  # before reading self.paused: it may grow
+        self.paused[at] = paused
         self._changed()
 
     # ----- failures ---------------------------------------------------------------------
@@ -219,29 +258,36 @@ class Guard:
     def fail(self, rows: IndexArray, kinds: list[FailureKind], shares: FloatArray) -> None:
         """Record failed polls; ``shares`` are the rows' polls per slot before the failure
         (the base of the back-off when a streak starts)."""
-        for j, (row, kind) in enumerate(zip(rows.tolist(), kinds, strict=True)):
-            if self.streak[row] == 0:
-                self.base[row] = max(float(shares[j]), self.floor)
-            self.streak[row] += 1
+        at = self._entries(rows, create=True)
+        for j, (entry, kind) in enumerate(zip(at.tolist(), kinds, strict=True)):
+            if self.streak[entry] == 0:
+                self.base[entry] = max(float(shares[j]), self.floor)
+            self.streak[entry] += 1
             if kind == "transient":
-                self.permanent[row] = 0
+                self.permanent[entry] = 0
             else:
-                self.permanent[row] += 1
-                if kind == "gone" or self.permanent[row] >= self.retire_after:
-                    self.retired[row] = True
+                self.permanent[entry] += 1
+                if kind == "gone" or self.permanent[entry] >= self.retire_after:
+                    self.retired[entry] = True
         self._changed()
 
     def succeed(self, rows: IndexArray) -> None:
         """Successful polls: their streaks end, retired ones come back."""
-        if rows.size == 0:
+        if rows.size == 0 or self.rows.size == 0:
             return
-        failing = rows[(self.streak[rows] > 0) | self.retired[rows]]
+        at = self._entries(rows, create=False)
+        failing = at[(self.streak[at] > 0) | self.retired[at]]
         if failing.size == 0:
             return
         self.streak[failing] = 0
         self.permanent[failing] = 0
         self.retired[failing] = False
         self._changed()
+
+    def failing_rows(self) -> tuple[IndexArray, NDArray[np.int32], BoolArray]:
+        """The rows with failures on record, their consecutive failures and retirement."""
+        on = (self.streak > 0) | self.retired
+        return self.rows[on], self.streak[on].copy(), self.retired[on].copy()
 
     def set_probe(self, probe: float) -> None:
         """A retired URL's polls per slot from now on (in (0, 1])."""
@@ -256,13 +302,9 @@ class Guard:
         """The caps and bounds in force: pause, back-off and retirement folded in."""
         if self._limits is not None:
             return self._limits
-        group, labels, cap = self._groups()
-        failing = self.streak > 0
-        if not (failing.any() or self.retired.any() or self.paused.any()):
-            # nothing to fold in: the bounds as set (lower <= upper holds), not copies
-            self._limits = Limits(group, labels, cap, self.lower, self.upper)
-            return self._limits
+        cap = self._caps()
         upper = self.upper.copy()
+        failing = self.streak > 0
         if failing.any():
             backed = np.maximum(
                 self.floor, self.base[failing] * self.backoff ** self.streak[failing]
@@ -273,23 +315,16 @@ class Guard:
         lower = np.minimum(self.lower, upper)
         lower[failing & ~self.retired] = 0.0  # a failing URL's minimum waits for its return
         lower[self.retired & ~self.paused] = upper[self.retired & ~self.paused]
-        self._limits = Limits(group, labels, cap, lower, upper)
+        bound = (lower > 0) | (upper < 1)
+        self._limits = Limits(
+            self.group, self.labels, cap, self.rows[bound], lower[bound], upper[bound]
+        )
         return self._limits
 
     def active(self) -> bool:
         """Whether anything here constrains the allocation (nothing does: the scheduler
         behaves exactly as without a guard)."""
-        if self._active_version != self.version:
-            self._active = bool(
-                self.caps
-                or np.any(self.lower > 0)
-                or np.any(self.upper < 1)
-                or self.paused.any()
-                or self.retired.any()
-                or np.any(self.streak > 0)
-            )
-            self._active_version = self.version
-        return self._active
+        return bool(self.caps) or self.limits().rows.size > 0
 
     def project(self, shares: FloatArray, capacity: float, slot: int) -> FloatArray:
         """The wanted polls per slot, scaled to fit the caps, budget and bounds: per URL
@@ -308,9 +343,9 @@ class Guard:
             self._projected_at, self._projected_version = slot, self.version
             return fitted
         limits = self.limits()
-        return np.asarray(
-            np.clip(shares * self._scale, limits.lower, limits.upper), dtype=np.float64
-        )
+        out = np.minimum(shares * self._scale, 1.0)
+        out[limits.rows] = np.clip(out[limits.rows], limits.row_lower, limits.row_upper)
+        return np.asarray(out, dtype=np.float64)
 
     # ----- each slot --------------------------------------------------------------------
 
@@ -326,32 +361,41 @@ class Guard:
         dropped picks go to the other due URLs (credit >= 1) that are allowed, largest
         credit first; each pays 1 from its credit. Without it a stride scheduler would keep
         picking the backlog of a capped host, only to see it dropped again."""
-        floored, max_gap = self._deadlines()
-        allowed = rows[slot - self.last[rows] >= self._min_gap(rows)]
+        self._slot = max(self._slot, slot)
+        entries, max_gap, _ = self._deadlines()
+        allowed = rows[self._may_poll(rows, slot)]
         forced = np.empty(0, dtype=np.intp)
-        if floored.size:
-            late = slot - self.last[floored] - max_gap
+        if entries.size:
+            late = slot - self.last[entries] - max_gap
             due = np.flatnonzero(late >= 0)
             if due.size:
-                forced = floored[due[np.argsort(-late[due], kind="stable")]]
-                is_forced = np.zeros(self.label.size, dtype=bool)
+                forced = self.rows[entries[due[np.argsort(-late[due], kind="stable")]]]
+                is_forced = np.zeros(self.group.size, dtype=bool)
                 is_forced[forced] = True
                 allowed = allowed[~is_forced[allowed]]
         order = np.concatenate([forced, allowed]).astype(np.intp)
-        group, labels, cap = self._groups()
-        host_credit = self._host_credit(labels, cap) if labels.size else None
+        group = self.group
+        cap = self._caps()
+        host_credit = self._host_credit(self.labels, cap) if self.labels.size else None
         if host_credit is not None:
             order = self._within_credit(order, group, host_credit)
         kept = order[:k]
-        taken = np.zeros(self.label.size, dtype=bool)
+        taken = np.zeros(self.group.size, dtype=bool)
         taken[kept] = True
         dropped = rows[~taken[rows]]
         if credit is not None and kept.size < k:
             kept = self._refill(kept, k, taken, rows, credit, slot, group, host_credit)
         if host_credit is not None:
-            self._keep_credit(labels, cap, host_credit)
-        self.last[kept] = slot
+            self._keep_credit(self.labels, cap, host_credit)
+        self.mark(kept, slot)
         return kept, dropped
+
+    def mark(self, rows: IndexArray, slot: int) -> None:
+        """Record the selection of some rows in a slot (only the table's rows keep it)."""
+        self._slot = max(self._slot, slot)
+        if self.rows.size and rows.size:
+            at = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
+            self.last[at[self.rows[at] == rows]] = slot
 
     def _refill(
         self,
@@ -361,7 +405,7 @@ class Guard:
         rows: IndexArray,
         credit: CreditArray,
         slot: int,
-        group: IndexArray,
+        group: NDArray[np.signedinteger],
         host_credit: FloatArray | None,
     ) -> IndexArray:
         """Fill the polls left free with the allowed URLs of the largest stride credit (the
@@ -376,15 +420,16 @@ class Guard:
         floor = 1.0 - 4.0 * many / max(credit.size, 1)
         pool = np.flatnonzero(credit >= floor) if floor > 0 else np.arange(credit.size)
         pool = pool[~taken[pool]]
-        pool = pool[slot - self.last[pool] >= self._min_gap(pool)]
-        if pool.size < many and floor > 0:
+        if many < pool.size:  # the best first: the bound check below then looks at few
+            pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
+        pool = pool[self._may_poll(pool, slot)]
+        if pool.size < need and floor > 0:
             pool = np.flatnonzero(~taken)
-            pool = pool[slot - self.last[pool] >= self._min_gap(pool)]
+            pool = pool[self._may_poll(pool, slot)]
+            if many < pool.size:
+                pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         if pool.size == 0:
             return kept
-        many = min(pool.size, many)
-        if many < pool.size:
-            pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         pool = pool[np.argsort(-credit[pool], kind="stable")]
         if host_credit is not None:
             pool = self._within_credit(pool, group, host_credit, limit=need)
@@ -394,27 +439,39 @@ class Guard:
 
     def allowed(self, slot: int) -> BoolArray:
         """Rows that their upper bound (pause, back-off, retirement) lets be polled now."""
-        allowed: BoolArray = (slot - self.last) >= self._min_gap(slice(None))
+        allowed: BoolArray = np.ones(self.group.size, dtype=bool)
+        if self.rows.size:
+            _, _, min_gap = self._deadlines()
+            allowed[self.rows] = slot - self.last >= min_gap
         return allowed
 
-    def _min_gap(self, rows: IndexArray | slice) -> FloatArray:
-        """The fewest slots between two polls of some rows (their upper bound)."""
-        with np.errstate(divide="ignore"):
-            out: FloatArray = np.ceil(1.0 / self.limits().upper[rows] - 1e-9)
-        return out
+    def _may_poll(self, rows: IndexArray, slot: int) -> BoolArray:
+        """Whether each row's upper bound lets it be polled in this slot (rows outside the
+        table always may). Only the table's rows polled too recently are looked up: a
+        few, where looking up every query row in the whole table cost more than the rest
+        of the slot."""
+        ok: BoolArray = np.ones(rows.size, dtype=bool)
+        if self.rows.size and rows.size:
+            _, _, min_gap = self._deadlines()
+            soon = self.rows[slot - self.last < min_gap]
+            if soon.size:
+                at = np.minimum(np.searchsorted(soon, rows), soon.size - 1)
+                ok &= soon[at] != rows
+        return ok
 
-    def _deadlines(self) -> tuple[IndexArray, FloatArray]:
-        """The rows with a lower bound and for each the most slots before it is overdue
-        (never before the upper bound's gap: lower == upper between whole slots). Kept
-        until the limits change."""
+    def _deadlines(self) -> tuple[IndexArray, FloatArray, FloatArray]:
+        """The table entries with a lower bound and for each the most slots before it is
+        overdue (never before the upper bound's gap: lower == upper between whole slots),
+        and every entry's fewest slots between two polls (its upper bound). Kept until the
+        limits change."""
         if self._gap_cache is None or self._gap_version != self.version:
             limits = self.limits()
-            floored = np.flatnonzero(limits.lower > 0)
+            lower, upper = limits.bounds_of(self.rows)
             with np.errstate(divide="ignore"):
-                max_gap = np.maximum(
-                    np.floor(1.0 / limits.lower[floored] + 1e-9), self._min_gap(floored)
-                )
-            self._gap_cache = (floored, max_gap)
+                min_gap = np.ceil(1.0 / upper - 1e-9)
+                entries = np.flatnonzero(lower > 0)
+                max_gap = np.maximum(np.floor(1.0 / lower[entries] + 1e-9), min_gap[entries])
+            self._gap_cache = (entries, max_gap, min_gap)
             self._gap_version = self.version
         return self._gap_cache
 
@@ -431,7 +488,10 @@ class Guard:
 
     @staticmethod
     def _within_credit(
-        order: IndexArray, group: IndexArray, credit: FloatArray, limit: int | None = None
+        order: IndexArray,
+        group: NDArray[np.signedinteger],
+        credit: FloatArray,
+        limit: int | None = None,
     ) -> IndexArray:
         """Keep, in order, at most floor(credit) rows of each capped group, and at most
         ``limit`` rows in all (the credit is lowered by what is kept)."""
@@ -462,7 +522,7 @@ class Guard:
 
     def cap_load(self, shares: FloatArray) -> tuple[IdArray, FloatArray, FloatArray]:
         """Per capped group: its label, its cap and the polls per slot ``shares`` give it."""
-        group, labels, cap = self._groups()
+        group, labels, cap = self.group, self.labels, self._caps()
         grouped = group >= 0
         load = np.bincount(group[grouped], shares[grouped], minlength=labels.size)
         limited = np.isfinite(cap)
@@ -487,18 +547,73 @@ class Guard:
         self.version += 1
         self._limits = None
         if groups:
-            self._dense = None
+            self._cap_array = None
+        else:
+            self._prune()
 
-    def _groups(self) -> tuple[IndexArray, IdArray, FloatArray]:
-        """Per row the index of its group (-1: none), the labels and each group's cap."""
-        if self._dense is None:
-            labels = np.unique(self.label[self.label >= 0])
-            group = np.full(self.label.size, -1, dtype=np.intp)
-            grouped = self.label >= 0
-            group[grouped] = np.searchsorted(labels, self.label[grouped])
-            cap = np.array([self.caps.get(int(label), np.inf) for label in labels.tolist()])
-            self._dense = (group, labels.astype(np.int64), cap.astype(np.float64))
-        return self._dense
+    def _caps(self) -> FloatArray:
+        """Each group's cap (inf: none), aligned with ``labels``."""
+        if self._cap_array is None:
+            caps = self.caps
+            self._cap_array = np.array(
+                [caps.get(label, np.inf) for label in self.labels.tolist()], dtype=np.float64
+            )
+        return self._cap_array
+
+    def _entries(self, rows: IndexArray, *, create: bool) -> IndexArray:
+        """The table entries of some rows; with ``create`` the rows not there yet are added
+        (no bounds, no failures, last selected at the scheduler's last poll of them, or the
+        latest slot), else only the rows already there are returned."""
+        rows = np.asarray(rows, dtype=np.intp)
+        if create:
+            new = np.setdiff1d(rows, self.rows)
+            if new.size:
+                last = None if self._seen is None else self._seen(new)
+                if last is None:
+                    last = np.full(new.size, self._slot, dtype=np.int32)
+                merged = np.union1d(self.rows, new)
+                old_at = np.searchsorted(merged, self.rows)
+                new_at = np.searchsorted(merged, new)
+                for name, (dtype, fill) in _ROWS.items():
+                    column = np.empty(merged.size, dtype=dtype)
+                    column[old_at] = getattr(self, name)
+                    column[new_at] = last if fill is None else fill
+                    setattr(self, name, column)
+                self.rows = merged.astype(np.intp)
+        if self.rows.size == 0:
+            return np.empty(0, dtype=np.intp)
+        at = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
+        found: IndexArray = at[self.rows[at] == rows].astype(np.intp)
+        return found
+
+    def _prune(self) -> None:
+        """Drop the table's rows that have nothing on record any more."""
+        if self.rows.size == 0:
+            return
+        keep = (
+            (self.lower > 0)
+            | (self.upper < 1)
+            | self.paused
+            | (self.streak > 0)
+            | (self.permanent > 0)
+            | self.retired
+        )
+        if not keep.all():
+            for name in _ROWS:
+                setattr(self, name, getattr(self, name)[keep])
+            self.rows = self.rows[keep]
+
+    def _compact_labels(self) -> None:
+        """Forget the labels no row uses any more (as the dense labels it replaced did)."""
+        grouped = self.group >= 0
+        used = np.bincount(self.group[grouped], minlength=self.labels.size) > 0
+        if used.all():
+            return
+        remap = np.cumsum(used) - 1
+        labels = self.labels[used]
+        group = np.full(self.group.size, -1, dtype=group_dtype(labels.size))
+        group[grouped] = remap[self.group[grouped]]
+        self.group, self.labels = group, labels
 
 
 def refund(credit: CreditArray, rows: IndexArray) -> None:

@@ -261,6 +261,9 @@ class BayesRate(Scheduler):
         # row: _learn and _resolve keep it so. The saved running total is kept as it was.
         self._x = self._allocate(rate, None)
 
+    def _last_polled(self, rows: IndexArray) -> I32Array:
+        return self._last[rows].copy()
+
     def _wanted(self) -> FloatArray:
         if self._stale:
             self._resolve()
@@ -280,9 +283,11 @@ class BayesRate(Scheduler):
         if self._limits is not None:
             target = self._planned_total  # caps may leave part of the budget unused
         due = self._stale or self._since_solve >= self.settings.resolve_every
-        if due or abs(self._total - target) > self.settings.tolerance * self.capacity:
-            # between the scheduled re-solves only the estimates of the polled URLs moved:
-            # under constraints the searches start from the last levels
+        drifted = abs(self._total - target) > self.settings.tolerance * self.capacity
+        # between the scheduled re-solves only the estimates of the polled URLs moved:
+        # under constraints the global level alone moves (the hosts' own levels stand
+        # until the next scheduled solve), else the searches start from the last levels
+        if due or (drifted and not self._relevel(target)):
             self._resolve(fresh=due)
         if self.realization == "sampling":
             return super()._choose(k)
@@ -497,6 +502,69 @@ class BayesRate(Scheduler):
         self._limits = limits
         self._x = solved.x.astype(np.float32)
 
+    def _relevel(self, target: float) -> bool:
+        """Under constraints, between scheduled solves: move the global level so that
+        sum(x) comes back to ``target``, keeping every host's own level. One step of the
+        water-fill fixed point (the rows at the global level, below their upper bound,
+        scale as 1 / level; the rest stay), in float32: a dozen passes over n where the
+        full constrained solve takes a few hundred (the host searches). Equal weights,
+        no whole-slot rounding; False (nothing done) otherwise, or when the level is not
+        defined (the budget does not bind)."""
+        limits = self._limits
+        m = self._level
+        if (
+            limits is None
+            or self._weighted
+            or self.settings.whole_intervals
+            or self._guard is None
+            or self._guard.limits() is not limits
+            or not (0.0 < m < math.inf)
+        ):
+            return False
+        group = limits.group
+        own = self._own_padded.astype(np.float32)[group]
+        x = self._x  # exact at the levels in force (``_learn`` keeps the polled rows so)
+        rows = limits.rows
+        at_cap = own >= np.float32(m)
+        # The hosts held at their own level: one step of their own fill, each to its cap.
+        held = np.flatnonzero(at_cap)
+        own_padded = self._own_padded.copy()
+        held_change = 0.0  # what the held hosts' step adds to sum(x)
+        if held.size:
+            g = group[held]
+            xh = x[held]
+            moving = xh < np.float32(1.0)
+            if rows.size:
+                at = np.minimum(np.searchsorted(held, rows), held.size - 1)
+                moving[at[held[at] == rows]] = False  # a bounded row does not scale
+            size = own_padded.size - 1
+            scaled_h = np.bincount(g, np.where(moving, xh, 0.0), minlength=size)
+            sum_h = np.bincount(g, xh, minlength=size)
+            room_h = limits.cap - (sum_h - scaled_h)
+            step = (scaled_h > 0) & (room_h > 0) & np.isfinite(limits.cap)
+            own_padded[:-1][step] *= scaled_h[step] / room_h[step]
+            held_change = float(np.sum(limits.cap[step] - sum_h[step]))
+        free = ~at_cap
+        free &= x < np.float32(1.0)
+        if rows.size:
+            free[rows] = False
+        scaled = float(np.dot(x, free.astype(np.float32)))
+        room = target - (self._total + held_change - scaled)
+        if scaled <= 0 or room <= 0:
+            return False
+        m_new = m * scaled / room
+        self._own_padded = own_padded
+        self._own = own_padded[:-1].copy()
+        level = np.maximum(own_padded.astype(np.float32)[group], np.float32(m_new), out=own)
+        x = np.divide(self._rhat, level, out=level)
+        np.minimum(x, np.float32(1.0), out=x)
+        if rows.size:
+            x[rows] = np.clip(x[rows], limits.row_lower, limits.row_upper)
+        self._x = x
+        self._level = m_new
+        self._total = float(x.sum(dtype=np.float64))
+        return True
+
     def _constrained_x(self, rate: F32Array, pos: IndexArray | None) -> F32Array:
         """x of rows ``pos`` (None: all) at their levels in force, clipped to the bounds."""
         assert self._limits is not None
@@ -506,7 +574,10 @@ class BayesRate(Scheduler):
         u = inverse_gain(level / self._importance[rows]) if self._weighted else level
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             x = np.where((u > 0) & np.isfinite(u), r / u, np.where(u > 0, 0.0, 1.0))
-        x = np.clip(np.nan_to_num(x, nan=0.0), self._limits.lower[rows], self._limits.upper[rows])
+        lo, hi = (
+            (self._limits.lower, self._limits.upper) if pos is None else self._limits.bounds_of(pos)
+        )
+        x = np.clip(np.nan_to_num(x, nan=0.0), lo, hi)
         out: F32Array = x.astype(np.float32)
         return out
 
