@@ -693,20 +693,23 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py
             ).scalar_one()
             _bounds.request_revive(conn, ids, int(version))
 
-    def revived_since(self, version: int) -> IdArray:
-        """Watched URLs an operator revived after watch-list version ``version``."""
+    def revived_since(self, version: int, sites: Sequence[str] | None = None) -> IdArray:
+        """Watched URLs an operator revived after watch-list version ``version`` (of the
+        sites ``sites`` only, unless None: a cluster worker's own)."""
         with translate_errors("reading revived URLs"), self.engine.connect() as conn:
-            return _bounds.revived_since(conn, version)
+            return _bounds.revived_since(conn, version, sites)
 
-    def url_rules(self) -> _bounds.UrlRules:
-        """The watched URLs' own bounds and pause (only those with any)."""
+    def url_rules(self, sites: Sequence[str] | None = None) -> _bounds.UrlRules:
+        """The watched URLs' own bounds and pause (only those with any; of the sites
+        ``sites`` only, unless None)."""
         with translate_errors("reading URL rules"), self.engine.connect() as conn:
-            return _bounds.read_rules(conn)
+            return _bounds.read_rules(conn, sites)
 
-    def url_failures(self) -> list[tuple[str, FailureRow]]:
-        """(url, failure record) of the watched URLs failing or retired."""
+    def url_failures(self, sites: Sequence[str] | None = None) -> list[tuple[str, FailureRow]]:
+        """(url, failure record) of the watched URLs failing or retired (of the sites
+        ``sites`` only, unless None)."""
         with translate_errors("reading failures"), self.engine.connect() as conn:
-            return _bounds.read_failures(conn)
+            return _bounds.read_failures(conn, sites)
 
     def health_state(self, stopped_type: str) -> dict[int, tuple[int, int, bool]]:
         """(newest change's slot, changes counted, stopped alarm raised since) per URL:
