@@ -127,12 +127,17 @@ def request_revive(conn: Connection, ids: Sequence[int], version: int) -> None:
 def of_sites(conn: Connection, query: Select[Any], site_list: Sequence[str] | None) -> Any:
     """``query`` (over ``urls``) restricted to the URLs of the sites ``site_list``
     (``sites.host``; None: every site). A cluster worker reads only its own sites' rows:
-    the sites' ids by their unique host, then ``urls.site_id`` (indexed), so the cost
-    grows with the worker's share, not with the whole watch list."""
+    the sites' ids first (by their unique host), then ``urls.site_id = ANY(ids)``, which
+    the partial indexes of migration 0011 serve; as one statement with a sub-select the
+    planner joined ``sites`` again for every URL. The cost then grows with the worker's
+    rows, not with the whole watch list."""
     if site_list is None:
         return query
-    ids = select(sites.c.id).where(among(conn, sites.c.host, list(site_list) or [""]))
-    return query.where(urls.c.site_id.in_(ids.scalar_subquery()))
+    found = conn.execute(
+        select(sites.c.id).where(among(conn, sites.c.host, list(site_list) or [""]))
+    ).scalars()
+    ids = [int(i) for i in found]
+    return query.where(among(conn, urls.c.site_id, ids or [-1]))
 
 
 def revived_since(

@@ -81,18 +81,37 @@ class Site(Base):
     url_count: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
+#: the URLs with a rule of their own, and the failing ones (partial indexes of ``urls``)
+RULES_WHERE = (
+    "removed_at IS NULL AND (min_interval_s IS NOT NULL OR max_interval_s IS NOT NULL OR paused)"
+)
+FAILING_WHERE = "removed_at IS NULL AND (fail_streak > 0 OR retired)"
+
+
 class Url(Base):
     """A watched URL (rows are never deleted: ``removed_at`` marks unwatched ones)."""
 
     __tablename__ = "urls"
-    # revived URLs only (migration 0011): a worker finds the revivals after a watch-list
-    # change without scanning urls
+    # partial indexes (migration 0011): the revived URLs, those with a rule of their own,
+    # the failing ones; a worker reads those of its own sites without scanning urls
     __table_args__ = (
         Index(
             "ix_urls_revive_version",
             "revive_version",
             postgresql_where=text("revive_version IS NOT NULL"),
             sqlite_where=text("revive_version IS NOT NULL"),
+        ),
+        Index(
+            "ix_urls_rules",
+            "site_id",
+            postgresql_where=text(RULES_WHERE),
+            sqlite_where=text(RULES_WHERE),
+        ),
+        Index(
+            "ix_urls_failing",
+            "site_id",
+            postgresql_where=text(FAILING_WHERE),
+            sqlite_where=text(FAILING_WHERE),
         ),
     )
     id: Mapped[int] = mapped_column(BigId, primary_key=True)

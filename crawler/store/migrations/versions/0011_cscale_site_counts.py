@@ -8,8 +8,10 @@ the whole watch list:
   for the rare change of ``removed_at`` or ``site_id``, a statement trigger for deletes).
   The coordinator reads it (one row per site) instead of grouping every URL each round.
   SQLite has no cluster mode: there the column is not kept and the store groups URLs.
-- an index of ``urls.revive_version`` (partial: only revived URLs have one), so a worker
-  finds the revivals after a watch-list change without scanning ``urls``.
+- partial indexes of ``urls``: ``revive_version`` (only revived URLs have one), and
+  ``site_id`` of the URLs with a rule of their own (bounds, pause) and of the failing
+  ones, so a worker finds those of its own sites after a change without scanning
+  ``urls`` (and a single service reads them without scanning every URL).
 - ``host_caps.worker_id``: the cluster worker that wrote a host's row (NULL: a single
   service), so that each worker replaces only its own hosts' rows.
 
@@ -30,6 +32,11 @@ down_revision: str | None = "notify_destinations"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+#: (the same text as the models': a migration keeps its own copy)
+RULES_WHERE = (
+    "removed_at IS NULL AND (min_interval_s IS NOT NULL OR max_interval_s IS NOT NULL OR paused)"
+)
+FAILING_WHERE = "removed_at IS NULL AND (fail_streak > 0 OR retired)"
 _FUNCTIONS = (
     """
 CREATE OR REPLACE FUNCTION crawler_url_count_insert() RETURNS trigger
@@ -95,6 +102,14 @@ def upgrade() -> None:
         postgresql_where=sa.text("revive_version IS NOT NULL"),
         sqlite_where=sa.text("revive_version IS NOT NULL"),
     )
+    for name, where in (("rules", RULES_WHERE), ("failing", FAILING_WHERE)):
+        op.create_index(
+            op.f(f"ix_urls_{name}"),
+            "urls",
+            ["site_id"],
+            postgresql_where=sa.text(where),
+            sqlite_where=sa.text(where),
+        )
     if op.get_bind().dialect.name != "postgresql":
         return
     op.execute(
@@ -110,7 +125,8 @@ def downgrade() -> None:
         for name in ("insert", "delete", "update"):
             op.execute(f"DROP TRIGGER IF EXISTS crawler_url_count_{name} ON urls")
             op.execute(f"DROP FUNCTION IF EXISTS crawler_url_count_{name}()")
-    op.drop_index(op.f("ix_urls_revive_version"), table_name="urls")
+    for name in ("revive_version", "rules", "failing"):
+        op.drop_index(op.f(f"ix_urls_{name}"), table_name="urls")
     with op.batch_alter_table("host_caps") as batch:
         batch.drop_index(batch.f("ix_host_caps_worker_id"))
         batch.drop_column("worker_id")
