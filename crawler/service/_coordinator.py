@@ -42,6 +42,10 @@ Decisions:
     URL is not polled by two workers around a move, and a moved site waits about a slot,
     not the grace. Sites of dead workers, and sites freed by a worker that left cleanly,
     are placed at once;
+  - the sites of one host (``host:80`` and ``host:8080``: one politeness key) go to one
+    worker, that of the host's heaviest site (``_hosts_together``): leases are per site
+    (``host[:port]``), politeness per host, and a host split over two workers would get
+    each worker's whole per-host cap;
   - the shortfall (how many more workers of what capacity the weights need: with the
     weights on one shared level they sum to the live capacity, so a shortfall means the
     indivisible sites do not pack, e.g. one site alone outweighs a worker) goes to
@@ -70,6 +74,7 @@ import numpy as np
 from crawler import cluster
 from crawler.service._loop import GRACE_S
 from crawler.settings import Settings
+from crawler.sites import host_key
 from crawler.store import (
     LeaseRow,
     NotCoordinator,
@@ -178,6 +183,8 @@ class Coordinator:
         self._destined: dict[str, str] = {}
         #: whom each revoked site was taken from (a dead one need not be waited for)
         self._revoked_from: dict[str, str] = {}
+        #: each site's politeness key (its host without port), kept across rounds
+        self._host_key: dict[str, str] = {}
         #: each site's last rate mass (weight x its owner's multiplier), for while it has
         #: no live owner
         self._mass: dict[str, float] = {}
@@ -375,6 +382,7 @@ class Coordinator:
         incoming = {self._destined[s] for k, s in enumerate(site_list) if waiting[k]
                     and s in self._destined}  # fmt: skip
         self._join(assignment, weights, caps, waiting, [w.worker_id in incoming for w in live])
+        self._hosts_together(site_list, assignment, weights, waiting)
         # a move between live workers is made in two steps: revoked now (the owner drops
         # the site at its next slot; the epoch bump fences what it still commits), given
         # to the new owner once the hand-over grace has passed
@@ -456,6 +464,38 @@ class Coordinator:
         source = self._revoked_from.get(site)
         # revoked by this coordinator from a worker now dead: nothing to wait for
         return source is None or source in index
+
+    def _hosts_together(
+        self,
+        site_list: list[str],
+        assignment: np.ndarray,
+        weights: np.ndarray,
+        waiting: np.ndarray,
+    ) -> None:
+        """The sites of one host (``a.test:80`` and ``a.test:8080``: one politeness key,
+        ``crawler.sites.host_key``) go to one worker, that of the host's heaviest placed
+        site: a lease is per site (``host[:port]``, the unit of packing), while the
+        per-host cap, delay and back-off are kept by the worker that polls the host, and
+        two workers polling one host would each give it the whole cap. In place; the
+        sites waiting for a hand-over are left as they are (they follow once handed
+        over). A host with one site, the usual case, costs a dictionary lookup."""
+        keys = [self._host_key.get(s) or self._key_of(s) for s in site_list]
+        groups: dict[str, list[int]] = {}
+        for k, key in enumerate(keys):
+            groups.setdefault(key, []).append(k)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            placed = [k for k in members if not waiting[k] and assignment[k] >= 0]
+            if not placed:
+                continue
+            target = assignment[max(placed, key=lambda k: (weights[k], -k))]
+            for k in placed:
+                assignment[k] = target
+
+    def _key_of(self, site: str) -> str:
+        key = self._host_key[site] = host_key(site)
+        return key
 
     @staticmethod
     def _join(
