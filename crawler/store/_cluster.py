@@ -52,7 +52,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, text, u
 
 from crawler.schedulers import SchedulerState
 from crawler.store import _state
-from crawler.store._engine import translate_errors
+from crawler.store._engine import reading, translate_errors
 from crawler.store._sql import among, is_postgres
 from crawler.store._types import StoreError
 from crawler.store.models import (
@@ -491,7 +491,7 @@ class ClusterStore:
 
     def leases_of(self, worker_id: str) -> dict[str, int]:
         """The sites ``worker_id`` holds, with their epochs (fencing tokens)."""
-        with translate_errors("reading the worker's leases"), self.engine.connect() as conn:
+        with translate_errors("reading the worker's leases"), reading(self.engine) as conn:
             rows = conn.execute(
                 select(cluster_leases.c.site, cluster_leases.c.epoch).where(
                     cluster_leases.c.worker_id == worker_id
@@ -742,7 +742,7 @@ class ClusterStore:
         """Ids (sorted), importances and sites of the watched URLs of ``site_list``."""
         if not site_list:
             return np.empty(0, np.int64), np.empty(0, np.float64), []
-        with translate_errors("loading the sites' URLs"), self.engine.connect() as conn:
+        with translate_errors("loading the sites' URLs"), reading(self.engine) as conn:
             rows = conn.execute(
                 select(urls.c.id, urls.c.importance, sites.c.host)
                 .join(sites, sites.c.id == urls.c.site_id)
@@ -757,7 +757,7 @@ class ClusterStore:
         """The saved state of scheduler ``name`` restricted to ``ids`` (those with a saved
         row; corrupt rows left out): the scalars as saved and the per-URL rows, sorted by
         id. None if the scheduler was never saved."""
-        with translate_errors("loading saved URL states"), self.engine.connect() as conn:
+        with translate_errors("loading saved URL states"), reading(self.engine) as conn:
             found = conn.execute(
                 select(scheduler_state.c.scalars, scheduler_state.c.url_dtype).where(
                     scheduler_state.c.name == name

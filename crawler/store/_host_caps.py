@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import delete, insert, select
 
-from crawler.store._engine import translate_errors
+from crawler.store._engine import reading, translate_errors
 from crawler.store._scan import scan
 from crawler.store._sql import among
 from crawler.store._upsert import upsert
@@ -64,7 +64,11 @@ def url_hosts(
     order."""
     out_ids: list[int] = []
     out_hosts: list[str] = []
-    with translate_errors("loading the hosts of URLs"), store.engine.connect() as conn:
+    # a whole scan streams through a server-side cursor (a transaction); a worker's share is
+    # read outside one (``reading``)
+    whole = ids is None and site_list is None
+    opened = store.engine.connect() if whole else reading(store.engine)
+    with translate_errors("loading the hosts of URLs"), opened as conn:
         if ids is None and site_list is not None:
             query = (
                 select(urls.c.id, sites.c.host)
