@@ -33,6 +33,7 @@ ahead of every other pick); a floor below its ceiling stays.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -100,12 +101,17 @@ class Constraints:
         self._rule_upper: FloatArray = np.empty(0)
         #: discovery's ceilings: URL id -> polls per slot
         self._ceilings: dict[int, float] = {}
+        #: the sites whose rules to read (a cluster worker's leased sites); None: all.
+        #: A cluster worker's rules, failures and revivals are then read from its own
+        #: sites' URLs, not from every URL of the watch list
+        self.scope: Callable[[], Sequence[str]] | None = None
 
     async def refresh(self, scheduler: schedulers.Scheduler, store: Store, version: int) -> None:
         """Apply the store's rules (at start: everything, the failure record included; on a
         watch-list change: what changed, the record of new URLs, operator revivals)."""
         since = self._version
-        rules, failing, revived = await asyncio.to_thread(_read, store, since)
+        site_list = None if self.scope is None else list(self.scope())
+        rules, failing, revived = await asyncio.to_thread(_read, store, since, site_list)
         scheduler.set_probe(probe_rate(self.settings))
         self.apply(scheduler, rules)
         ids, _ = scheduler.frequencies()
@@ -257,7 +263,7 @@ def _lookup(values: dict[int, float], ids: IdArray, default: float) -> FloatArra
 
 
 def _read(
-    store: Store, since: int | None
+    store: Store, since: int | None, site_list: Sequence[str] | None
 ) -> tuple[UrlRules, list[tuple[str, FailureRow]], IdArray]:
-    revived = store.revived_since(since) if since is not None else np.empty(0, np.int64)
-    return store.url_rules(), store.url_failures(), revived
+    revived = store.revived_since(since, site_list) if since is not None else np.empty(0, np.int64)
+    return store.url_rules(site_list), store.url_failures(site_list), revived

@@ -85,6 +85,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 import numpy as np
 
@@ -150,6 +151,16 @@ class _Host:
     answered: bool = False
 
 
+class CapsScope(Protocol):
+    """A cluster worker, as its host caps see it."""
+
+    worker_id: str
+
+    def sites(self) -> Sequence[str]:
+        """The sites it leases (``host[:port]``)."""
+        ...
+
+
 class HostCaps:
     """The host groups and caps of one crawl loop's scheduler."""
 
@@ -175,6 +186,9 @@ class HostCaps:
         self._saved: tuple[tuple[str, float, bool, str], ...] | None = None
         #: label -> (cap, planned polls per slot) at the last status read
         self.status: dict[int, tuple[float, float]] = {}
+        #: a cluster worker's id and leased sites: the groups are then read from its own
+        #: sites' URLs, and it saves only its own hosts' rows (None: a single service)
+        self.scope: CapsScope | None = None
 
     # ----- groups -----------------------------------------------------------------------
 
@@ -231,7 +245,10 @@ class HostCaps:
         if not whole and (added is None or not added.size):
             return
         try:
-            ids, hosts = await asyncio.to_thread(url_hosts, store, None if whole else added)
+            site_list = list(self.scope.sites()) if whole and self.scope is not None else None
+            ids, hosts = await asyncio.to_thread(
+                url_hosts, store, None if whole else added, site_list
+            )
         except StoreError as exc:
             self._groups_missing = True
             log.warning("host groups not loaded (retried at the next slot): %s", exc)
@@ -432,7 +449,8 @@ class HostCaps:
         if saved == self._saved:
             return
         try:
-            await asyncio.to_thread(save_host_caps, store, rows)
+            owner = None if self.scope is None else self.scope.worker_id
+            await asyncio.to_thread(save_host_caps, store, rows, owner)
         except StoreError as exc:
             log.warning("host caps not saved (retried later): %s", exc)
             self._status_due = True

@@ -121,6 +121,7 @@ class ClusterMember:
         self._site_codes: np.ndarray = np.empty(0, np.int64)
         self._site_names: list[str] = []
         self._ids: IdArray = np.empty(0, np.int64)
+        self._importance: FloatArray = np.empty(0, np.float64)
         #: the sites gained at the last sync (with the URLs then leased and their sites):
         #: one URL of each is polled in the next slot (``take_probes``)
         self._gained: tuple[set[str], IdArray, list[str]] | None = None
@@ -373,6 +374,18 @@ class ClusterMember:
             rows={k: np.asarray(v)[:0] for k, v in state.rows.items()},
         )
 
+    def saved_state(self, name: str) -> SchedulerState | None:
+        """The saved state of scheduler ``name`` to start from: its scalars only (read
+        without a single per-URL row: a worker starts with no site, and reading the whole
+        ``url_state`` would cost every worker the whole crawl's memory), ``aligned``."""
+        state = self.store.load_url_states(name, [])
+        return None if state is None else self.aligned(state)
+
+    def sites(self) -> list[str]:
+        """The sites this worker leases (as of the last sync): the scope of what the loop
+        reads for them (rules, failures, revivals, host groups)."""
+        return sorted(self.leases)
+
     def _versions(self) -> tuple[int, int]:
         return self.store.watch_list_version(), self.store.cluster_version()
 
@@ -385,7 +398,7 @@ class ClusterMember:
         version = self._versions()
         leases = self.store.leases_of(self.worker_id)
         ids, importance, site_list = self.store.active_urls_of(sorted(leases))
-        self._adopt(leases, ids, site_list)
+        self._adopt(leases, ids, site_list, importance)
         return version, ids, importance
 
     async def sync(
@@ -409,9 +422,7 @@ class ClusterMember:
         update: WatchUpdate | None = None
         if force or version != seen:
             leases, revoked = await asyncio.to_thread(self.store.held_leases, self.worker_id)
-            ids, importance, site_list = await asyncio.to_thread(
-                self.store.active_urls_of, sorted(leases)
-            )
+            ids, importance, site_list = await self._urls_of(leases, seen, version, force)
             # a site lost and regained since the last sync (its epoch changed): a loss
             # (what this worker learned of it since is fenced) and a gain (the rows saved
             # meanwhile are loaded afresh)
@@ -429,7 +440,7 @@ class ClusterMember:
             if unasked:  # revoked the old way (epoch bumped): acknowledge, hand-over at once
                 await self._release(unasked)
             update = WatchUpdate(version, ids, importance, saved, replaced)
-            self._adopt(leases, ids, site_list)
+            self._adopt(leases, ids, site_list, importance)
             self._gained = (gained, ids, site_list) if gained else None
             self.sites_lost_total += len(lost)
             self.sites_gained_total += len(gained)
@@ -456,6 +467,31 @@ class ClusterMember:
             except StoreError as exc:
                 log.warning("site weights not reported: %s", exc)
         return update
+
+    async def _urls_of(
+        self, leases: dict[str, int], seen: object, version: tuple[int, int], force: bool
+    ) -> tuple[IdArray, FloatArray, list[str]]:
+        """The URLs of the sites ``leases``: when only the assignment moved (the watch
+        list did not), the URLs held are kept, those of the sites lost dropped and those
+        of the sites gained read (the cost follows the change); else every leased site's
+        URLs are read again (an edit may touch any of them: the cost follows the share)."""
+        import asyncio
+
+        same_list = isinstance(seen, tuple) and seen[0] == version[0]
+        if force or not same_list:
+            return await asyncio.to_thread(self.store.active_urls_of, sorted(leases))
+        gained = sorted(leases.keys() - self.leases.keys())
+        lost = self.leases.keys() - leases.keys()
+        new_ids, new_imp, new_sites = await asyncio.to_thread(self.store.active_urls_of, gained)
+        codes = [k for k, name in enumerate(self._site_names) if name not in lost]
+        keep = np.isin(self._site_codes, np.asarray(codes, dtype=np.int64))
+        names = self._site_names
+        kept_sites = [names[c] for c in self._site_codes[keep].tolist()]
+        ids = np.concatenate([self._ids[keep], new_ids])
+        importance = np.concatenate([self._importance[keep], new_imp])
+        site_list = kept_sites + new_sites
+        order = np.argsort(ids, kind="stable")
+        return ids[order], importance[order], [site_list[k] for k in order.tolist()]
 
     async def _release(self, held: dict[str, int]) -> None:
         """Tell the coordinator this worker polls the sites ``held`` (lost, with the epochs
@@ -503,8 +539,11 @@ class ClusterMember:
             return np.empty(0, np.int64)
         return _probes(scheduler, *gained)
 
-    def _adopt(self, leases: dict[str, int], ids: IdArray, site_list: list[str]) -> None:
+    def _adopt(
+        self, leases: dict[str, int], ids: IdArray, site_list: list[str], importance: FloatArray
+    ) -> None:
         self.leases = dict(leases)
+        self._importance = importance
         names, codes = np.unique(np.asarray(site_list, dtype=object), return_inverse=True)
         self._site_names = [str(n) for n in names.tolist()]
         self._site_codes = np.asarray(codes, dtype=np.int64).reshape(-1)

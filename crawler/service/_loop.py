@@ -157,9 +157,10 @@ class CrawlLoop:
         """Restore the scheduler from the database (or start one) and sync the watch list."""
         name = self.settings.scheduler
         # one scan after the other: run at once, they contend for the GIL and are slower
-        state = await asyncio.to_thread(self.store.load_scheduler_state, name)
-        if self.cluster is not None and state is not None:  # a cluster worker: no rows, one slot
-            state = await asyncio.to_thread(self.cluster.aligned, state)
+        if self.cluster is not None:  # a cluster worker: the scalars only, one slot count
+            state = await asyncio.to_thread(self.cluster.saved_state, name)
+        else:
+            state = await asyncio.to_thread(self.store.load_scheduler_state, name)
         watched = await asyncio.to_thread(self._watch_list)
         if state is not None:
             self.scheduler = schedulers.restore(state)

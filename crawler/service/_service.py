@@ -138,6 +138,9 @@ class CrawlService:
         if self.cluster is not None:  # join the cluster: register, heartbeat, coordinate
             await asyncio.to_thread(self.cluster.start)
             self.loop.cluster = self.cluster
+            # what the loop reads for its URLs' rules and hosts: its own sites' rows only
+            self.loop.constraints.scope = self.cluster.sites
+            self.loop.caps.scope = self.cluster
             self.loop.permit = self.cluster  # no poll past its renew deadline
         # the poller starts (crawl workers import, open their fetchers) while the scheduler loads
         starting = asyncio.ensure_future(self.poller.start())

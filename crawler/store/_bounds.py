@@ -29,12 +29,12 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, and_, bindparam, delete, or_, select, update
+from sqlalchemy import Connection, Select, and_, bindparam, delete, or_, select, update
 
 from crawler.store._sql import among
 from crawler.store._types import FailureRow
 from crawler.store._upsert import upsert
-from crawler.store.models import url_tags, urls
+from crawler.store.models import sites, url_tags, urls
 
 #: a tag: 1 to 64 characters, letters, digits and ``_ . : / -``
 TAG = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
@@ -124,20 +124,38 @@ def request_revive(conn: Connection, ids: Sequence[int], version: int) -> None:
         )
 
 
-def revived_since(conn: Connection, version: int) -> NDArray[np.int64]:
-    """Ids of the watched URLs an operator revived after watch-list version ``version``."""
-    rows = conn.execute(
-        select(urls.c.id)
-        .where(urls.c.revive_version > version, urls.c.removed_at.is_(None))
-        .order_by(urls.c.id)
+def of_sites(conn: Connection, query: Select[Any], site_list: Sequence[str] | None) -> Any:
+    """``query`` (over ``urls``) restricted to the URLs of the sites ``site_list``
+    (``sites.host``; None: every site). A cluster worker reads only its own sites' rows:
+    the sites' ids first (by their unique host), then ``urls.site_id = ANY(ids)``, which
+    the partial indexes of migration 0011 serve; as one statement with a sub-select the
+    planner joined ``sites`` again for every URL. The cost then grows with the worker's
+    rows, not with the whole watch list."""
+    if site_list is None:
+        return query
+    found = conn.execute(
+        select(sites.c.id).where(among(conn, sites.c.host, list(site_list) or [""]))
     ).scalars()
+    ids = [int(i) for i in found]
+    return query.where(among(conn, urls.c.site_id, ids or [-1]))
+
+
+def revived_since(
+    conn: Connection, version: int, site_list: Sequence[str] | None = None
+) -> NDArray[np.int64]:
+    """Ids of the watched URLs an operator revived after watch-list version ``version``
+    (of the sites ``site_list`` only, unless None); an index of the revived URLs."""
+    query = select(urls.c.id).where(urls.c.revive_version > version, urls.c.removed_at.is_(None))
+    rows = conn.execute(of_sites(conn, query, site_list).order_by(urls.c.id)).scalars()
     return np.array(list(rows), dtype=np.int64)
 
 
-def read_rules(conn: Connection) -> UrlRules:
-    """The watched URLs with a bound of their own or paused."""
+def read_rules(conn: Connection, site_list: Sequence[str] | None = None) -> UrlRules:
+    """The watched URLs with a bound of their own or paused (of the sites ``site_list``
+    only, unless None)."""
+    query = select(urls.c.id, urls.c.min_interval_s, urls.c.max_interval_s, urls.c.paused)
     rows = conn.execute(
-        select(urls.c.id, urls.c.min_interval_s, urls.c.max_interval_s, urls.c.paused)
+        of_sites(conn, query, site_list)
         .where(
             urls.c.removed_at.is_(None),
             or_(
@@ -156,19 +174,23 @@ def read_rules(conn: Connection) -> UrlRules:
     )
 
 
-def read_failures(conn: Connection) -> list[tuple[str, FailureRow]]:
-    """(url, record) of the watched URLs with a failure streak or retired, by id."""
+def read_failures(
+    conn: Connection, site_list: Sequence[str] | None = None
+) -> list[tuple[str, FailureRow]]:
+    """(url, record) of the watched URLs with a failure streak or retired, by id (of the
+    sites ``site_list`` only, unless None)."""
+    query = select(
+        urls.c.url,
+        urls.c.id,
+        urls.c.fail_streak,
+        urls.c.fail_permanent,
+        urls.c.retired,
+        urls.c.fail_kind,
+        urls.c.fail_error,
+        urls.c.failing_since,
+    )
     rows = conn.execute(
-        select(
-            urls.c.url,
-            urls.c.id,
-            urls.c.fail_streak,
-            urls.c.fail_permanent,
-            urls.c.retired,
-            urls.c.fail_kind,
-            urls.c.fail_error,
-            urls.c.failing_since,
-        )
+        of_sites(conn, query, site_list)
         .where(urls.c.removed_at.is_(None), or_(urls.c.fail_streak > 0, urls.c.retired))
         .order_by(urls.c.id)
     )

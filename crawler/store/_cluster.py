@@ -60,7 +60,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, text, u
 
 from crawler.schedulers import SchedulerState
 from crawler.store import _state
-from crawler.store._engine import translate_errors
+from crawler.store._engine import reading, translate_errors
 from crawler.store._sql import among, is_postgres
 from crawler.store._types import StoreError
 from crawler.store.models import (
@@ -291,7 +291,17 @@ def fence_rows(
         ids.update(delta_ids.tolist())
     if not ids:
         return list(polls), delta, 0, []
-    wanted = sorted(fence.leases)
+    site_of: dict[int, str] = {}
+    found = conn.execute(
+        select(urls.c.id, sites.c.host)
+        .join(sites, sites.c.id == urls.c.site_id)
+        .where(among(conn, urls.c.id, sorted(ids)))
+    )
+    for uid, host in found:
+        site_of[int(uid)] = host
+    # the lease rows of the sites this commit touches, not every lease the worker holds:
+    # the cost follows the slot's polls (a worker may lease thousands of sites)
+    wanted = sorted({h for h in site_of.values() if h in fence.leases})
     valid: set[str] = set()
     if wanted:
         query = select(
@@ -302,14 +312,6 @@ def fence_rows(
         for site, worker, epoch in conn.execute(query):
             if worker == fence.worker_id and int(epoch) == int(fence.leases[site]):
                 valid.add(site)
-    site_of: dict[int, str] = {}
-    found = conn.execute(
-        select(urls.c.id, sites.c.host)
-        .join(sites, sites.c.id == urls.c.site_id)
-        .where(among(conn, urls.c.id, sorted(ids)))
-    )
-    for uid, host in found:
-        site_of[int(uid)] = host
     bad = {i for i in ids if site_of.get(i) not in valid}
     if not bad:
         return list(polls), delta, 0, []
@@ -332,6 +334,43 @@ def fence_rows(
         ", ".join(fenced_sites[:5]),
     )
     return kept, delta, dropped, fenced_sites
+
+
+def _move_leases(
+    conn: Connection, moved: Sequence[tuple[str, str | None, float | None]], now: datetime
+) -> None:
+    """Give each (site, owner, weight or None: kept) its new owner, epoch bumped. One
+    statement on PostgreSQL (``UPDATE ... FROM unnest``: at 1M sites a round may move
+    thousands, and a statement each cost a round trip each); one per site on SQLite."""
+    if not moved:
+        return
+    if is_postgres(conn):
+        conn.execute(
+            text(
+                "UPDATE cluster_leases l SET worker_id = t.w, epoch = l.epoch + 1, "
+                "assigned_at = :now, revoked_at = NULL, weight = coalesce(t.g, l.weight) "
+                "FROM unnest("
+                "CAST(:s AS text[]), CAST(:w AS text[]), CAST(:g AS float8[])) AS t(s, w, g) "
+                "WHERE l.site = t.s"
+            ),
+            {
+                "now": now,
+                "s": [m[0] for m in moved],
+                "w": [m[1] for m in moved],
+                "g": [m[2] for m in moved],
+            },
+        )
+        return
+    for site, owner, weight in moved:
+        values: dict[str, Any] = {
+            "worker_id": owner,
+            "epoch": cluster_leases.c.epoch + 1,
+            "assigned_at": now,
+            "revoked_at": None,
+        }
+        if weight is not None:
+            values["weight"] = weight
+        conn.execute(update(cluster_leases).where(cluster_leases.c.site == site).values(**values))
 
 
 class ClusterStore:
@@ -566,7 +605,7 @@ class ClusterStore:
     def held_leases(self, worker_id: str) -> tuple[dict[str, int], dict[str, int]]:
         """The sites ``worker_id`` holds, with their epochs: (those it may poll, those it is
         asked to give up: revoked, to release in a commit)."""
-        with translate_errors("reading the worker's leases"), self.engine.connect() as conn:
+        with translate_errors("reading the worker's leases"), reading(self.engine) as conn:
             rows = conn.execute(
                 select(
                     cluster_leases.c.site, cluster_leases.c.epoch, cluster_leases.c.revoked_at
@@ -693,6 +732,7 @@ class ClusterStore:
             now = _now(conn)
             changed = 0
             fresh: list[dict[str, Any]] = []
+            moved: list[tuple[str, str | None, float | None]] = []
             for site, owner in assignments.items():
                 if site not in current:
                     fresh.append(
@@ -720,17 +760,9 @@ class ClusterStore:
                         changed += asked
                     continue
                 changed += 1
-                values: dict[str, Any] = {
-                    "worker_id": owner,
-                    "epoch": cluster_leases.c.epoch + 1,
-                    "assigned_at": now,
-                    "revoked_at": None,
-                }
-                if site in weights:
-                    values["weight"] = float(weights[site])
-                conn.execute(
-                    update(cluster_leases).where(cluster_leases.c.site == site).values(**values)
-                )
+                weight = weights.get(site)
+                moved.append((site, owner, None if weight is None else float(weight)))
+            _move_leases(conn, moved, now)
             if fresh:
                 conn.execute(insert(cluster_leases), fresh)
             stats: dict[str, Any] = {"updated_at": now}
@@ -814,8 +846,18 @@ class ClusterStore:
     # ----- what the coordinator and the workers read -------------------------------------
 
     def site_url_counts(self) -> dict[str, int]:
-        """Watched URLs per site (sites with none are left out)."""
+        """Watched URLs per site (sites with none are left out). PostgreSQL: one row per
+        site from ``sites.url_count``, kept by triggers on ``urls`` (migration 0011), so
+        the coordinator's round reads O(sites) rows, not every URL; SQLite (no cluster
+        mode) groups the URLs."""
         with translate_errors("counting URLs per site"), self.engine.connect() as conn:
+            if is_postgres(conn):
+                return {
+                    host: int(n)
+                    for host, n in conn.execute(
+                        select(sites.c.host, sites.c.url_count).where(sites.c.url_count > 0)
+                    )
+                }
             rows = conn.execute(
                 select(sites.c.host, func.count())
                 .select_from(urls.join(sites, sites.c.id == urls.c.site_id))
@@ -830,7 +872,7 @@ class ClusterStore:
         """Ids (sorted), importances and sites of the watched URLs of ``site_list``."""
         if not site_list:
             return np.empty(0, np.int64), np.empty(0, np.float64), []
-        with translate_errors("loading the sites' URLs"), self.engine.connect() as conn:
+        with translate_errors("loading the sites' URLs"), reading(self.engine) as conn:
             rows = conn.execute(
                 select(urls.c.id, urls.c.importance, sites.c.host)
                 .join(sites, sites.c.id == urls.c.site_id)
@@ -845,7 +887,7 @@ class ClusterStore:
         """The saved state of scheduler ``name`` restricted to ``ids`` (those with a saved
         row; corrupt rows left out): the scalars as saved and the per-URL rows, sorted by
         id. None if the scheduler was never saved."""
-        with translate_errors("loading saved URL states"), self.engine.connect() as conn:
+        with translate_errors("loading saved URL states"), reading(self.engine) as conn:
             found = conn.execute(
                 select(scheduler_state.c.scalars, scheduler_state.c.url_dtype).where(
                     scheduler_state.c.name == name

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
@@ -77,3 +77,18 @@ def translate_errors(what: str) -> Iterator[None]:
 
 def _short(exc: DBAPIError) -> str:
     return str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+
+
+@contextlib.contextmanager
+def reading(engine: Engine) -> Iterator[Connection]:
+    """A connection for a large read outside any transaction (PostgreSQL: autocommit).
+
+    A cluster worker's sessions end once idle in a transaction for a worker timeout (a
+    paused worker must not keep its lease rows locked), and reading a large share (2M
+    URLs, their saved rows, their hosts) spends longer than that in Python between the
+    statements or after the last one: measured, the first load of 2M URLs was cut there.
+    Outside a transaction the session is merely idle. SQLite: a plain connection."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+        yield conn

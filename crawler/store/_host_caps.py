@@ -9,7 +9,7 @@ which run in other processes: ``host_caps(store)`` reads them back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -18,9 +18,10 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import delete, insert, select
 
-from crawler.store._engine import translate_errors
+from crawler.store._engine import reading, translate_errors
 from crawler.store._scan import scan
 from crawler.store._sql import among
+from crawler.store._upsert import upsert
 from crawler.store.models import host_caps as host_caps_table
 from crawler.store.models import sites, urls
 
@@ -54,14 +55,32 @@ class HostCapRow:
 
 
 def url_hosts(
-    store: Store, ids: Sequence[int] | NDArray[np.int64] | None = None
+    store: Store,
+    ids: Sequence[int] | NDArray[np.int64] | None = None,
+    site_list: Sequence[str] | None = None,
 ) -> tuple[NDArray[np.int64], list[str]]:
     """(ids, hosts as stored, ``host[:port]``) of the given URLs (unknown ids left out), or of
-    every watched URL (``ids`` None), in id order."""
+    every watched URL (``ids`` None) of the sites ``site_list`` (None: of every site), in id
+    order."""
     out_ids: list[int] = []
     out_hosts: list[str] = []
-    with translate_errors("loading the hosts of URLs"), store.engine.connect() as conn:
-        if ids is None:
+    # a whole scan streams through a server-side cursor (a transaction); a worker's share is
+    # read outside one (``reading``)
+    whole = ids is None and site_list is None
+    opened = store.engine.connect() if whole else reading(store.engine)
+    with translate_errors("loading the hosts of URLs"), opened as conn:
+        if ids is None and site_list is not None:
+            query = (
+                select(urls.c.id, sites.c.host)
+                .join(sites, sites.c.id == urls.c.site_id)
+                .where(among(conn, sites.c.host, list(site_list) or [""]))
+                .where(urls.c.removed_at.is_(None))
+                .order_by(urls.c.id)
+            )
+            for i, host in conn.execute(query):
+                out_ids.append(int(i))
+                out_hosts.append(str(host))
+        elif ids is None:
             for rows in scan(conn, "loading the hosts of URLs", _ALL_HOSTS, _ALL_HOSTS):
                 for i, host in rows:
                     out_ids.append(int(i))
@@ -82,8 +101,11 @@ def url_hosts(
     return np.array(out_ids, dtype=np.int64), out_hosts
 
 
-def save_host_caps(store: Store, rows: Sequence[HostCapRow]) -> None:
-    """Replace the table's rows by ``rows`` (the service's current caps), in one transaction."""
+def save_host_caps(store: Store, rows: Sequence[HostCapRow], worker_id: str | None = None) -> None:
+    """Replace the table's rows by ``rows`` (the service's current caps), in one transaction.
+    A cluster worker (``worker_id``) replaces only its own: its rows are written (a host it
+    took over from another worker changes hands) and those it wrote before for hosts it no
+    longer has are deleted; the other workers' rows stay."""
     now = datetime.now(UTC)
     values = [
         {
@@ -97,10 +119,28 @@ def save_host_caps(store: Store, rows: Sequence[HostCapRow]) -> None:
         }
         for r in rows
     ]
+    if worker_id is not None:
+        _save_own(store, values, worker_id)
+        return
     with translate_errors("saving the host caps"), store.engine.begin() as conn:
         conn.execute(delete(host_caps_table))
         if values:
             conn.execute(insert(host_caps_table), values)
+
+
+def _save_own(store: Store, values: Sequence[Mapping[str, object]], worker_id: str) -> None:
+    """A cluster worker's caps: upsert its hosts' rows, delete its other rows."""
+    t = host_caps_table
+    hosts = [str(v["host"]) for v in values]
+    with translate_errors("saving the host caps"), store.engine.begin() as conn:
+        stale = delete(t).where(t.c.worker_id == worker_id)
+        if hosts:
+            stale = stale.where(~among(conn, t.c.host, hosts))
+        conn.execute(stale)
+        if not values:
+            return
+        rows = [{**v, "worker_id": worker_id} for v in values]
+        upsert(conn, t, rows, ["host"], [k for k in rows[0] if k != "host"])
 
 
 def host_caps(store: Store) -> dict[str, HostCapRow]:

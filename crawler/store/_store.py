@@ -29,7 +29,7 @@ from crawler.sites import site_of
 from crawler.store import _admin, _bounds, _fence, _history, _outbox, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._cluster import ClusterStore, Fence, fence_rows, release_revoked
-from crawler.store._engine import make_engine, sync_url, translate_errors
+from crawler.store._engine import make_engine, reading, sync_url, translate_errors
 from crawler.store._scan import scan
 from crawler.store._sql import among, is_postgres
 from crawler.store._types import (
@@ -695,20 +695,23 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py
             ).scalar_one()
             _bounds.request_revive(conn, ids, int(version))
 
-    def revived_since(self, version: int) -> IdArray:
-        """Watched URLs an operator revived after watch-list version ``version``."""
-        with translate_errors("reading revived URLs"), self.engine.connect() as conn:
-            return _bounds.revived_since(conn, version)
+    def revived_since(self, version: int, sites: Sequence[str] | None = None) -> IdArray:
+        """Watched URLs an operator revived after watch-list version ``version`` (of the
+        sites ``sites`` only, unless None: a cluster worker's own)."""
+        with translate_errors("reading revived URLs"), reading(self.engine) as conn:
+            return _bounds.revived_since(conn, version, sites)
 
-    def url_rules(self) -> _bounds.UrlRules:
-        """The watched URLs' own bounds and pause (only those with any)."""
-        with translate_errors("reading URL rules"), self.engine.connect() as conn:
-            return _bounds.read_rules(conn)
+    def url_rules(self, sites: Sequence[str] | None = None) -> _bounds.UrlRules:
+        """The watched URLs' own bounds and pause (only those with any; of the sites
+        ``sites`` only, unless None)."""
+        with translate_errors("reading URL rules"), reading(self.engine) as conn:
+            return _bounds.read_rules(conn, sites)
 
-    def url_failures(self) -> list[tuple[str, FailureRow]]:
-        """(url, failure record) of the watched URLs failing or retired."""
-        with translate_errors("reading failures"), self.engine.connect() as conn:
-            return _bounds.read_failures(conn)
+    def url_failures(self, sites: Sequence[str] | None = None) -> list[tuple[str, FailureRow]]:
+        """(url, failure record) of the watched URLs failing or retired (of the sites
+        ``sites`` only, unless None)."""
+        with translate_errors("reading failures"), reading(self.engine) as conn:
+            return _bounds.read_failures(conn, sites)
 
     def health_state(self, stopped_type: str) -> dict[int, tuple[int, int, bool]]:
         """(newest change's slot, changes counted, stopped alarm raised since) per URL:

@@ -76,12 +76,44 @@ class Site(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     host: Mapped[str] = mapped_column(String(255), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    #: its watched URLs (``removed_at`` NULL), kept by triggers on PostgreSQL (migration
+    #: 0011): the coordinator reads one row per site instead of grouping every URL
+    url_count: Mapped[int] = mapped_column(Integer, server_default="0")
+
+
+#: the URLs with a rule of their own, and the failing ones (partial indexes of ``urls``)
+RULES_WHERE = (
+    "removed_at IS NULL AND (min_interval_s IS NOT NULL OR max_interval_s IS NOT NULL OR paused)"
+)
+FAILING_WHERE = "removed_at IS NULL AND (fail_streak > 0 OR retired)"
 
 
 class Url(Base):
     """A watched URL (rows are never deleted: ``removed_at`` marks unwatched ones)."""
 
     __tablename__ = "urls"
+    # partial indexes (migration 0011): the revived URLs, those with a rule of their own,
+    # the failing ones; a worker reads those of its own sites without scanning urls
+    __table_args__ = (
+        Index(
+            "ix_urls_revive_version",
+            "revive_version",
+            postgresql_where=text("revive_version IS NOT NULL"),
+            sqlite_where=text("revive_version IS NOT NULL"),
+        ),
+        Index(
+            "ix_urls_rules",
+            "site_id",
+            postgresql_where=text(RULES_WHERE),
+            sqlite_where=text(RULES_WHERE),
+        ),
+        Index(
+            "ix_urls_failing",
+            "site_id",
+            postgresql_where=text(FAILING_WHERE),
+            sqlite_where=text(FAILING_WHERE),
+        ),
+    )
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     url: Mapped[str] = mapped_column(Text, unique=True)
     site_id: Mapped[int] = mapped_column(ForeignKey("sites.id"), index=True)
@@ -278,6 +310,9 @@ class HostCap(Base):
     # the end of a Retry-After back-off (reason "retry_after"), else None
     until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    #: the cluster worker that wrote the row (NULL: a single service): a worker replaces
+    #: only its own rows
+    worker_id: Mapped[str | None] = mapped_column(String(32), index=True)
 
 
 class Source(Base):

@@ -1,0 +1,142 @@
+"""No per-slot or per-change statement of a cluster worker scans every URL.
+
+A worker that owns a small share of the sites (here 4 of 400, 1%) must pay for its
+share, not for the whole watch list: the statements it runs at every slot (its commit's
+fence, the records of its polls, the version checks) and at every version bump (its
+leases, its sites' URLs, their rules, failures, revivals and hosts, the saved rows of a
+gained site) are captured as the store runs them, and PostgreSQL's planner is asked for
+their plans (``EXPLAIN``) on tables large enough and analysed: none may hold a
+sequential scan of ``urls`` or ``url_state``. The coordinator's statements read one row
+per site (``sites.url_count``, the leases), never the URLs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import event, text
+
+from crawler import schedulers
+from crawler.store import Fence, NewUrl, Store, url_hosts
+from crawler.store._cluster import fence_rows
+
+pytestmark = pytest.mark.slow
+
+SITES, PER_SITE, OWN = 400, 100, 4
+SCANNED = {"urls", "url_state"}
+
+
+@pytest.fixture
+def db_backend() -> str:
+    return "postgresql"
+
+
+@contextmanager
+def captured(store: Store) -> Iterator[list[tuple[str, Any]]]:
+    """The SELECT statements (with their parameters) the store runs meanwhile."""
+    seen: list[tuple[str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            seen.append((statement, params))
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+
+
+def seq_scans(plan: dict[str, Any]) -> list[str]:
+    """The relations a plan (EXPLAIN FORMAT JSON node) scans sequentially."""
+    found = []
+    if plan.get("Node Type") == "Seq Scan":
+        found.append(str(plan.get("Relation Name")))
+    for child in plan.get("Plans", []):
+        found.extend(seq_scans(child))
+    return found
+
+
+def plans(store: Store, statements: list[tuple[str, Any]]) -> list[tuple[str, list[str]]]:
+    """(statement, relations scanned sequentially) of each statement."""
+    out = []
+    with store.engine.connect() as conn:
+        for statement, params in statements:
+            raw = conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + statement, params).scalar()
+            doc = raw if isinstance(raw, list) else json.loads(raw)
+            out.append((statement, seq_scans(doc[0]["Plan"])))
+    return out
+
+
+def _fill(store: Store) -> tuple[str, list[str], dict[str, list[int]]]:
+    """400 sites of 100 URLs, some paused, failing and revived, a saved state of every
+    URL; a worker leasing 4 sites. Returns (worker id, its sites, URL ids by site)."""
+    hosts = [f"s{k}.test" for k in range(SITES)]
+    store.add_urls([NewUrl(f"http://{h}/p{i}") for h in hosts for i in range(PER_SITE)])
+    ids, importance = store.active_urls()
+    by_site: dict[str, list[int]] = {}
+    with store.engine.begin() as conn:
+        for uid, host in conn.execute(
+            text("SELECT u.id, s.host FROM urls u JOIN sites s ON s.id = u.site_id")
+        ):
+            by_site.setdefault(host, []).append(int(uid))
+        conn.execute(text("UPDATE urls SET fail_streak = 2 WHERE id % 37 = 0"))
+    store.edit_urls([int(i) for i in ids[::41]], {"paused": True})
+    store.revive_urls([int(i) for i in ids[::53]])
+    sched = schedulers.create("bayes", capacity=100.0, seed=1)
+    sched.add(ids, importance=importance)
+    store.save_scheduler_state(sched.take_delta())
+    with store.engine.connect() as conn:
+        conn.execute(text("ANALYZE"))
+        conn.commit()
+    wid = store.register_worker(10.0, name="w")
+    store.claim_coordinator(wid)
+    own = hosts[:OWN]
+    store.assign_leases({h: (wid if h in own else None) for h in hosts}, wid)
+    return wid, own, by_site
+
+
+def test_a_worker_with_a_small_share_never_scans_every_url(store: Store) -> None:
+    wid, own, by_site = _fill(store)
+    version = store.watch_list_version()
+    polled = sorted(i for h in own for i in by_site[h][:5])
+    with captured(store) as per_bump:
+        store.leases_of(wid)
+        store.active_urls_of(own)
+        store.url_rules(own)
+        store.url_failures(own)
+        store.revived_since(version - 1, own)
+        url_hosts(store, None, own)
+        store.load_url_states("bayes", by_site[own[0]])
+    with captured(store) as per_slot:
+        store.cluster_version()
+        store.watch_list_version()
+        store.url_records(polled)
+        with store.engine.begin() as conn:
+            polls: Any = [SimpleNamespace(url_id=i) for i in polled]
+            kept, _, dropped, _ = fence_rows(conn, Fence(wid, store.leases_of(wid)), polls, None)
+        assert dropped == 0 and len(kept) == len(polled)
+    with captured(store) as per_round:
+        store.site_url_counts()
+        store.leases()
+    assert len(per_bump) >= 7 and len(per_slot) >= 4 and len(per_round) >= 2
+    for statement, scanned in plans(store, per_bump + per_slot):
+        assert not SCANNED & set(scanned), f"scans {scanned}: {statement}"
+    for statement, scanned in plans(store, per_round):
+        assert "urls" not in scanned, f"the coordinator scans urls: {statement}"
+    # and they read what the worker owns: its sites' URLs, their rules and failures
+    ids, _, site_list = store.active_urls_of(own)
+    assert ids.size == OWN * PER_SITE and set(site_list) == set(own)
+    own_ids = np.asarray(sorted(i for h in own for i in by_site[h]))
+    rules = store.url_rules(own)
+    assert rules.ids.size and np.isin(rules.ids, own_ids).all()
+    failing = [row.url_id for _, row in store.url_failures(own)]
+    assert failing and set(failing) <= set(own_ids.tolist())
+    counts = store.site_url_counts()
+    assert len(counts) == SITES and set(counts.values()) == {PER_SITE}
