@@ -6,7 +6,7 @@ polling it at its next slot start and releases it (owner NULL, epoch bumped) in 
 transaction of a later slot's commit, after every slot that polled it has committed, so
 the polls, changes and learning of its slot in flight land instead of being fenced.
 
-Revision ID: cfaults2_lease_revoked_at
+Revision ID: lease_revoked_at
 Revises: notify_destinations
 Create Date: 2026-11-26 18:00:00.000000
 """
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "cfaults2_lease_revoked_at"
+revision: str = "lease_revoked_at"
 down_revision: str | None = "notify_destinations"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

@@ -15,8 +15,8 @@ the whole watch list:
 - ``host_caps.worker_id``: the cluster worker that wrote a host's row (NULL: a single
   service), so that each worker replaces only its own hosts' rows.
 
-Revision ID: cscale_site_counts
-Revises: notify_destinations
+Revision ID: site_counts
+Revises: lease_revoked_at
 Create Date: 2026-11-26 18:00:00.000000
 """
 
@@ -27,8 +27,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "cscale_site_counts"
-down_revision: str | None = "notify_destinations"
+revision: str = "site_counts"
+down_revision: str | None = "lease_revoked_at"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
