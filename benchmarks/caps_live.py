@@ -2,6 +2,7 @@
 
     python -m benchmarks.caps_live                      # 2 s slots, 1 s per-host delay
     python -m benchmarks.caps_live --slots 600 --capacity 24
+    python -m benchmarks.caps_live --slots 300 --warmup 100 --caps-only   # a short window
 
 A changing site on 20 loopback hosts (127.0.0.1 .. 127.0.0.20, one ``ChangingSite`` per
 host, ticking once per slot), where 3 hosts hold 60 % of the URLs, watched by two real
