@@ -2,6 +2,7 @@
 
     python -m benchmarks.caps_live                      # 2 s slots, 1 s per-host delay
     python -m benchmarks.caps_live --slots 600 --capacity 24
+    python -m benchmarks.caps_live --slots 300 --warmup 100 --caps-only   # a short window
 
 A changing site on 20 loopback hosts (127.0.0.1 .. 127.0.0.20, one ``ChangingSite`` per
 host, ticking once per slot), where 3 hosts hold 60 % of the URLs, watched by two real
@@ -199,15 +200,17 @@ async def run_side(cfg: Config, caps: bool, sites: list[ChangingSite], tmp: Path
     return side
 
 
-async def side_by_side(cfg: Config) -> tuple[Side, Side]:
-    """Both services at once, each on its own copy of the hosts: (with caps, without)."""
-    copies = [await start_sites(cfg), await start_sites(cfg)]
+async def side_by_side(cfg: Config, *, caps_only: bool = False) -> tuple[Side, Side | None]:
+    """Both services at once, each on its own copy of the hosts: (with caps, without);
+    ``caps_only``: the service with caps alone (without: None)."""
+    copies = [await start_sites(cfg) for _ in range(1 if caps_only else 2)]
     try:
         with tempfile.TemporaryDirectory(prefix="crawler-caps-") as tmp:
-            with_caps, without = await asyncio.gather(
-                run_side(cfg, True, copies[0], Path(tmp)),
-                run_side(cfg, False, copies[1], Path(tmp)),
-            )
+            runs = [run_side(cfg, True, copies[0], Path(tmp))]
+            if not caps_only:
+                runs.append(run_side(cfg, False, copies[1], Path(tmp)))
+            sides = await asyncio.gather(*runs)
+            with_caps, without = sides[0], (sides[1] if len(sides) > 1 else None)
     finally:
         for sites in copies:
             for site in sites:
@@ -224,7 +227,7 @@ def limits(cfg: Config, derived: dict[str, float]) -> tuple[float, float]:
     return constrained, limit(p, cfg.capacity)
 
 
-def report(cfg: Config, with_caps: Side, without: Side) -> list[str]:
+def report(cfg: Config, with_caps: Side, without: Side | None) -> list[str]:
     bound, free = limits(cfg, with_caps.host_caps)
     lines = [
         f"{cfg.urls} URLs on {cfg.hosts} hosts ({cfg.big_hosts} hold {cfg.big_share:.0%}), "
@@ -240,7 +243,8 @@ def report(cfg: Config, with_caps: Side, without: Side) -> list[str]:
         "per 50-slot window |",
         "|---|---:|---:|---:|---|---:|---:|---|",
     ]
-    for side in (with_caps, without):
+    sides = [side for side in (with_caps, without) if side is not None]
+    for side in sides:
         after = side.per_wall_slot(cfg.warmup, cfg.slots, cfg.slot_seconds)
         windows = " ".join(
             f"{side.per_wall_slot(a, a + 50, cfg.slot_seconds) / bound:.2f}"
@@ -251,7 +255,7 @@ def report(cfg: Config, with_caps: Side, without: Side) -> list[str]:
             f"| {'on' if side.caps else 'off'} | {side.slots} | {side.overruns} | {side.polls} | "
             f"{deferred} | {after:.3f} | {after / bound:.3f} | {windows} |"
         )
-    for side in (with_caps, without):
+    for side in sides:
         shown = ", ".join(f"{slot} ({took:.1f} s)" for slot, took in side.overran[:12])
         more = f" and {len(side.overran) - 12} more" if len(side.overran) > 12 else ""
         lines.append(f"caps {'on' if side.caps else 'off'}: overran {shown or 'none'}{more}")
@@ -269,13 +273,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=d.warmup)
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--slot-deadline", type=float, default=None)
+    parser.add_argument(
+        "--caps-only", action="store_true", help="run the service with caps alone (half the load)"
+    )
     args = parser.parse_args(argv)
     cfg = Config(
         urls=args.urls, capacity=args.capacity, slot_seconds=args.slot_seconds,
         delay_s=args.delay, slots=args.slots, warmup=args.warmup, seed=args.seed,
         slot_deadline_s=args.slot_deadline,
     )  # fmt: skip
-    with_caps, without = asyncio.run(side_by_side(cfg))
+    with_caps, without = asyncio.run(side_by_side(cfg, caps_only=args.caps_only))
     print("\n".join(report(cfg, with_caps, without)))
     return 0
 

@@ -81,6 +81,9 @@ class BayesParams:
     drop_keep: float = _real(0.0, low=0.0, high=1.0)
     model: str = field(default="overwrite", metadata={"check": _check_model})
     disappear_shift_factor: float = _real(16.0, low=1.0, open_low=True)
+    #: under host caps or bounds: a URL with no miss on record has its allocation rate
+    #: doubled per hit, up to this factor (1 turns it off; see "Probing" in bayes.py)
+    probe_hits: float = _real(32.0, low=1.0)
 
     def __post_init__(self) -> None:
         for spec in fields(self):

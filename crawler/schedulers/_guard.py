@@ -303,8 +303,16 @@ class Guard:
         if self._limits is not None:
             return self._limits
         cap = self._caps()
-        upper = self.upper.copy()
         failing = self.streak > 0
+        if not (failing.any() or self.retired.any() or self.paused.any()):
+            # nothing to fold in: the table's own rows and bounds, not copies
+            bound = (self.lower > 0) | (self.upper < 1)
+            if bound.all():
+                self._limits = Limits(
+                    self.group, self.labels, cap, self.rows, self.lower, self.upper
+                )
+                return self._limits
+        upper = self.upper.copy()
         if failing.any():
             backed = np.maximum(
                 self.floor, self.base[failing] * self.backoff ** self.streak[failing]

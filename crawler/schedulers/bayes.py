@@ -60,6 +60,22 @@ the intervals shrink as a URL's rate rises and a prediction that ignores the int
 then the better one; with stride's regular intervals the two models fit any steady URL
 alike (docs/schedulers.md).
 
+**Probing (under constraints).** A URL polled at long intervals that hits every time
+says only that its rate is at least about 1 / interval: with the prior's miss at its own
+mean interval the estimate stays near ``ln(2 H + 2) / tau``. Where the budget is plentiful
+the optimum's level u is below that, so the next interval is shorter and the estimate
+corrects itself. Under a host cap that binds, u is the host's own level, higher (polls are
+scarce), and the next interval comes out longer than the last however many hits: the hot
+URLs of a capped host are never found. Measured on the live caps benchmark's site (400
+URLs, 3 hosts of 80 capped at 1.8 polls per slot; simulated, 6 seeds, slots 50-150): the
+three big hosts' URLs caught 2.61 changes per slot where the capped optimum on the true
+rates catches 3.31, while the small hosts were within 5% of it. So under constraints
+(and only then: without them the scheduler is bit for bit the one before) a URL with no
+miss on record has its allocation rate doubled per hit, up to ``probe_hits`` (32): its
+interval halves until it misses, which finds a hot URL in a few polls, each of which
+hits. It lifts the big hosts to 2.78 and the whole run's share of the capped limit over
+slots 100-300 from 0.90 to 0.92.
+
 **Allocation.** With equal importance the Lagrange optimum is ``x_i = min(1, r_i / u)``
 with ``sum x = C``. Only the polled URLs' estimates change in a slot, so their ``x`` and
 the running ``sum(x)`` are updated in O(C); the multiplier ``u`` is re-solved over all
@@ -99,6 +115,14 @@ I32Array = NDArray[np.int32]
 #: (not worth a poll at the optimum) keeps x = r / _MAX_U, small but never 0, so that it is
 #: still polled now and then and its estimate can move
 _MAX_U = 10.0**2.5
+#: from this many URLs on, a drift of sum(x) under constraints moves the levels by one
+#: fixed-point step (``_relevel``) instead of the full constrained solve (measured under a
+#: load of 17 on 2 cores: the full solve 0.4-0.6 s at 50,000 URLs and 5-6 s at 1M, the
+#: step under 1 ms and 25-100 ms)
+RELEVEL_FROM = 50_000
+#: a discounted miss count below this is no miss on record (forgetting never brings a real
+#: miss this low within 290 polls)
+_NO_MISS = 0.05
 
 
 def estimate_rates(
@@ -194,10 +218,15 @@ class BayesRate(Scheduler):
         # for (None when the scheduler is unconstrained), each host's own level and the
         # global one; a row's level in force is the larger of its host's and the global.
         self._limits: Limits | None = None
-        self._own: FloatArray = np.empty(0)
         self._own_padded: FloatArray = np.zeros(1)
         self._level = 0.0
         self._planned_total = 0.0
+        # Kept for ``_relevel`` (per host, O(polled) a slot): sum(x) of each host's rows,
+        # the part of it that moves with the host's level (rows below 1 and unbounded), and
+        # that part for the rows of no host.
+        self._host_sum: FloatArray = np.zeros(0)
+        self._host_moving: FloatArray = np.zeros(0)
+        self._loose_moving = 0.0
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), **asdict(self.settings)}
@@ -348,6 +377,9 @@ class BayesRate(Scheduler):
         self._rhat[pos] = rate
         new_x = self._allocate(rate, pos)
         self._total += float(new_x.sum(dtype=np.float64) - self._x[pos].sum(dtype=np.float64))
+        if self._limits is not None:
+            self._add_sums(pos, self._x[pos], -1.0)
+            self._add_sums(pos, new_x, 1.0)
         self._x[pos] = new_x
 
     def _shift_test(self, pos: IndexArray, hits: BoolArray, tau: F32Array) -> BoolArray:
@@ -398,6 +430,12 @@ class BayesRate(Scheduler):
         rate = estimate_rates(a, b, h, mc, self.settings.prior_hits, self.settings.prior_misses)
         if self.settings.optimism > 0:
             rate *= 1.0 + self.settings.optimism / np.sqrt(1.0 + h + mc)
+        probe = self.settings.probe_hits
+        if probe > 1 and self._guard is not None and self._guard.active():
+            # see "Probing": the interval of a URL that never missed halves per hit
+            unbroken = np.asarray(mc) < _NO_MISS
+            boost = np.minimum(np.exp2(np.asarray(h, dtype=np.float64)), probe)
+            rate = np.where(unbroken, rate * boost, rate)
         return rate.astype(np.float32)
 
     # ----- allocation ---------------------------------------------------------------------
@@ -460,7 +498,7 @@ class BayesRate(Scheduler):
             limits = guard.limits()
             keep = not fresh and limits is self._limits
             if keep:
-                self._solve_constrained(rate, limits, self._own, self._level)
+                self._solve_constrained(rate, limits, self._own_padded[:-1], self._level)
             else:
                 self._solve_constrained(rate, limits)
             self._total = float(self._x.sum(dtype=np.float64))
@@ -495,21 +533,47 @@ class BayesRate(Scheduler):
         solved = constrained_fill(
             curve, top, self.capacity, limits, group_level=group_level, level_hint=level_hint
         )
-        self._own = solved.group_level
         # a row's level in force is the larger of its host's own and the global one
         self._own_padded = np.append(solved.group_level, 0.0)  # index -1: no host
         self._level = solved.level
         self._limits = limits
         self._x = solved.x.astype(np.float32)
+        self._host_sum = np.zeros(limits.cap.size)
+        self._host_moving = np.zeros(limits.cap.size)
+        self._loose_moving = 0.0
+        self._add_sums(np.arange(self._x.size), self._x, 1.0)
+
+    def _add_sums(self, rows: IndexArray, x: F32Array, sign: float) -> None:
+        """Add (sign 1) or take away (-1) some rows' x in the per-host sums."""
+        limits = self._limits
+        assert limits is not None
+        lo, hi = limits.bounds_of(rows) if limits.rows.size else (None, None)
+        moving = x < np.float32(1.0)
+        if lo is not None and hi is not None:
+            moving &= (lo <= 0) & (hi >= 1)
+        g = limits.group[rows]
+        grouped = g >= 0
+        size = limits.cap.size
+        xs = x.astype(np.float64) * sign
+        gi = g[grouped].astype(np.intp)
+        self._host_sum += np.bincount(gi, xs[grouped], minlength=size)
+        self._host_moving += np.bincount(gi, np.where(moving, xs, 0.0)[grouped], minlength=size)
+        self._loose_moving += float(np.sum(xs[moving & ~grouped]))
 
     def _relevel(self, target: float) -> bool:
-        """Under constraints, between scheduled solves: move the global level so that
-        sum(x) comes back to ``target``, keeping every host's own level. One step of the
-        water-fill fixed point (the rows at the global level, below their upper bound,
-        scale as 1 / level; the rest stay), in float32: a dozen passes over n where the
-        full constrained solve takes a few hundred (the host searches). Equal weights,
-        no whole-slot rounding; False (nothing done) otherwise, or when the level is not
-        defined (the budget does not bind)."""
+        """Under constraints, between scheduled solves: bring sum(x) back to ``target`` by
+        one step of the water-fill fixed point, from the per-host sums kept as the polls
+        come in: each host held at its own level moves it so that its rows fill its cap
+        (the rows below 1 and unbounded scale as 1 / level, the rest stay), then the global
+        level moves likewise for the rest. O(hosts) for the levels, then one pass over the
+        rows for x: the full constrained solve's host searches cost a few hundred passes.
+        Rows that cross a bound, or a host that crosses the global level, are set right at
+        the next scheduled solve, so it is a little less exact: on the live caps
+        benchmark's site (400 URLs, simulated, 10 seeds) 0.903 of the capped limit over
+        slots 100-300 against 0.920 with full solves. So it runs only from
+        ``RELEVEL_FROM`` URLs on, where a full solve costs more than the slot. Equal
+        weights and no whole-slot rounding only (False: nothing done, the caller solves in
+        full)."""
         limits = self._limits
         m = self._level
         if (
@@ -519,49 +583,41 @@ class BayesRate(Scheduler):
             or self._guard is None
             or self._guard.limits() is not limits
             or not (0.0 < m < math.inf)
+            or self._host_sum.size != limits.cap.size
+            or self._ids.size < RELEVEL_FROM
         ):
             return False
-        group = limits.group
-        own = self._own_padded.astype(np.float32)[group]
-        x = self._x  # exact at the levels in force (``_learn`` keeps the polled rows so)
-        rows = limits.rows
-        at_cap = own >= np.float32(m)
-        # The hosts held at their own level: one step of their own fill, each to its cap.
-        held = np.flatnonzero(at_cap)
-        own_padded = self._own_padded.copy()
-        held_change = 0.0  # what the held hosts' step adds to sum(x)
-        if held.size:
-            g = group[held]
-            xh = x[held]
-            moving = xh < np.float32(1.0)
-            if rows.size:
-                at = np.minimum(np.searchsorted(held, rows), held.size - 1)
-                moving[at[held[at] == rows]] = False  # a bounded row does not scale
-            size = own_padded.size - 1
-            scaled_h = np.bincount(g, np.where(moving, xh, 0.0), minlength=size)
-            sum_h = np.bincount(g, xh, minlength=size)
-            room_h = limits.cap - (sum_h - scaled_h)
-            step = (scaled_h > 0) & (room_h > 0) & np.isfinite(limits.cap)
-            own_padded[:-1][step] *= scaled_h[step] / room_h[step]
-            held_change = float(np.sum(limits.cap[step] - sum_h[step]))
-        free = ~at_cap
-        free &= x < np.float32(1.0)
-        if rows.size:
-            free[rows] = False
-        scaled = float(np.dot(x, free.astype(np.float32)))
-        room = target - (self._total + held_change - scaled)
+        own = self._own_padded[:-1]
+        moving, total_h = self._host_moving, self._host_sum
+        held = (own >= m) & np.isfinite(limits.cap)
+        room_h = limits.cap - (total_h - moving)
+        step = held & (moving > 0) & (room_h > 0)
+        new_own = own.copy()
+        new_own[step] = own[step] * moving[step] / room_h[step]
+        new_moving = moving.copy()
+        new_moving[step] = room_h[step]
+        new_total_h = total_h - moving + new_moving
+        free = ~held
+        scaled = float(new_moving[free].sum()) + self._loose_moving
+        rest = self._total - float(total_h.sum()) + float(new_total_h.sum()) - scaled
+        room = target - rest
         if scaled <= 0 or room <= 0:
             return False
         m_new = m * scaled / room
-        self._own_padded = own_padded
-        self._own = own_padded[:-1].copy()
-        level = np.maximum(own_padded.astype(np.float32)[group], np.float32(m_new), out=own)
+        new_moving[free] *= m / m_new
+        self._own_padded = np.append(new_own, 0.0)
+        level = self._own_padded.astype(np.float32)[limits.group]
+        np.maximum(level, np.float32(m_new), out=level)
         x = np.divide(self._rhat, level, out=level)
         np.minimum(x, np.float32(1.0), out=x)
+        rows = limits.rows
         if rows.size:
             x[rows] = np.clip(x[rows], limits.row_lower, limits.row_upper)
         self._x = x
         self._level = m_new
+        self._host_moving = new_moving
+        self._host_sum = total_h - moving + new_moving
+        self._loose_moving *= m / m_new
         self._total = float(x.sum(dtype=np.float64))
         return True
 

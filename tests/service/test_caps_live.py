@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 async def test_caps_keep_slots_on_time_and_reach_the_constrained_limit() -> None:
     cfg = Config(slot_seconds=0.5, delay_s=0.25, slots=600, warmup=300)
     with_caps, without = await side_by_side(cfg)
+    assert without is not None
     print("\n".join(report(cfg, with_caps, without)))
 
     # the service derived 0.9 * 0.5 s / 0.25 s = 1.8 polls per slot for every host (a little
