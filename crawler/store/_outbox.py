@@ -174,7 +174,8 @@ class OutboxStore(OutboxAdmin):
         now = _now()
         due = now + timedelta(seconds=first_delay_s)
         with translate_errors("fanning events out"), self.engine.begin() as conn:
-            serialize(conn)  # heads are written one transaction at a time
+            # read first (on SQLite outside the write lock: the crawl's slot commits wait
+            # for it), then write with the heads' lock held
             found = _event_rows(
                 conn,
                 select(events)
@@ -207,6 +208,7 @@ class OutboxStore(OutboxAdmin):
                 for d in active
                 if matches(d, e)
             ]
+            serialize(conn)  # heads are written one transaction at a time
             if rows:
                 existing = new_heads(
                     conn,
@@ -217,7 +219,9 @@ class OutboxStore(OutboxAdmin):
                 conn.execute(insert(deliveries), rows)
             ids = [e.id for e in found]
             conn.execute(
-                update(events).where(among(conn, events.c.id, ids)).values(fanned_out=True)
+                update(events)
+                .where(among(conn, events.c.id, ids), events.c.fanned_out.is_(False))
+                .values(fanned_out=True)
             )
             return len(found)
 
@@ -276,12 +280,15 @@ class OutboxStore(OutboxAdmin):
                     conn, select(events).where(among(conn, events.c.id, [r[0] for r in due]))
                 )
             }
-            for row in due:
-                conn.execute(
-                    update(deliveries)
-                    .where(deliveries.c.event_id == row[0], deliveries.c.destination_id == row[1])
-                    .values(next_attempt_at=now + hold, claimed_at=now, updated_at=now)
+            conn.execute(
+                update(deliveries)
+                .where(
+                    deliveries.c.event_id == bindparam("e"),
+                    deliveries.c.destination_id == bindparam("d"),
                 )
+                .values(next_attempt_at=now + hold, claimed_at=now, updated_at=now),
+                [{"e": row[0], "d": row[1]} for row in due],
+            )
         return [
             DueDelivery(found[e], d, url, secret, n, *notify[d]) for e, d, n, url, secret in due
         ]
