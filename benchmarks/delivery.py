@@ -14,8 +14,9 @@ share this process's interpreter lock) verifies every signature with the referen
 
 A VM's speed drifts within minutes, so delivery on and off are compared in one run, in
 interleaved phases of ``--phase-polls`` polls each: off, on, off, on, ... (off: no
-deliverer, the events wait in the outbox; on: a ``Deliverer`` thread in this process, the
-same one ``crawler run`` starts, draining what waited and what the crawl writes). Each on
+deliverer, the events wait in the outbox; on: a ``DeliveryProcess``, the same one
+``crawler run`` starts, draining what waited and what the crawl writes; ``--thread``: the
+``Deliverer`` as a thread of this process, as it ran before). Each on
 phase's polls/s is compared with the mean of the off phases beside it. After the phases
 the crawl stops and the deliverer drains the rest (its rate alone: the deliverer's ceiling).
 
@@ -49,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_databases import database
 from service_throughput import bench_settings, page_url, site_process
 
-from crawler.delivery import Deliverer, generate_secret
+from crawler.delivery import Deliverer, DeliveryProcess, generate_secret
 from crawler.service import CrawlService, tune_gc
 from crawler.service._loop import SlotSummary
 from crawler.settings import Settings
@@ -109,6 +110,16 @@ class ProfiledDeliverer(Deliverer):
         finally:
             prof.disable()
             prof.dump_stats(self.path)
+
+
+def make_deliverer(settings: Settings, args: argparse.Namespace) -> Deliverer | DeliveryProcess:
+    if not args.thread:
+        return DeliveryProcess(settings, exclusive_lock=False)
+    if args.profile:
+        deliverer = ProfiledDeliverer(settings, exclusive_lock=False)
+        deliverer.path = args.profile
+        return deliverer
+    return Deliverer(settings, exclusive_lock=False)
 
 
 @dataclass
@@ -178,9 +189,11 @@ async def bench(
         for k in range(args.phases):
             phase = Phase(delivering=k % 2 == 1)
             before = count.value
-            deliverer = Deliverer(settings, exclusive_lock=False) if phase.delivering else None
+            deliverer = make_deliverer(settings, args) if phase.delivering else None
             if deliverer is not None:
                 deliverer.start()
+                if isinstance(deliverer, DeliveryProcess):  # a service starts it once
+                    await asyncio.to_thread(deliverer.wait_ready)
             await crawl_phase(service, phase, args.phase_polls)
             if deliverer is not None:
                 await asyncio.to_thread(deliverer.stop)
@@ -196,9 +209,7 @@ async def bench(
             )
     # the crawl has stopped: drain the rest (the deliverer's rate on its own)
     before, t0 = count.value, time.perf_counter()
-    deliverer = (ProfiledDeliverer if args.profile else Deliverer)(settings, exclusive_lock=False)
-    if isinstance(deliverer, ProfiledDeliverer):
-        deliverer.path = args.profile
+    deliverer = make_deliverer(settings, args)
     deliverer.start()
     deadline = t0 + args.drain_timeout
     last_print = t0
@@ -274,7 +285,10 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=32, help="delivery_concurrency")
     parser.add_argument("--batch", type=int, default=200, help="delivery_batch")
-    parser.add_argument("--profile", help="cProfile the drain's deliverer into this file")
+    parser.add_argument(
+        "--thread", action="store_true", help="deliver from a thread of this process"
+    )
+    parser.add_argument("--profile", help="with --thread: cProfile the deliverer to this file")
     parser.add_argument("--drain-timeout", type=float, default=300.0)
     args = parser.parse_args()
     if args.phase_polls <= 0:
@@ -284,7 +298,7 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other jobs share "
         f"the machine); {args.urls:,} URLs changing {args.change_rate:g}/s; {args.phases} "
         f"phases of {args.phase_polls:,} polls; delivery_concurrency {args.concurrency}, "
-        f"delivery_batch {args.batch}",
+        f"delivery_batch {args.batch}; deliverer in a {'thread' if args.thread else 'process'}",
         flush=True,
     )
     summary: list[str] = []

@@ -129,14 +129,17 @@ def destinations_list(
     database_url: str | None = DatabaseOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """The destinations, their filters and whether they are disabled (secrets hidden)."""
+    """The destinations, their filters and whether they are disabled (secrets hidden: no
+    signing secret, and the URL's passwords and tokens masked)."""
+    from crawler.delivery import masked_url
     from crawler.store import OutboxStore
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
         rows = OutboxStore(open_store(settings)).destinations()
     if as_json:
-        print_json({"destinations": [d.as_json() for d in rows]})
+        docs = [d.as_json() | {"url": masked_url(d.spec.url)} for d in rows]
+        print_json({"destinations": docs})
         return
     table = Table()
     for col in ("id", "url", "events", "tags", "url pattern", "state"):
@@ -145,7 +148,7 @@ def destinations_list(
         state = f"disabled: {d.disabled_reason}" if d.disabled_at else "active"
         table.add_row(
             str(d.id),
-            escape(d.spec.url),
+            escape(masked_url(d.spec.url)),
             ", ".join(d.spec.event_types) or "all",
             ", ".join(d.spec.tags) or "all",
             escape(d.spec.url_pattern or ""),

@@ -8,8 +8,8 @@ terminal and prints it plain when piped; ``--html`` prints ``difflib.HtmlDiff``'
 
 from __future__ import annotations
 
+import contextlib
 import json
-import re
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -31,6 +31,7 @@ from crawler.cli._common import (
     settings_from,
     store_errors,
 )
+from crawler.cli._rules import parse_duration
 from crawler.settings import Settings
 
 if TYPE_CHECKING:
@@ -38,18 +39,19 @@ if TYPE_CHECKING:
 
 #: changes read per query by ``crawler changes``
 PAGE = 1_000
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DIFF_STYLES = {"+": "green", "-": "red", "@": "cyan"}
 
 
 def parse_since(value: str, now: datetime | None = None) -> datetime:
-    """A duration back from now (``90s``, ``15m``, ``1h``, ``2d``, ``1w``) or an ISO 8601 time
-    (without a zone: UTC). Raises ValueError with what is accepted."""
+    """A duration back from now (``90s``, ``15m``, ``1h30m``, ``2d``, ``1w``: the rules'
+    parser, ASCII digits only) or an ISO 8601 time (without a zone: UTC). Raises ValueError
+    with what is accepted."""
     now = now or datetime.now(UTC)
-    found = _DURATION.match(value)
-    if found:
-        return now - timedelta(seconds=float(found.group(1)) * _UNIT_SECONDS[found.group(2)])
+    if value.strip().lower() not in ("none", "default"):  # the rules' words, not times
+        with contextlib.suppress(ValueError):
+            seconds = parse_duration(value)
+            if seconds is not None:
+                return now - timedelta(seconds=seconds)
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:

@@ -21,6 +21,7 @@ import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from crawler.delivery._context import event_context, event_contexts
 from crawler.delivery._events import message_id
@@ -31,7 +32,6 @@ from crawler.delivery._retry import RetryPolicy
 from crawler.delivery._sender import Answer, WebhookSender
 from crawler.delivery._signing import signed_headers
 from crawler.fetch import AddressPolicy
-from crawler.metrics import CrawlerMetrics
 from crawler.settings import Settings
 from crawler.store import (
     DEAD,
@@ -48,6 +48,23 @@ from crawler.store import (
 
 log = logging.getLogger("crawler.delivery")
 
+
+class _Inc(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class DeliveryMetrics(Protocol):
+    """What the deliverer counts: ``CrawlerMetrics``, or in a delivery process the pipe
+    to the service's (``_process.py``)."""
+
+    @property
+    def delivery_events_written_total(self) -> _Inc: ...
+
+    def observe_delivery_attempt(self, destination: int, outcome: str) -> None: ...
+
+    def set_outbox(self, depth: int, oldest_age_s: float) -> None: ...
+
+
 #: the role of the lock a cluster's deliverer holds (one deliverer per database)
 DELIVERY_ROLE = "delivery"
 #: seconds between a waiting cluster worker's tries for the delivery lock
@@ -63,7 +80,7 @@ class Deliverer:
     abandoned: their claims expire and they are sent again, with the same id)."""
 
     def __init__(
-        self, settings: Settings, metrics: CrawlerMetrics | None = None, *, exclusive_lock: bool
+        self, settings: Settings, metrics: DeliveryMetrics | None = None, *, exclusive_lock: bool
     ) -> None:
         self.settings = settings
         self.metrics = metrics
@@ -88,6 +105,10 @@ class Deliverer:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._main, name="crawler-delivery", daemon=True)
         self._thread.start()
+
+    def run_here(self) -> None:
+        """Run in the calling thread until ``stop()`` (a delivery process's main thread)."""
+        self._main()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stopping.set()

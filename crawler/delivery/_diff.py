@@ -23,14 +23,3 @@ def change_diff(
     if before is None or after is None:
         return None
     return unified_diff(before, after)
-
-
-def cap(text: str, max_bytes: int) -> tuple[str, bool]:
-    """``text`` cut to at most ``max_bytes`` UTF-8 bytes at a line end when one is in the
-    kept part (else mid-line, never mid-character); True when it was cut."""
-    data = text.encode("utf-8")
-    if len(data) <= max_bytes:
-        return text, False
-    kept = data[:max_bytes].decode("utf-8", "ignore")
-    line_end = kept.rfind("\n")
-    return (kept[: line_end + 1] if line_end > 0 else kept), True

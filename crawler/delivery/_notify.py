@@ -29,9 +29,9 @@ from string import Template
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawler.delivery._diff import cap
 from crawler.delivery._payload import Context
 from crawler.delivery._sender import Answer, WebhookSender
+from crawler.detect import cap_diff
 from crawler.store import PAGE_CHANGED, EventRow
 
 FORMATS = ("text", "markdown", "html")
@@ -92,7 +92,7 @@ def notification(
     """(title, body) of ``event`` for an apprise destination (pure)."""
     diff = ""
     if event.type == PAGE_CHANGED and context.diff is not None:
-        diff, truncated = cap(context.diff, max_bytes)
+        diff, truncated = cap_diff(context.diff, max_bytes)
         if truncated:
             diff += "\n[diff truncated]\n"
     values: dict[str, Any] = {

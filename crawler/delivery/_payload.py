@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from crawler.delivery._diff import cap
 from crawler.delivery._events import TEST, message_id
+from crawler.detect import cap_diff
 from crawler.store import PAGE_CHANGED, EventRow
 
 
@@ -40,7 +40,7 @@ def event_body(event: EventRow, context: Context, diff_max_bytes: int) -> str:
     if event.type == PAGE_CHANGED:
         diff, truncated = None, False
         if context.diff is not None:
-            diff, truncated = cap(context.diff, diff_max_bytes)
+            diff, truncated = cap_diff(context.diff, diff_max_bytes)
         data |= {
             "detected_at": event.payload.get("detected_at"),
             "old_hash": event.payload.get("old_hash"),

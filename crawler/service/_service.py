@@ -17,7 +17,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
 
 from crawler.api import ChangeApi
-from crawler.delivery import Deliverer
+from crawler.delivery import DeliveryProcess
 from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
@@ -34,6 +34,8 @@ from crawler.store import (
     save_service_settings,
 )
 
+#: seconds a starting service waits for its delivery process to have started
+DELIVERY_READY_S = 60.0
 log = logging.getLogger("crawler.service")
 
 PRUNE_EVERY_MINUTES = 60
@@ -83,10 +85,12 @@ class CrawlService:
         self.poller = build_poller(settings)
         self.loop = CrawlLoop(settings, self.store, self.poller, self.metrics)
         self._housekeeping = AsyncIOScheduler(timezone="UTC")
-        #: the outbox's deliverer: a thread of its own beside the crawl (crawler/delivery)
-        self.deliverer: Deliverer | None = None
+        #: the outbox's deliverer: a process of its own beside the crawl (crawler/delivery)
+        self.deliverer: DeliveryProcess | None = None
         if settings.delivery:
-            self.deliverer = Deliverer(settings, self.metrics, exclusive_lock=settings.cluster)
+            self.deliverer = DeliveryProcess(
+                settings, self.metrics, exclusive_lock=settings.cluster
+            )
         self._http: AsyncServer | None = None
         #: the change feed and API on the HTTP port (None: no port)
         self.change_api: ChangeApi | None = None
@@ -178,6 +182,9 @@ class CrawlService:
         self._housekeeping.start()
         if self.deliverer is not None:
             self.deliverer.start()
+            # its imports take a couple of CPU seconds: delivering from the first slot on
+            if not await asyncio.to_thread(self.deliverer.wait_ready, DELIVERY_READY_S):
+                log.warning("the delivery process is not ready after %.0f s", DELIVERY_READY_S)
         if self._first_poll_at:  # one slot length from now, when the first slot could start
             self._first_poll_at = time.monotonic() + self.settings.slot_seconds
         return self

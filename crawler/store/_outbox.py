@@ -18,9 +18,11 @@ Decisions (crawler/delivery's docstring has the whole design):
   allocated before, but committed after, a larger one (two committers on PostgreSQL); a flag
   cannot skip. A destination receives the events fanned out after it was added.
 - **Order per URL**: a delivery is due only when no earlier (smaller event id) pending
-  delivery of the same URL to the same destination exists (``claim_due``). A URL's events
-  get growing ids in commit order (one committer per URL at a time: the service, or the
-  site's lease holder in a cluster).
+  delivery of the same URL to the same destination exists. That delivery is flagged as its
+  queue's ``head`` by the writes that change what is pending (``_heads.py`` says why and
+  how), so ``claim_due`` reads only due heads through an index: its cost grows with what
+  it claims, not with the backlog. A URL's events get growing ids in commit order (one
+  committer per URL at a time: the service, or the site's lease holder in a cluster).
 - **Claiming**: a claimed delivery gets ``claimed_at`` and its ``next_attempt_at`` moves
   past the send's timeout. Only one deliverer runs per database (the service's, or in a
   cluster the holder of the delivery lock), so when one starts, every claim left is a dead
@@ -30,13 +32,22 @@ Decisions (crawler/delivery's docstring has the whole design):
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, true, update
 
 from crawler.store._engine import translate_errors
+from crawler.store._heads import (
+    choose_heads,
+    demote,
+    new_heads,
+    pass_heads,
+    repair_heads,
+    serialize,
+)
 from crawler.store._outbox_admin import OutboxAdmin, destination_row
 from crawler.store._outbox_types import (
     PENDING,
@@ -45,12 +56,14 @@ from crawler.store._outbox_types import (
     DueDelivery,
     EventRow,
 )
-from crawler.store._sql import among
+from crawler.store._sql import among, is_postgres
 from crawler.store._types import HealthEvent
 from crawler.store.models import changes, deliveries, destinations, events, url_tags, urls
 
 if TYPE_CHECKING:
     from crawler.store._store import Store
+
+log = logging.getLogger(__name__)
 
 PAGE_CHANGED = "page.changed"
 PAGE_DISCOVERED = "page.discovered"
@@ -161,6 +174,8 @@ class OutboxStore(OutboxAdmin):
         now = _now()
         due = now + timedelta(seconds=first_delay_s)
         with translate_errors("fanning events out"), self.engine.begin() as conn:
+            # read first (on SQLite outside the write lock: the crawl's slot commits wait
+            # for it), then write with the heads' lock held
             found = _event_rows(
                 conn,
                 select(events)
@@ -176,7 +191,7 @@ class OutboxStore(OutboxAdmin):
                     select(destinations).where(destinations.c.disabled_at.is_(None))
                 )
             ]
-            rows = [
+            rows: list[dict[str, Any]] = [
                 {
                     "event_id": e.id,
                     "destination_id": d.id,
@@ -193,11 +208,20 @@ class OutboxStore(OutboxAdmin):
                 for d in active
                 if matches(d, e)
             ]
+            serialize(conn)  # heads are written one transaction at a time
             if rows:
+                existing = new_heads(
+                    conn,
+                    sorted({r["event_id"] for r in rows if r["url_id"] is not None}),
+                    sorted({r["destination_id"] for r in rows}),
+                )
+                demote(conn, choose_heads(rows, existing))
                 conn.execute(insert(deliveries), rows)
             ids = [e.id for e in found]
             conn.execute(
-                update(events).where(among(conn, events.c.id, ids)).values(fanned_out=True)
+                update(events)
+                .where(among(conn, events.c.id, ids), events.c.fanned_out.is_(False))
+                .values(fanned_out=True)
             )
             return len(found)
 
@@ -213,25 +237,14 @@ class OutboxStore(OutboxAdmin):
         ``share - busy[d]`` of destination ``d`` (``busy``: its sends in flight). Claimed
         for ``hold``."""
         now = _now()
-        earlier = deliveries.alias("earlier")
-        blocked = (
-            select(earlier.c.event_id)
-            .where(
-                earlier.c.destination_id == deliveries.c.destination_id,
-                earlier.c.url_id == deliveries.c.url_id,
-                earlier.c.status == PENDING,
-                earlier.c.event_id < deliveries.c.event_id,
-            )
-            .exists()
-        )
+        # the due heads of a destination, oldest due first: an index range scan of
+        # (destination_id, head, next_attempt_at, event_id) that stops after ``room`` rows
+        # (no other condition: a head is pending, and with ``status`` in the query an
+        # unanalyzed PostgreSQL table was read through another index, every pending row)
         heads = (
             select(deliveries.c.event_id, deliveries.c.destination_id, deliveries.c.attempts)
-            .where(
-                deliveries.c.status == PENDING,
-                deliveries.c.next_attempt_at <= now,
-                ~blocked,
-            )
-            .order_by(deliveries.c.event_id)
+            .where(deliveries.c.head == true(), deliveries.c.next_attempt_at <= now)
+            .order_by(deliveries.c.next_attempt_at, deliveries.c.event_id)
         )
         ready = select(
             destinations.c.id,
@@ -256,6 +269,8 @@ class OutboxStore(OutboxAdmin):
                 if room <= 0:
                     continue
                 query = heads.where(deliveries.c.destination_id == dest_id).limit(room)
+                if is_postgres(conn):  # a second deliverer would skip these, not wait
+                    query = query.with_for_update(skip_locked=True)
                 due += [(int(e), int(d), int(a), url, secret) for e, d, a in conn.execute(query)]
             if not due:
                 return []
@@ -265,12 +280,15 @@ class OutboxStore(OutboxAdmin):
                     conn, select(events).where(among(conn, events.c.id, [r[0] for r in due]))
                 )
             }
-            for row in due:
-                conn.execute(
-                    update(deliveries)
-                    .where(deliveries.c.event_id == row[0], deliveries.c.destination_id == row[1])
-                    .values(next_attempt_at=now + hold, claimed_at=now, updated_at=now)
+            conn.execute(
+                update(deliveries)
+                .where(
+                    deliveries.c.event_id == bindparam("e"),
+                    deliveries.c.destination_id == bindparam("d"),
                 )
+                .values(next_attempt_at=now + hold, claimed_at=now, updated_at=now),
+                [{"e": row[0], "d": row[1]} for row in due],
+            )
         return [
             DueDelivery(found[e], d, url, secret, n, *notify[d]) for e, d, n, url, secret in due
         ]
@@ -280,11 +298,15 @@ class OutboxStore(OutboxAdmin):
         the database's one deliverer (its lock held). Returns how many."""
         now = _now()
         with translate_errors("releasing claims"), self.engine.begin() as conn:
+            serialize(conn)
             done = conn.execute(
                 update(deliveries)
                 .where(deliveries.c.status == PENDING, deliveries.c.claimed_at.is_not(None))
                 .values(next_attempt_at=now, claimed_at=None, updated_at=now)
             )
+            repaired = repair_heads(conn)
+            if repaired:
+                log.warning("delivery: %d queue head flag(s) were wrong, repaired", repaired)
             return int(done.rowcount)
 
     def record(self, outcomes: Sequence[DeliveryOutcome]) -> None:
@@ -292,24 +314,50 @@ class OutboxStore(OutboxAdmin):
         if not outcomes:
             return
         now = _now()
+        params = [
+            {
+                "e": o.event_id,
+                "d": o.destination_id,
+                "status": o.status,
+                "next_at": o.next_at or now,
+                "last_status": o.http_status,
+                "last_error": o.error,
+            }
+            for o in outcomes
+        ]
+        ended = [o for o in outcomes if o.status != PENDING]
         with translate_errors("recording deliveries"), self.engine.begin() as conn:
-            for o in outcomes:
-                conn.execute(
-                    update(deliveries)
-                    .where(
-                        deliveries.c.event_id == o.event_id,
-                        deliveries.c.destination_id == o.destination_id,
-                    )
-                    .values(
-                        status=o.status,
-                        attempts=deliveries.c.attempts + 1,
-                        next_attempt_at=o.next_at or now,
-                        last_status=o.http_status,
-                        last_error=o.error,
-                        claimed_at=None,
-                        updated_at=now,
-                    )
+            if ended:
+                serialize(conn)
+            conn.execute(
+                update(deliveries)
+                .where(
+                    deliveries.c.event_id == bindparam("e"),
+                    deliveries.c.destination_id == bindparam("d"),
                 )
+                .values(
+                    status=bindparam("status"),
+                    attempts=deliveries.c.attempts + 1,
+                    next_attempt_at=bindparam("next_at"),
+                    last_status=bindparam("last_status"),
+                    last_error=bindparam("last_error"),
+                    claimed_at=None,
+                    updated_at=now,
+                ),
+                params,
+            )
+            if ended:  # the URL's next pending delivery becomes its head
+                pairs = [(o.event_id, o.destination_id) for o in ended]
+                demote(conn, pairs)
+                url_of: dict[int, int | None] = {
+                    int(e): u
+                    for e, u in conn.execute(
+                        select(events.c.id, events.c.url_id).where(
+                            among(conn, events.c.id, sorted({e for e, _ in pairs}))
+                        )
+                    )
+                }
+                pass_heads(conn, [(d, url_of.get(e)) for e, d in pairs])
 
     def backlog(self) -> tuple[int, datetime | None]:
         """(events not delivered yet: pending deliveries and unfanned events, the time of

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, delete, func, insert, select, update
 
 from crawler.store._engine import translate_errors
+from crawler.store._heads import recompute_heads, serialize
 from crawler.store._outbox_types import (
     DEAD,
     DELIVERED,
@@ -174,11 +175,19 @@ class OutboxAdmin:
         )
         now = _now()
         with translate_errors("replaying events"), self.engine.begin() as conn:
+            serialize(conn)  # heads are written one transaction at a time
+            keys = [
+                (int(d), None if u is None else int(u))
+                for d, u in conn.execute(
+                    select(deliveries.c.destination_id, deliveries.c.url_id).where(cond).distinct()
+                )
+            ]
             done = conn.execute(
                 update(deliveries)
                 .where(cond)
                 .values(status=PENDING, attempts=0, next_attempt_at=now, updated_at=now)
             )
+            recompute_heads(conn, keys)  # an older event made pending again leads its URL
             return int(done.rowcount)
 
     def change_texts(

@@ -487,12 +487,19 @@ class Destination(Base):
 class Delivery(Base):
     """One event for one destination: ``pending`` (due at ``next_attempt_at``; a claimed
     one is pushed past the send's timeout, so a deliverer that dies leaves it due again),
-    ``delivered`` or ``dead`` (the retry schedule ran out: listable, replayable)."""
+    ``delivered`` or ``dead`` (the retry schedule ran out: listable, replayable).
+
+    ``head`` marks the pending delivery a destination may send next for its URL: the one
+    with the smallest event id among the URL's pending deliveries to that destination
+    (every pending delivery of an event without a URL is a head). It is maintained by
+    the writes that change what is pending (``crawler/store/_heads.py``), so a claim reads
+    only the due heads through ``(destination_id, head, next_attempt_at, event_id)``."""
 
     __tablename__ = "deliveries"
     __table_args__ = (
         Index(None, "status", "next_attempt_at"),
         Index(None, "destination_id", "url_id", "status", "event_id"),
+        Index(None, "destination_id", "head", "next_attempt_at", "event_id"),
     )
     event_id: Mapped[int] = mapped_column(BigId, ForeignKey("events.id"), primary_key=True)
     destination_id: Mapped[int] = mapped_column(
@@ -508,6 +515,7 @@ class Delivery(Base):
     #: deliveries due at once: their sender died with them
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    head: Mapped[bool] = mapped_column(Boolean, server_default=false())
 
 
 events: Table = _tables["events"]

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from crawler.cli import app
 from crawler.store import DeliveryOutcome, OutboxStore, Store
-from tests.delivery.conftest import Receiver
+from tests.delivery.conftest import Receiver, running
 from tests.store._helpers import add, poll, slot_record
 
 
@@ -101,12 +101,8 @@ def test_events_list_and_replay(cli: CliRunner, database_url: str) -> None:
 
 @pytest.fixture
 async def hook() -> AsyncIterator[Receiver]:
-    r = Receiver()
-    await r.start()
-    try:
+    async with running(Receiver()) as r:
         yield r
-    finally:
-        await r.stop()
 
 
 def crawler(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -19,12 +19,13 @@ from crawler.delivery import (
     check_secret,
     event_body,
     generate_secret,
+    masked_url,
     matches,
     parse_message_id,
     signed_headers,
 )
-from crawler.delivery._diff import cap
 from crawler.delivery._payload import Context
+from crawler.detect import cap_diff
 from crawler.fetch import AddressPolicy
 from crawler.settings import DEFAULT_RETRY_SCHEDULE, SettingsError, load_settings
 from crawler.store import DestinationRow, DestinationSpec, EventRow
@@ -112,8 +113,8 @@ def test_payload_shape_and_diff_cap() -> None:
         type="page.discovered", url_id=None, payload={"url": "https://e.org/n", "depth": 1}
     )
     assert json.loads(event_body(found, Context(), 10))["data"]["depth"] == 1
-    assert cap("é" * 10, 5) == ("éé", True)  # never mid-character
-    assert cap("short", 100) == ("short", False)
+    assert cap_diff("a\nbb\n" + "é" * 10, 8) == ("a\nbb\n", True)  # at a line end
+    assert cap_diff("short", 100) == ("short", False)
 
 
 async def test_the_address_policy_refuses_private_destinations() -> None:
@@ -165,3 +166,39 @@ async def test_a_huge_answer_is_not_read_whole() -> None:
         await sender.aclose()
         await runner.cleanup()
     assert answer.status == 500 and answer.text == "x" * 300
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "hidden"),
+    [
+        ("https://hooks.example.org/a", "https://hooks.example.org/a", ""),
+        (
+            "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX",
+            "https://hooks.slack.com/services/T000/B000/X...X",
+            "XXXXXXXXXXXXXXXXXXXXXXXX",
+        ),
+        (
+            "https://u:pw1234@h.example.org:8443/hook?token=abc",
+            "https://u:****@h.example.org:8443/hook?***",
+            "pw1234",
+        ),
+        (
+            "mailto://user:pass1234@example.org?to=ops@example.org",
+            "mailto://user:****@example.org",
+            "pass1234",
+        ),
+        (
+            "slack://T000AAAAA/B000BBBBB/XXXXXXXXXXXXXXXXXXXXXXXX",
+            "slack://T...A/B...B/X...X",
+            "XXXXXXXX",
+        ),
+        ("tgram://123456789:ABCdefGhIJKlmNoPQRsTUVwxyZ/12345", "tgram://1...Z/12345", "ABCdef"),
+        ("unknown://secret-token@x/y", "unknown://***", "secret-token"),
+    ],
+)  # fmt: skip
+def test_destination_urls_are_listed_with_their_secrets_masked(
+    url: str, shown: str, hidden: str
+) -> None:
+    masked = masked_url(url)
+    assert masked.startswith(shown)
+    assert not hidden or hidden not in masked
