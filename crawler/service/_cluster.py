@@ -22,9 +22,10 @@ module is what the crawl loop and the service call in that mode (``CrawlLoop.clu
   (``crawler/service/_watch.py``); this module never changes the loop.
 * **Commit, then release.** A site asked of this worker (a move between live workers:
   ``revoked_at`` set, owner and epoch kept) is polled no more from the next slot start,
-  and released (owner NULL, epoch bumped) in the transaction of that slot's commit
-  (``Fence.release``), after the commits of the slots that polled it: their polls,
-  changes and learning land. A site revoked the old way (epoch bumped: the coordinator
+  and released (owner NULL, epoch bumped) once the slots that polled it have committed:
+  at once if the loop has committed its previous slot (``committed``), else in the
+  transaction of this slot's commit (``Fence.release``); their polls, changes and
+  learning land. A site revoked the old way (epoch bumped: the coordinator
   took it back) is acknowledged at the next slot start (``Store.release_leases``). A site
   lost and regained between two syncs (its epoch changed) is a loss and a gain: its URLs
   are dropped and taken again with their saved rows (``WatchUpdate.replaced``).
@@ -132,6 +133,8 @@ class ClusterMember:
         #: revoked sites still held (site -> epoch), polled no more: the next slot's
         #: commit releases them (``Fence.release``)
         self._releasing: dict[str, int] = {}
+        #: the last scheduler slot the loop committed (``committed``)
+        self._committed_through = -1
         self._slots_since_report = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -433,9 +436,10 @@ class ClusterMember:
             saved = await self._saved_rows(scheduler, ids, replaced)
             lost = (self.leases.keys() - leases.keys()) | regained
             gained = (leases.keys() - self.leases.keys()) | regained
-            # asked to give a site up: polled no more from this slot on, released in the
-            # commit of this slot (after the slots that polled it: commit, then release)
-            self._releasing = dict(revoked)
+            # asked to give a site up: polled no more from this slot on, and released once
+            # every slot that polled it has committed (commit, then release): at once if
+            # they have, else in the commit of this slot
+            self._releasing = await self._release_asked(scheduler, revoked)
             unasked = {s: self.leases[s] for s in lost - revoked.keys() - regained}
             if unasked:  # revoked the old way (epoch bumped): acknowledge, hand-over at once
                 await self._release(unasked)
@@ -492,6 +496,31 @@ class ClusterMember:
         site_list = kept_sites + new_sites
         order = np.argsort(ids, kind="stable")
         return ids[order], importance[order], [site_list[k] for k in order.tolist()]
+
+    def committed(self, slot: int, fenced: int = 0) -> None:
+        """The loop committed scheduler slot ``slot`` (``fenced`` of its polls dropped)."""
+        self._committed_through = max(self._committed_through, slot)
+        self.fenced_polls_total += fenced
+
+    async def _release_asked(
+        self, scheduler: schedulers.Scheduler, asked: dict[str, int]
+    ) -> dict[str, int]:
+        """Release the sites ``asked`` of this worker now if every slot so far has
+        committed (the last one polled them); otherwise (or on a failure) return them, to
+        be released in this slot's commit, after the earlier ones."""
+        import asyncio
+
+        if not asked or self._committed_through < scheduler.slot:
+            return dict(asked)
+        try:
+            released = await asyncio.to_thread(
+                self.store.release_revoked_leases, self.worker_id, asked
+            )
+        except StoreError as exc:
+            log.warning("asked sites not released yet (with the next commit): %s", exc)
+            return dict(asked)
+        self.sites_released_total += released
+        return {}
 
     async def _release(self, held: dict[str, int]) -> None:
         """Tell the coordinator this worker polls the sites ``held`` (lost, with the epochs

@@ -551,8 +551,8 @@ class CrawlLoop:
             try:
                 fence = self.cluster.fence(slot.slot) if self.cluster is not None else None
                 fenced = await asyncio.to_thread(self.store.commit_slot, slot, polls, delta, fence)
-                if fenced and self.cluster is not None:
-                    self.cluster.fenced_polls_total += fenced
+                if self.cluster is not None:
+                    self.cluster.committed(slot.slot, fenced)
             except FencedOut as exc:  # another service has the database: never retried
                 log.error("%d slot(s) not committed, dropped: %s", len(self._pending), exc)
                 self._pending.clear()

@@ -647,6 +647,15 @@ class ClusterStore:
                 ).rowcount
             return done
 
+    def release_revoked_leases(self, worker_id: str, asked: Mapping[str, int]) -> int:
+        """Release the sites ``asked`` of ``worker_id`` (site -> epoch) now, in a
+        transaction of their own (``release_revoked``): for a worker whose every slot that
+        polled them has committed. Returns the leases released."""
+        if not asked:
+            return 0
+        with translate_errors("releasing asked leases"), self.engine.begin() as conn:
+            return release_revoked(conn, Fence(worker_id, {}, dict(asked)))
+
     def end_worker_sessions(self, worker_ids: Sequence[str]) -> int:
         """PostgreSQL: end the sessions of workers found dead (``session_name``), so that
         a paused one's open commit releases the lease rows it holds FOR SHARE at once

@@ -220,3 +220,34 @@ def test_a_site_lost_and_regained_between_two_syncs_is_a_loss_and_a_gain(
     assert sorted(second.replaced.tolist()) == sorted(x_ids.tolist())
     assert member.leases == {"x.test": 3, "y.test": 1}
     assert member.sites_lost_total == 1 and member.sites_gained_total == 3
+
+
+def test_an_asked_site_is_released_once_the_slots_that_polled_it_committed(
+    store: Store, database_url: str
+) -> None:
+    """Commit, then release: with the last slot's commit pending the release goes with the
+    next commit (``Fence.release``); with every slot committed it is released at once."""
+    import asyncio
+
+    from crawler import schedulers
+
+    store.add_urls([NewUrl(f"http://{s}.test/p{i}") for s in ("x", "y") for i in range(3)])
+    a = store.register_worker(4.0, name="a")
+    store.claim_coordinator(a)
+    store.assign_leases({"x.test": a, "y.test": a}, a)
+    member = ClusterMember(_settings(database_url), store)
+    member.worker_id = a
+    scheduler = schedulers.create("bayes", capacity=1.0, seed=1)
+    first = asyncio.run(member.sync(scheduler, None))
+    assert first is not None
+    scheduler.add(first.ids, importance=first.importance)
+    scheduler.select()  # slot 1 polls x and y; its commit is still pending
+    store.assign_leases({"x.test": a, "y.test": a}, a, revoke=["x.test"])
+    second = asyncio.run(member.sync(scheduler, first.version))
+    assert second is not None and member.leases == {"y.test": 1}
+    assert dict(member.fence(scheduler.slot + 1).release) == {"x.test": 1}  # with slot 2
+    assert store.held_leases(a) == ({"y.test": 1}, {"x.test": 1})
+    member.committed(scheduler.slot)  # slot 1 landed: the next sync releases at once
+    asyncio.run(member.sync(scheduler, None, force=True))
+    x = {lease.site: lease for lease in store.leases()}["x.test"]
+    assert x.worker_id is None and x.released and x.epoch == 2
