@@ -407,7 +407,7 @@ class ClusterStore:
     def cluster_workers(self) -> list[WorkerRow]:
         """Every registered worker (live or not), with its heartbeat age by the database's
         clock, oldest first."""
-        with translate_errors("reading the workers"), self.engine.connect() as conn:
+        with translate_errors("reading the workers"), reading(self.engine) as conn:
             age = _age(conn)
             cols = [*cluster_workers.c]
             query = select(*cols, age) if age is not None else select(*cols)
@@ -461,7 +461,7 @@ class ClusterStore:
 
     def leases(self) -> list[LeaseRow]:
         """Every lease, by site, with the age of its last change by the database's clock."""
-        with translate_errors("reading the leases"), self.engine.connect() as conn:
+        with translate_errors("reading the leases"), reading(self.engine) as conn:
             pg = is_postgres(conn)
             cols: list[Any] = [*cluster_leases.c]
             if pg:
@@ -720,7 +720,7 @@ class ClusterStore:
         site from ``sites.url_count``, kept by triggers on ``urls`` (migration 0011), so
         the coordinator's round reads O(sites) rows, not every URL; SQLite (no cluster
         mode) groups the URLs."""
-        with translate_errors("counting URLs per site"), self.engine.connect() as conn:
+        with translate_errors("counting URLs per site"), reading(self.engine) as conn:
             if is_postgres(conn):
                 return {
                     host: int(n)
