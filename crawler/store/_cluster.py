@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sqlite3
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import psycopg
 from numpy.typing import NDArray
 from sqlalchemy import Connection, Engine, delete, func, insert, select, text, update
 
@@ -54,7 +56,7 @@ from crawler.schedulers import SchedulerState
 from crawler.store import _state
 from crawler.store._engine import reading, translate_errors
 from crawler.store._sql import among, is_postgres
-from crawler.store._types import StoreError
+from crawler.store._types import StoreError, StoreUnavailable
 from crawler.store.models import (
     cluster_leases,
     cluster_state,
@@ -164,6 +166,23 @@ FIGURES = (
 )
 #: counters added to (not replaced)
 COUNTERS = ("overloads_total", "moves_total")
+
+
+def _rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
+    """All rows of a plain query through the driver's cursor (``fetchall``: no SQLAlchemy
+    ``Row`` per row). The coordinator reads one row per site and lease each round: at 1M
+    sites, iterating SQLAlchemy's rows cost more than the query (profiled: 80% of a round
+    at 5,000 sites). A driver error is raised as StoreUnavailable or StoreError."""
+    cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cur.execute(sql)
+        return list(cur.fetchall())
+    except (sqlite3.OperationalError, psycopg.OperationalError) as exc:
+        raise StoreUnavailable(f"database unavailable: {exc}".splitlines()[0]) from exc
+    except (sqlite3.Error, psycopg.Error) as exc:
+        raise StoreError(f"query failed: {exc}".splitlines()[0]) from exc
+    finally:
+        cur.close()
 
 
 def _now(conn: Connection) -> datetime:
@@ -463,30 +482,31 @@ class ClusterStore:
         """Every lease, by site, with the age of its last change by the database's clock."""
         with translate_errors("reading the leases"), reading(self.engine) as conn:
             pg = is_postgres(conn)
-            cols: list[Any] = [*cluster_leases.c]
-            if pg:
-                cols.append(func.extract("epoch", func.now() - cluster_leases.c.assigned_at))
-            rows = conn.execute(select(*cols).order_by(cluster_leases.c.site)).all()
+            age_sql = "extract(epoch from now() - assigned_at)" if pg else "NULL"
+            rows = _rows(
+                conn,
+                "SELECT site, worker_id, epoch, weight, assigned_at, released_epoch, "
+                f"{age_sql} FROM cluster_leases ORDER BY site",
+            )
         now = datetime.now(UTC)
         out = []
-        for r in rows:
-            if r.assigned_at is None:
+        for site, worker, epoch, weight, assigned_at, released_epoch, seconds in rows:
+            if assigned_at is None:
                 age = None
             elif pg:
-                age = max(0.0, float(r[-1]))
+                age = max(0.0, float(seconds))
             else:
-                age = max(0.0, (now - r.assigned_at).total_seconds())
+                if isinstance(assigned_at, str):  # SQLite's driver gives the stored text
+                    assigned_at = datetime.fromisoformat(assigned_at)
+                if assigned_at.tzinfo is None:
+                    assigned_at = assigned_at.replace(tzinfo=UTC)
+                age = max(0.0, (now - assigned_at).total_seconds())
             released = (
-                r.worker_id is None
-                and r.released_epoch is not None
-                and int(r.released_epoch) == int(r.epoch)
+                worker is None and released_epoch is not None and int(released_epoch) == int(epoch)
             )
             out.append(
-                LeaseRow(
-                    r.site, r.worker_id, int(r.epoch), float(r.weight), r.assigned_at, age,
-                    released,
-                )
-            )  # fmt: skip
+                LeaseRow(site, worker, int(epoch), float(weight), assigned_at, age, released)
+            )
         return out
 
     def leases_of(self, worker_id: str) -> dict[str, int]:
@@ -603,11 +623,9 @@ class ClusterStore:
                 present = set(conn.execute(present_q).scalars())
                 assignments = {s: (o if o in present else None) for s, o in assignments.items()}
             current = {
-                r.site: (r.worker_id, int(r.epoch))
-                for r in conn.execute(
-                    select(
-                        cluster_leases.c.site, cluster_leases.c.worker_id, cluster_leases.c.epoch
-                    )
+                site: (worker, int(epoch))
+                for site, worker, epoch in _rows(
+                    conn, "SELECT site, worker_id, epoch FROM cluster_leases"
                 )
             }
             now = _now(conn)
@@ -722,12 +740,8 @@ class ClusterStore:
         mode) groups the URLs."""
         with translate_errors("counting URLs per site"), reading(self.engine) as conn:
             if is_postgres(conn):
-                return {
-                    host: int(n)
-                    for host, n in conn.execute(
-                        select(sites.c.host, sites.c.url_count).where(sites.c.url_count > 0)
-                    )
-                }
+                found = _rows(conn, "SELECT host, url_count FROM sites WHERE url_count > 0")
+                return {host: int(n) for host, n in found}
             rows = conn.execute(
                 select(sites.c.host, func.count())
                 .select_from(urls.join(sites, sites.c.id == urls.c.site_id))
