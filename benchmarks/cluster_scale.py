@@ -383,7 +383,8 @@ def replay(url: str, n_workers: int, repeat: int) -> None:
             store.active_urls_of(own)
             store.url_rules(), store.url_failures(), store.revived_since(version - 1)
 
-        urls_own = sum(store.site_url_counts()[h] for h in own)
+        counts = store.site_url_counts()  # once: not once per site
+        urls_own = sum(counts[h] for h in own)
         say(f"replayed for one worker of {n_workers}: {len(own):,} sites, {urls_own:,} URLs")
         for label, fn in (
             ("watch-list bump, now (its own sites)", bump_now),
