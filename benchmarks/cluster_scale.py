@@ -141,7 +141,7 @@ def fmt_rows(rows: dict[str, int]) -> str:
 
 def scrape(port: int) -> dict[str, float]:
     """The worker's metrics (unlabelled samples only)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
         body = response.read().decode()
     out: dict[str, float] = {}
     for line in body.splitlines():
@@ -151,11 +151,14 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
-def try_scrape(port: int) -> dict[str, float]:
-    try:
-        return scrape(port)
-    except OSError:
-        return {}
+def try_scrape(port: int, tries: int = 1) -> dict[str, float]:
+    """The worker's metrics, or {} (a worker busy loading may not answer in time)."""
+    for _ in range(tries):
+        try:
+            return scrape(port)
+        except OSError:
+            continue
+    return {}
 
 
 @dataclass
@@ -283,21 +286,23 @@ def run_workers(url: str, n: int, args: argparse.Namespace, logs: Path, tag: str
                 )
             )
         say(f"  all {n} worker(s) hold their share; measuring commits for {args.window:g} s")
-        first = {p.name: try_scrape(p.metrics_port) for p in procs}
+        first = {p.name: try_scrape(p.metrics_port, tries=5) for p in procs}
         before = rows_read(engine)
         time.sleep(args.window)
         after = rows_read(engine)
         slots = 0
         for s, p in zip(out, procs, strict=True):
-            end = try_scrape(p.metrics_port)
-            a, b = first[p.name], end
+            a, b = first[p.name], try_scrape(p.metrics_port, tries=5)
+            if not a or not b:  # not answered: no figure rather than a wrong one
+                s.slots = 0
+                continue
             count = b.get("crawler_db_commit_duration_seconds_count", 0) - a.get(
                 "crawler_db_commit_duration_seconds_count", 0
             )
             total = b.get("crawler_db_commit_duration_seconds_sum", 0) - a.get(
                 "crawler_db_commit_duration_seconds_sum", 0
             )
-            s.commit_ms = total / count * 1000 if count else float("nan")
+            s.commit_ms = total / count * 1000 if count > 0 else float("nan")
             s.slots = int(count)
             slots += int(count)
         per_slot = {k: v // max(1, slots) for k, v in delta(before, after).items()}
@@ -378,7 +383,8 @@ def replay(url: str, n_workers: int, repeat: int) -> None:
             store.active_urls_of(own)
             store.url_rules(), store.url_failures(), store.revived_since(version - 1)
 
-        urls_own = sum(store.site_url_counts()[h] for h in own)
+        counts = store.site_url_counts()  # once: not once per site
+        urls_own = sum(counts[h] for h in own)
         say(f"replayed for one worker of {n_workers}: {len(own):,} sites, {urls_own:,} URLs")
         for label, fn in (
             ("watch-list bump, now (its own sites)", bump_now),

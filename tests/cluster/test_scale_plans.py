@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy import event, text
 
 from crawler import schedulers
-from crawler.store import Fence, NewUrl, Store, url_hosts
+from crawler.store import Fence, NewUrl, Store, _cluster, url_hosts
 from crawler.store._cluster import fence_rows
 
 pytestmark = pytest.mark.slow
@@ -102,7 +102,9 @@ def _fill(store: Store) -> tuple[str, list[str], dict[str, list[int]]]:
     return wid, own, by_site
 
 
-def test_a_worker_with_a_small_share_never_scans_every_url(store: Store) -> None:
+def test_a_worker_with_a_small_share_never_scans_every_url(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     wid, own, by_site = _fill(store)
     version = store.watch_list_version()
     polled = sorted(i for h in own for i in by_site[h][:5])
@@ -122,9 +124,17 @@ def test_a_worker_with_a_small_share_never_scans_every_url(store: Store) -> None
             polls: Any = [SimpleNamespace(url_id=i) for i in polled]
             kept, _, dropped, _ = fence_rows(conn, Fence(wid, store.leases_of(wid)), polls, None)
         assert dropped == 0 and len(kept) == len(polled)
-    with captured(store) as per_round:
-        store.site_url_counts()
-        store.leases()
+    # the coordinator's reads go through the driver's cursor (``_cluster._rows``)
+    per_round: list[tuple[str, Any]] = []
+    rows = _cluster._rows
+
+    def spy(conn: Any, sql: str) -> Any:
+        per_round.append((sql, {}))
+        return rows(conn, sql)
+
+    monkeypatch.setattr(_cluster, "_rows", spy)
+    store.site_url_counts()
+    store.leases()
     assert len(per_bump) >= 7 and len(per_slot) >= 4 and len(per_round) >= 2
     for statement, scanned in plans(store, per_bump + per_slot):
         assert not SCANNED & set(scanned), f"scans {scanned}: {statement}"
