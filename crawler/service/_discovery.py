@@ -31,7 +31,10 @@ Reading the section pages that list new pages was most of discovery's downloads 
 were neither new pages nor anything else that paid, in docs/discovery.md), and telling which
 sections change is what the re-polling scheduler does for any watched page. So a source's
 start pages (its page and the links that became its start pages) are added to the watch list
-once its crawl is built. The scheduler's polls of them ask for the body too
+once its crawl is built; a source's own page goes there at once, and the scheduler's first
+read of it builds the crawl (``_first_by_scheduler``: discovery reads at most one a slot
+itself), and the links that were unknown then are judged new or not at their own first read
+(``_unjudged``). The scheduler's polls of them ask for the body too
 (``PollJob.keep_body``: judged as usual; the body comes back only when the page changed or was
 polled for the first time, so a few section pages a slot cross the worker pipe, not the
 unchanged ones). The loop hands those answers to :meth:`DiscoverySide.heard`, which admits the
@@ -178,6 +181,14 @@ MIN_LEAD_RESERVE = 2
 #: least for the re-polling side (below it discovery gets none: said at start and in
 #: ``crawler sources list``)
 MIN_DISCOVERY_CAPACITY = 2.0
+#: the most of the paced share the first reads of start pages to judge may take
+FIRST_READ_SHARE = 0.5
+#: slots a source's page waits on the watch list for the re-polling side's first read
+#: (its body builds the source's crawl) before discovery reads it itself
+FIRST_READ_WAIT = 6
+#: source pages a slot whose first read discovery makes itself (the others wait for the
+#: scheduler's: ``_first_by_scheduler``)
+OWN_FIRST_READS = 1
 #: entries of a sitemap read at most to find its most recent ones (the protocol's limit)
 LISTING_READ_ENTRIES = 50_000
 #: listing failures that may not happen again with the same body (the rest are remembered
@@ -228,6 +239,9 @@ class _Source:
     started_from: str = ""
     #: disc-fix: its start pages are on the watch list (the scheduler reads them)
     fed: bool = False
+    #: the slot its page went on the watch list for the scheduler's first read (None: not
+    #: asked; -1: discovery reads it itself, see ``_first_by_scheduler``)
+    asked_at: int | None = None
 
 
 @dataclass
@@ -253,6 +267,7 @@ class _Slot:
     out_of_time: bool = False
     downloaded: list[str] = field(default_factory=list)
     lead_polls: int = 0
+    own_first: int = 0  # source pages discovery read itself for the first time
 
 
 class DiscoverySide:
@@ -298,6 +313,12 @@ class DiscoverySide:
         self._leads: OrderedDict[str, tuple[int, str, int]] = OrderedDict()
         self._to_watch: dict[str, int] = {}
         self._heard_linked: set[str] = set()
+        # start pages that were unknown links of a source page's first read (a new article
+        # listed there, or a section the crawler never saw) -> (source id, that page): read
+        # by the scheduler at once, and their first body judged new or not (``_unjudged``);
+        # what the scheduler's reads found new, recorded with the slot
+        self._unjudged: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        self._heard_found: list[tuple[Found, float | None]] = []
         self._in_flight: set[str] = set()  # leads being polled (heard again meanwhile: no)
         # watched start pages read at least every few slots while they yield new pages
         # (crawler.discovery._pacing): their floors go to the scheduler as lower bounds
@@ -443,7 +464,13 @@ class DiscoverySide:
         not known yet, not added to the watch list yet, has none)."""
         if not self.pacer:
             return {}
-        floors = self.pacer.floors(self._slot_no, PACED_SHARE * capacity)
+        # the start pages to judge at their first read (``_unjudged``) are read at once, with
+        # at most half the paced share between them; the pacer's floors share the rest
+        first = [u for u in self._unjudged if u in self._fed_ids]
+        each = min(1.0, FIRST_READ_SHARE * PACED_SHARE * capacity / max(len(first), 1))
+        floors = self.pacer.floors(self._slot_no, PACED_SHARE * capacity - each * len(first))
+        for url in first:
+            floors[url] = max(each, floors.get(url, 0.0))
         return {self._fed_ids[u]: f for u, f in floors.items() if u in self._fed_ids}
 
     def heard(self, answers: Sequence[PollAnswer], urls: Callable[[int], str | None]) -> int:
@@ -456,9 +483,15 @@ class DiscoverySide:
                 continue
             url = urls(a.url_id)
             sids = self._fed.get(url) if url is not None else None
-            if url is None or not sids or looks_like_listing(a.body):
+            if url is None or not sids:
                 continue
-            html, _ = page_of(a.body, a.content_type, a.last_modified)
+            listing = looks_like_listing(a.body)
+            html = "" if listing else page_of(a.body, a.content_type, a.last_modified)[0]
+            self._first_read(url, sids, html, listing)
+            if listing:
+                continue
+            if (unjudged := self._unjudged.pop(url, None)) is not None:
+                self._judge_heard(url, unjudged, html, a.last_modified)
             base = a.final_url or url
             canonical = [c for href, _ in extract_links(html) if (c := canonical_url(href, base))]
             self.learner.observe(url, canonical)  # one-off values: fresh on every fetch
@@ -493,6 +526,69 @@ class DiscoverySide:
             self._leads.popitem(last=False)
         return added
 
+    def _judge_heard(
+        self, url: str, unjudged: tuple[int, str], html: str, last_modified: str | None
+    ) -> None:
+        """The scheduler's first read of a start page that was an unknown link when its
+        source's page was first read: a new page by the driver's rule is recorded (and
+        credited to that page), an older one stays a start page like the others."""
+        sid, via = unjudged
+        source = self.sources.get(sid)
+        if source is None or source.crawl is None:
+            return
+        published = _published(html, last_modified)
+        depth = source.crawl.budget.depth.get(url, 1)
+        found = self._judge(source, url, html, published, depth)
+        if found is not None:
+            self._heard_found.append((found, published))
+            self.pacer.credit(via, self._slot_no)
+
+    def _first_read(self, url: str, sids: set[int], html: str, listing: bool) -> None:
+        """The re-polling side read a source's page for the first time: its body builds the
+        crawl of each source waiting for it (a sitemap or feed: discovery reads it itself,
+        its reader keeps the ``lastmod`` dates)."""
+        for sid in sorted(sids):
+            source = self.sources.get(sid)
+            if source is None or source.crawl is not None or source.asked_at is None:
+                continue
+            if listing:
+                source.asked_at, source.fed = -1, False
+                continue
+            self._start(source, html)
+
+    def _first_by_scheduler(self, source: _Source, slot: _Slot) -> bool:
+        """Whether the re-polling side makes the first read of ``source``'s page (True while
+        it is waited for). With the start pages watched, a source's page is a start page the
+        scheduler reads anyway: put on the watch list at once (its floor first, as a marked
+        page), its first read comes back with the body and builds the crawl, so discovery's
+        own polls are only the links that may be new. Read by discovery itself, 50 section
+        indexes marked as sources were 50 of discovery's 78 downloads in 60 slots
+        (benchmarks/discovery_service.py --marked sections). Discovery reads it itself when
+        the start pages are not watched, when the page is known already (a watched page
+        answers a conditional poll with no body), when it turns out a sitemap or feed, and
+        after ``FIRST_READ_WAIT`` slots without an answer. It also reads the first source
+        page waiting in a slot itself (``OWN_FIRST_READS``): through the scheduler a first
+        read comes two slots later (on the watch list at the slot's end, its floor given
+        after the next), and with the front page marked 86% of the new pages were found
+        within 5 slots instead of 100% (a poll spent on a page that is not new, once)."""
+        if not self.settings.discovery_watch_starts or source.asked_at == -1:
+            return False
+        url, sid = source.row.url, source.row.id
+        if source.asked_at is None:
+            if self.known is None or url in self.known or slot.own_first < OWN_FIRST_READS:
+                slot.own_first += 1
+                source.asked_at = -1
+                return False
+            source.asked_at, source.fed = self._slot_no, True
+            self._fed.setdefault(url, set()).add(sid)
+            self._to_watch[url] = sid
+            self.pacer.add(url, self._slot_no, marked=True)
+            return True
+        if self._slot_no - source.asked_at < FIRST_READ_WAIT:
+            return True
+        source.asked_at, source.fed = -1, False
+        return False
+
     def _unfeed(self, sid: int) -> None:
         """A source removed or changed: its start pages no longer feed it."""
         for url in list(self._fed):
@@ -503,11 +599,14 @@ class DiscoverySide:
                 self._fed_ids.pop(url, None)
         for url in [u for u, lead in self._leads.items() if lead[0] == sid]:
             del self._leads[url]
+        for url in [u for u, (s, _) in self._unjudged.items() if s == sid]:
+            del self._unjudged[url]
 
     def _feed(self, source: _Source, seeds: list[str], listing: bool) -> None:
         """Put a source's start pages on the watch list (at the next record), so the
         re-polling scheduler reads them and its hits feed this source."""
         if not self.settings.discovery_watch_starts or listing:
+            source.fed = False
             return
         for url in seeds:
             self._fed.setdefault(url, set()).add(source.row.id)
@@ -594,35 +693,46 @@ class DiscoverySide:
                 self._in_flight = set()
 
     def _lead_fetched(self, source: _Source, url: str, depth: int, slot: _Slot) -> bool:
-        """A lead polled: new (the driver's rule: not known, no older than its max age) and,
-        with a topic, on topic: recorded. True when it was."""
-        crawl = source.crawl
-        assert crawl is not None
+        """A lead polled: judged (``_judge``) and recorded with the slot when new. True when
+        it was."""
         html = slot.bodies.get(url)
         if html is None:
             return False
-        now = self.clock()
         published = slot.dates.get(url)
+        found = self._judge(source, url, html, published, depth)
+        if found is None:
+            return False
+        slot.record.found.append(found)
+        slot.ages.append(None if published is None else found.found_at.timestamp() - published)
+        return True
+
+    def _judge(
+        self, source: _Source, url: str, html: str, published: float | None, depth: int
+    ) -> Found | None:
+        """A page read for the first time through a start page of ``source``: new by the
+        driver's rule (not known, no older than its max age) and, with a topic, on topic,
+        within the source's caps: its record (None when not new; known from then on)."""
+        crawl = source.crawl
+        assert crawl is not None
+        now = self.clock()
         if now - (now if published is None else published) > MAX_AGE:
             crawl.known.add(url)  # an old page: known now, not new
-            return False
+            return None
         score = _topic_score(source.topic, html) if source.topic else None
         on_topic = score is None or score >= TOPIC_MIN
         if on_topic and (cap := self.caps.take(source.row.id, now, source.row.url)) is not None:
             self.metrics.observe_capped(cap, 1)  # past its caps: dropped, not even known
-            return False
+            return None
         for other in self.sources.values():
             if other.crawl is not None:
                 other.crawl.known.add(url)
         if self.known is not None:
             self.known.add(url)
         if not on_topic:
-            return False
+            return None
         when = datetime.fromtimestamp(now, UTC)
         lastmod = None if published is None else datetime.fromtimestamp(published, UTC)
-        slot.record.found.append(Found(url, source.row.id, when, depth, 1, lastmod, score))
-        slot.ages.append(None if published is None else now - published)
-        return True
+        return Found(url, source.row.id, when, depth, 1, lastmod, score)
 
     def take_hinted(self, limit: int) -> list[str]:
         """Up to ``limit`` known URLs whose ``lastmod`` moved in a sitemap or feed, oldest
@@ -675,6 +785,11 @@ class DiscoverySide:
         await self._watch_starts()  # disc-fix: start pages for the scheduler to read
         slot.record.linked |= self._heard_linked  # linked by a start page the scheduler read
         self._heard_linked = set()
+        for found, published in self._heard_found:  # new pages the scheduler's reads found
+            slot.record.found.append(found)
+            at = found.found_at.timestamp()
+            slot.ages.append(None if published is None else at - published)
+        self._heard_found = []
         summary = await self._record(slot)
         self.last = summary
         return summary
@@ -716,6 +831,8 @@ class DiscoverySide:
         """The next URL ``source`` wants polled now (None: nothing this slot). URLs already
         polled in this slot are answered from their first poll without a new one."""
         if source.crawl is None:
+            if self._first_by_scheduler(source, slot):
+                return None  # the re-polling side reads it first
             first = source.row.url
             if first not in slot.picked and first not in slot.bodies:
                 return first  # its first poll: its links become the start pages
@@ -924,6 +1041,7 @@ class DiscoverySide:
         seeds = [source.row.url]
         saved = _saved_seeds(source.row.state)
         source.started_from = "source"
+        unknown: list[str] = []
         if saved:
             seeds += [u for u in saved if u != source.row.url]
             source.started_from = "state"
@@ -937,6 +1055,7 @@ class DiscoverySide:
                 seeds.append(admitted)
                 if len(seeds) > self.settings.discovery_seed_links:
                     break
+            unknown = [u for u in seeds[1:] if self.known is None or u not in self.known]
         checked = SourceBudget(scope)
         seeds = [s for s in seeds if not isinstance(checked.admit(s, None, 0), Refusal)]
         try:
@@ -955,6 +1074,12 @@ class DiscoverySide:
             return
         source.crawl.restore_starts(_saved_starts(source.row.state))  # disc-feeds
         self._feed(source, seeds, listing)  # disc-fix: the scheduler reads the start pages
+        if source.fed:  # judged new or not at the scheduler's first read of each
+            for url in unknown:
+                if url in self._fed:
+                    self._unjudged[url] = (source.row.id, source.row.url)
+            while len(self._unjudged) > MAX_LEADS:
+                self._unjudged.popitem(last=False)
         log.info("source %s: %d start pages (%s)", spec.url, len(seeds), source.started_from)
 
     def _report(self, source: _Source, url: str, slot: _Slot) -> None:
