@@ -108,6 +108,11 @@ class StartPacer:
             self._marked.add(url)
             start.weight = self.marked_weight
 
+    @property
+    def marked(self) -> frozenset[str]:
+        """The pages paced as marked by the operator."""
+        return frozenset(self._marked)
+
     def remove(self, url: str) -> None:
         self._starts.pop(url, None)
         self._marked.discard(url)

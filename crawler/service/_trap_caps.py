@@ -20,10 +20,11 @@ know, without recognising the trap:
 - **The operator's URLs keep their share** (:func:`watched_ceilings`): every URL discovery
   put on the watch list (its sources' start pages and auto-watched pages, all sources
   together) gets an upper bound in the scheduler's guard, their budget
-  ``discovery_watched_share x capacity``: each paced start page first gets room for its
-  floor's deadline (``floor_room``), the rest is split by weight ``1 / their number + its
-  floor`` (an even part each, more for the start pages whose yield earned them a floor), so
-  together
+  ``discovery_watched_share x capacity``: each paced page the operator marked as a source
+  first gets room for its floor's deadline (``floor_room``; the start pages taken from their
+  links do not: a trap's dozens would crowd the operator's URLs out), the rest is split by
+  weight ``1 / their number + its floor`` (an even part each, more for the start pages whose
+  yield earned them a floor), so together
   they never take more than that share of the scheduler's polls, however many there are
   and however often they change; the rest is the operator's URLs' (and whatever of the
   share discovery's URLs leave unused). When the
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 log = logging.getLogger("crawler.service")
@@ -126,12 +127,15 @@ def watched_ceilings(
     capacity: float,
     others: int,
     floors: Mapping[int, float] | None = None,
+    marked: Collection[int] = (),
 ) -> dict[int, float]:
     """The upper bound (polls per slot) of each URL discovery put on the watch list, so that
     together they take at most ``share`` of ``capacity``, or more when the ``others`` (the
     operator's URLs, one poll a slot each at most) could not use the rest; {} when that
-    bounds nothing. A paced start page (``floors``: the start pages' lower bounds) is never
-    bounded below its floor's deadline (see :func:`floor_room`); the budget left after them
+    bounds nothing. A paced page the operator marked as a source (``marked``; ``floors``: the
+    start pages' lower bounds) is not bounded below its floor's deadline (see
+    :func:`floor_room`) while their rooms fit in the budget (past it they are scaled down to
+    it together); the budget left after them
     is split by weight ``1 / n + floor``: an even part for every URL, and more for the start
     pages that pay, so a few paying sections among many may still be read every slot."""
     ids = sorted(set(ids))
@@ -139,7 +143,9 @@ def watched_ceilings(
         return {}
     budget = max(share * capacity, capacity - others)
     floors = floors or {}
-    rooms = {i: floor_room(f) for i in ids if (f := floors.get(i, 0.0)) > 0}
+    rooms = {i: floor_room(floors.get(i, 0.0)) for i in set(marked) & set(ids)}
+    if (roomy := sum(rooms.values())) > budget:  # never past the budget: scaled down
+        rooms = {i: r * budget / roomy for i, r in rooms.items()}
     rest = max(0.0, budget - sum(rooms.values()))
     weights = [1.0 / len(ids) + max(0.0, floors.get(i, 0.0)) for i in ids]
     total = sum(weights)
