@@ -78,6 +78,8 @@ class Outcome:
     found_in_5: float = 0.0
     mean_delay_slots: float = 0.0
     delays: list[float] = field(default_factory=list)  # per new page (inf: not found)
+    #: the new pages found later than 5 slots or not at all: (page, slot created, delay)
+    late: list[tuple[int, float, float]] = field(default_factory=list)
     active_share: float = 0.0
     shares: dict[int, float] = field(default_factory=dict)  # section -> share of start polls
     discovery_polls: int = 0  # as the service counted them (304s included)
@@ -121,7 +123,8 @@ class Outcome:
             f"other; not new {self.not_new:.2f}, neither new nor a changed start page "
             f"{self.barren:.2f}; re-polling side: {self.repoll_polls} polls, of which section "
             f"reads {self.repoll_section_downloads} + {self.repoll_section_not_modified} "
-            f"answered 304 ({self.seconds:.0f} s)"
+            f"answered 304 ({self.seconds:.0f} s); later than 5 slots: "
+            + (", ".join(f"p/{p} {d:.1f}" for p, _, d in self.late) or "none")
         )
 
 
@@ -240,6 +243,10 @@ async def run_acceptance(
     outcome.delays = [
         (found[p] - float(graph.created[p])) / SLOT if p in found else float("inf") for p in due
     ]
+    outcome.late = [
+        (p, float(graph.created[p]) / SLOT, d) for p, d in zip(due, outcome.delays, strict=True)
+        if d > 5.0
+    ]  # fmt: skip
     outcome.found_in_5 = sum(d <= 5.0 for d in outcome.delays) / max(len(due), 1)
     finite = [d for d in outcome.delays if d != float("inf")]
     outcome.mean_delay_slots = sum(finite) / max(len(finite), 1)

@@ -220,7 +220,8 @@ def sources_list(
     """The sources with their options and counts: discovery polls, new pages found, each
     one's share of all discovery polls; and the expiry rule in force (the running service's
     settings, as it recorded them at its start)."""
-    from crawler.service import source_problem, start_report, starved_reason
+    from crawler.discovery import start_report, starved_reason
+    from crawler.service import source_problem
     from crawler.store import DiscoveryStore
 
     settings = settings_from(config, database_url=database_url)
@@ -258,7 +259,11 @@ def sources_list(
                     "url": f.url, "read_by": f.read_by, "yield_per_slot": f.yield_per_slot,
                     "share_of_polls": f.share_of_polls, "interval_slots": f.interval_slots,
                 }
-                for f in start_report(r.state, settings)
+                for f in start_report(
+                    r.state,
+                    target_slots=settings.discovery_start_interval_slots,
+                    min_yield=settings.discovery_start_min_yield,
+                )
             ]  # fmt: skip
     if as_json:
         print_json(

@@ -26,6 +26,7 @@ from crawler.discovery._ordering import (
     ValueOrdering,
 )
 from crawler.discovery._pacing import StartPacer
+from crawler.discovery._pages import TOPIC_MIN, page_date, topic_score
 from crawler.discovery._patterns import PatternError, UrlPattern, compile_pattern
 from crawler.discovery._relisting import ListingPacer
 from crawler.discovery._seeds import SeedBandit
@@ -36,14 +37,24 @@ from crawler.discovery._sessions import (
     strip_sessions,
 )
 from crawler.discovery._sitemaps import SitemapError
+from crawler.discovery._state import (
+    MIN_DISCOVERY_CAPACITY,
+    SourceState,
+    StartFigures,
+    discovery_polls,
+    start_report,
+    starved_reason,
+)
 from crawler.discovery._urls import Refusal, Scope, SourceBudget, canonical_url, url_template
 from crawler.discovery._weblog import Weblog
 
 __all__ = [
     "MAX_AGE",
+    "MIN_DISCOVERY_CAPACITY",
     "SESSION_PARAMETERS",
     "START_CHOICES",
     "STRATEGIES",
+    "TOPIC_MIN",
     "BestFirstOrdering",
     "BreadthFirstOrdering",
     "Discovery",
@@ -63,20 +74,27 @@ __all__ = [
     "SitemapError",
     "SourceBudget",
     "SourceCrawl",
+    "SourceState",
+    "StartFigures",
     "StartPacer",
     "UrlPattern",
     "ValueOrdering",
     "Weblog",
     "canonical_url",
     "compile_pattern",
+    "discovery_polls",
     "extract_links",
     "looks_like_listing",
     "looks_like_token",
     "make_fleet",
+    "page_date",
     "page_text",
     "read_listing",
+    "start_report",
+    "starved_reason",
     "strip_sessions",
     "text_state",
+    "topic_score",
     "url_template",
     "words",
 ]

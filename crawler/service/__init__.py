@@ -2,7 +2,7 @@
 
 from crawler.gc_policy import tune_gc
 from crawler.service._clock import SlotClock, Tick
-from crawler.service._discovery import source_problem, start_report, starved_reason
+from crawler.service._discovery_parts import source_problem
 from crawler.service._loop import CrawlLoop, SlotSummary
 from crawler.service._pollers import build_poller, fetch_config
 from crawler.service._service import CrawlService, serve
@@ -17,7 +17,5 @@ __all__ = [
     "fetch_config",
     "serve",
     "source_problem",
-    "start_report",
-    "starved_reason",
     "tune_gc",
 ]

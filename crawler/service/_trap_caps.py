@@ -20,8 +20,11 @@ know, without recognising the trap:
 - **The operator's URLs keep their share** (:func:`watched_ceilings`): every URL discovery
   put on the watch list (its sources' start pages and auto-watched pages, all sources
   together) gets an upper bound in the scheduler's guard, their budget
-  ``discovery_watched_share x capacity`` split by weight ``1 / their number + its floor`` (an
-  even part each, more for the start pages whose yield earned them a floor), so together
+  ``discovery_watched_share x capacity``: each paced page the operator marked as a source
+  first gets room for its floor's deadline (``floor_room``; the start pages taken from their
+  links do not: a trap's dozens would crowd the operator's URLs out), the rest is split by
+  weight ``1 / their number + its floor`` (an even part each, more for the start pages whose
+  yield earned them a floor), so together
   they never take more than that share of the scheduler's polls, however many there are
   and however often they change; the rest is the operator's URLs' (and whatever of the
   share discovery's URLs leave unused). When the
@@ -36,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 log = logging.getLogger("crawler.service")
@@ -124,21 +127,51 @@ def watched_ceilings(
     capacity: float,
     others: int,
     floors: Mapping[int, float] | None = None,
+    marked: Collection[int] = (),
 ) -> dict[int, float]:
     """The upper bound (polls per slot) of each URL discovery put on the watch list, so that
     together they take at most ``share`` of ``capacity``, or more when the ``others`` (the
     operator's URLs, one poll a slot each at most) could not use the rest; {} when that
-    bounds nothing. The budget is split by weight ``1 / n + floor`` (``floors``: the paced
-    start pages' lower bounds): an even part for every URL, and more for the start pages
-    that pay, so a few paying sections among many may still be read every slot."""
+    bounds nothing. A paced page the operator marked as a source (``marked``; ``floors``: the
+    start pages' lower bounds) is not bounded below its floor's deadline (see
+    :func:`floor_room`) while their rooms fit in the budget (past it they are scaled down to
+    it together); the budget left after them
+    is split by weight ``1 / n + floor``: an even part for every URL, and more for the start
+    pages that pay, so a few paying sections among many may still be read every slot."""
     ids = sorted(set(ids))
     if not ids or share >= 1.0:
         return {}
     budget = max(share * capacity, capacity - others)
     floors = floors or {}
+    rooms = {i: floor_room(floors.get(i, 0.0)) for i in set(marked) & set(ids)}
+    if (roomy := sum(rooms.values())) > budget:  # never past the budget: scaled down
+        rooms = {i: r * budget / roomy for i, r in rooms.items()}
+    rest = max(0.0, budget - sum(rooms.values()))
     weights = [1.0 / len(ids) + max(0.0, floors.get(i, 0.0)) for i in ids]
     total = sum(weights)
-    ceilings = {i: min(1.0, budget * w / total) for i, w in zip(ids, weights, strict=True)}
+    ceilings = {
+        i: min(1.0, max(rooms.get(i, 0.0), rest * w / total))
+        for i, w in zip(ids, weights, strict=True)
+    }
     if all(c >= 1.0 for c in ceilings.values()):
         return {}
     return ceilings
+
+
+def floor_room(floor: float) -> float:
+    """The least ceiling a start page with lower bound ``floor`` gets: a little above the
+    rate of its deadline (a poll every ``T = floor(1 / floor)`` slots), so the guard's
+    minimum gap (``ceil(1 / ceiling)``) is never longer than the deadline, and the floor
+    stays below its ceiling (a floor at its ceiling is halved: ``crawler.service._bounds``).
+    Split with the others by weight alone, 50 marked sections each paced every 3 slots
+    among ~900 start pages taken from their links got ceilings of 0.32 a slot: a gap of 4
+    slots, the floor halved to a deadline of 6, and 17% of the new pages found later than 5
+    slots (benchmarks/discovery_service.py --marked sections)."""
+    if floor <= 0:
+        return 0.0
+    deadline = max(1.0, math.floor(1.0 / floor + 1e-9))
+    return min(1.0, ROOM / deadline)
+
+
+#: a paced start page's least ceiling, times the rate of its deadline (``floor_room``)
+ROOM = 1.02

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from crawler.service._trap_caps import DAY_S, NewPageCaps, day_start, watched_ceilings
@@ -50,3 +52,17 @@ def test_watched_ceilings_share_the_capacity() -> None:
     paced = watched_ceilings(range(40), 0.5, 20.0, others=100, floors=floors)
     assert paced[0] == paced[1] == 1.0 and paced[2] < 0.2
     assert sum(paced.values()) <= 10.0 + 1e-9
+
+
+def test_a_paced_start_page_keeps_room_for_its_deadline_within_the_budget() -> None:
+    # 50 marked pages paced every 3 slots among 900 others: each keeps a ceiling just above 1/3, so
+    # the guard's minimum gap (ceil(1 / ceiling)) is its deadline, 3 slots
+    floors = {k: 1 / 3 for k in range(50)} | {k: 0.003 for k in range(50, 950)}
+    ceilings = watched_ceilings(range(950), 0.5, 40.0, 4000, floors, marked=range(50))
+    assert all(ceilings[k] > 1 / 3 and math.ceil(1 / ceilings[k]) == 3 for k in range(50))
+    assert sum(ceilings.values()) <= 20.0 + 1e-9
+    # floors past the budget: the rooms are scaled down to it, never past it
+    crowded = watched_ceilings(
+        range(11), 0.5, 6.0, others=3, floors=dict.fromkeys(range(11), 1 / 3)
+    )
+    assert sum(crowded.values()) == pytest.approx(3.0)
