@@ -30,6 +30,7 @@ from crawler.service._discovery import DiscoverySide
 from crawler.service._health import HealthWatch
 from crawler.service._inflight import InFlight, Stream
 from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
+from crawler.service._steps import AnswerObserver, DiscoveryHeard
 from crawler.service._watch import WatchFollower, WatchUpdate, merge_saved
 from crawler.settings import Settings
 from crawler.store import (
@@ -160,6 +161,8 @@ class CrawlLoop:
         self.cluster: ClusterMember | None = None
         # discovery: a share of each slot's polls follows links from the sources
         self.discovery = DiscoverySide(settings, store, poller, metrics)
+        #: what sees every chunk of answers a slot lands, in order (_steps.py)
+        self.observers: list[AnswerObserver] = [self.caps, DiscoveryHeard(lambda: self.discovery)]
         #: every slot's polls as they are answered; those that outlive their slot
         self.inflight = InFlight(poller, settings.effective_poll_linger(), GRACE_S)
         #: "may this process poll?", awaited by ``run`` at every slot start before any
@@ -612,8 +615,8 @@ class CrawlLoop:
             return
         records = stream.records
         self._recent.polled(records, self._outcomes(final, records, tally))
-        self.caps.observe(final, records)  # host caps: what the fetcher learned
-        self.discovery.heard(final, _url_of(records))  # changed start pages
+        for observer in self.observers:  # host caps; discovery's changed start pages
+            observer.observe(final, records)
 
     def _not_in_flight(self, ids: IdArray) -> IdArray:
         """``ids`` less the URLs whose poll from an earlier slot is still running (their
@@ -782,11 +785,6 @@ def _report(summary: SlotSummary, on_slot: Callable[[SlotSummary], None] | None)
     )  # fmt: skip
     if on_slot is not None:
         on_slot(summary)
-
-
-def _url_of(records: dict[int, UrlRecord]) -> Callable[[int], str | None]:
-    """disc-fix: a URL id's URL (None if unknown), for ``DiscoverySide.heard``."""
-    return lambda url_id: r.url if (r := records.get(url_id)) is not None else None
 
 
 def _poll_job(record: UrlRecord, asking: bool = False) -> PollJob:
