@@ -258,7 +258,13 @@ class Guard:
     def fail(self, rows: IndexArray, kinds: list[FailureKind], shares: FloatArray) -> None:
         """Record failed polls; ``shares`` are the rows' polls per slot before the failure
         (the base of the back-off when a streak starts)."""
+        rows = np.asarray(rows, dtype=np.intp)
+        new = np.setdiff1d(rows, self.rows)
         at = self._entries(rows, create=True)
+        if new.size:
+            # a failed poll gives the scheduler no feedback, so its own record of the last
+            # poll predates this one: the back-off counts from the slot that selected it
+            self.last[self._entries(new, create=False)] = self._slot
         for j, (entry, kind) in enumerate(zip(at.tolist(), kinds, strict=True)):
             if self.streak[entry] == 0:
                 self.base[entry] = max(float(shares[j]), self.floor)
