@@ -44,7 +44,12 @@ few URLs, and at a million URLs the dense per-URL arrays this replaced cost 54 b
 URL (116 B/URL for ``bayes`` under constraints against 61 without). Only a row in the
 table needs its ``last`` selection (an unbounded URL may be polled every slot), so a row
 that enters the table starts from the scheduler's record of its last poll (``seen``)
-when the scheduler keeps one, else from the latest slot.
+when the scheduler keeps one, else from the latest slot. A URL the scheduler has never
+polled (``NEVER_POLLED``) is due at once when it has a lower bound: its gap since the last
+poll is unbounded. That is how a section page marked as a discovery source gets its first
+read in the next slot instead of a whole maximum interval later (a new page listed on it in
+the meantime waited that long to be found), and it is how Nutch treats an injected URL.
+Such a URL counts as just due, after the URLs already past their deadline.
 
 ``limits()`` gives the bounds in force (pause, failures and retirement folded in) for
 the allocation: the schedulers that allocate by an optimum (``bayes``, ``optimal``) solve
@@ -77,6 +82,9 @@ FAILURE_KINDS: tuple[FailureKind, ...] = ("transient", "permanent", "gone")
 PROJECT_EVERY = 32
 #: at most this much stride credit is kept by a URL the guard turned away
 _CREDIT_CEILING = 2.0
+#: ``seen``'s answer for a URL the scheduler has never polled (due at once when it has a
+#: lower bound). Far enough back that no slot difference overflows int32 before slot 2**30.
+NEVER_POLLED = -(2**30)
 #: the sparse table's fields, each with its dtype and the value of a new row (None: the
 #: row's last selection): bounds, pause, slot of the last selection, consecutive failures
 #: (and of them the permanent ones), share when the streak began, retirement
@@ -380,7 +388,9 @@ class Guard:
         allowed = rows[self._may_poll(rows, slot)]
         forced = np.empty(0, dtype=np.intp)
         if entries.size:
-            late = slot - self.last[entries] - max_gap
+            last = self.last[entries]
+            # never polled: due now, after those already past their deadline
+            late = np.where(last == NEVER_POLLED, 0, slot - last - max_gap)
             due = np.flatnonzero(late >= 0)
             if due.size:
                 forced = self.rows[entries[due[np.argsort(-late[due], kind="stable")]]]

@@ -105,6 +105,7 @@ from numpy.typing import NDArray
 from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Scheduler
 from crawler.schedulers._bayes_params import BayesParams
 from crawler.schedulers._fill import constrained_fill, optimum_curve
+from crawler.schedulers._guard import NEVER_POLLED
 from crawler.schedulers._lagrange import gain, inverse_gain, water_level
 from crawler.schedulers._limits import Limits
 
@@ -291,7 +292,9 @@ class BayesRate(Scheduler):
         self._x = self._allocate(rate, None)
 
     def _last_polled(self, rows: IndexArray) -> I32Array:
-        return self._last[rows].copy()
+        last = self._last[rows].copy()
+        last[(self._hit_count[rows] + self._miss_count[rows]) == 0] = NEVER_POLLED
+        return last
 
     def _wanted(self) -> FloatArray:
         if self._stale:

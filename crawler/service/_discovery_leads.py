@@ -187,8 +187,9 @@ class LeadPolls(PageReads):
         after ``FIRST_READ_WAIT`` slots without an answer. It also reads the first source
         page waiting in a slot itself (``OWN_FIRST_READS``): through the scheduler a first
         read comes two slots later (on the watch list at the slot's end, its floor given
-        after the next), and with the front page marked 86% of the new pages were found
-        within 5 slots instead of 100% (a poll spent on a page that is not new, once)."""
+        after the next, a never-polled page with a floor due at once), and with the front
+        page marked 86% of the new pages were found within 5 slots instead of 100% (a poll
+        spent on a page that is not new, once)."""
         if not self.settings.discovery_watch_starts or source.asked_at == -1:
             return False
         url, sid = source.row.url, source.row.id

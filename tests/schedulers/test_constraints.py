@@ -51,6 +51,29 @@ def test_bounds_and_pause_hold_over_ten_thousand_slots(n: int, capacity: float, 
     assert gaps[1:].min() >= 5
 
 
+def test_a_never_polled_url_with_a_lower_bound_is_due_at_once() -> None:
+    """A URL given a maximum interval before its first poll is read in the next slot (its gap
+    is unbounded), after the URLs already past their deadline; one polled before waits for its
+    interval as usual."""
+    rng = np.random.default_rng(3)
+    s = schedulers.create("bayes", capacity=2.0, seed=3)
+    s.add(np.arange(200))
+    simulate(s, rng.uniform(0.01, 0.3, 200), 30, rng)  # learned a while
+    s.add(np.arange(200, 210))  # ten new URLs, then bounded: "at least every 20 slots"
+    polled_before = int(s.select()[0])  # polled just now
+    s.feedback(np.array([polled_before]), np.array([False]))
+    s.set_bounds([*range(200, 210), polled_before], lower=1 / 20, upper=1.0)
+    first = s.select()
+    assert set(first.tolist()) <= set(range(200, 210)) and first.size == 2
+    s.feedback(first, np.zeros(first.size, dtype=bool))
+    seen = set(first.tolist())
+    for _ in range(4):  # two a slot: all ten read within five slots
+        ids = s.select()
+        seen |= set(ids.tolist()) & set(range(200, 210))
+        s.feedback(ids, np.zeros(ids.size, dtype=bool))
+    assert seen == set(range(200, 210))
+
+
 def test_bayes_allocates_by_the_constrained_optimum() -> None:
     rng = np.random.default_rng(1)
     n = 300

@@ -12,6 +12,7 @@ already listed at a section's first read is still judged new at its own first re
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 import pytest
@@ -31,21 +32,7 @@ WARMUP = 50  # slots of re-polling before the sources are marked (two rounds of 
 
 
 @pytest.mark.slow  # two runs of 86 slots through the service: ~20 s each
-@pytest.mark.parametrize(
-    "marked",
-    [
-        pytest.param(
-            "front",
-            marks=pytest.mark.xfail(
-                reason="not met yet: with only the front page marked, 13 of this site's 18 "
-                "new pages are found within 5 slots (the target is 75% here, 90% in the "
-                "benchmark); the first pages appear before the sections' first reads",
-                strict=False,
-            ),
-        ),
-        "sections",
-    ],
-)
+@pytest.mark.parametrize("marked", ["front", "sections"])
 async def test_the_pages_that_list_new_links_are_read(database_url: str, marked: str) -> None:
     graph = generate(
         pages=400, sections=SECTIONS, active_sections=3, new_per_hour=0.7,
@@ -109,7 +96,9 @@ async def test_the_pages_that_list_new_links_are_read(database_url: str, marked:
     # machine, is benchmarks/discovery_service.py's; here slots overrun under load)
     assert sum(p in found for p in due) >= 0.9 * len(due), sorted(set(due) - set(found))
     soon = [p for p in due if p in found and found[p] - graph.created[p] <= 5 * SLOT_S]
-    assert len(soon) >= 0.75 * len(due), sorted(set(due) - set(soon))
+    late = {p: round((found.get(p, math.inf) - graph.created[p]) / SLOT_S, 1)
+            for p in due if p not in soon}  # fmt: skip
+    assert len(soon) >= 0.75 * len(due), f"{len(soon)} of {len(due)} within 5 slots; {late}"
     # discovery's own downloads: new articles, but for at most one source page a slot
     new_downloads = sum(int(u.rsplit("/", 1)[1]) in new for u in downloads)
     assert new_downloads > 0.5 * len(downloads), downloads
