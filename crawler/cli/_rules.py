@@ -10,8 +10,10 @@ humanfriendly brings a large package for one function; the format is tested in
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from crawler.cli._common import print_json, print_rows
@@ -50,6 +52,28 @@ def parse_duration(text: str) -> float | None:
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"invalid duration {text!r}: must be more than 0 seconds")
     return seconds
+
+
+def parse_since(value: str, now: datetime | None = None) -> datetime:
+    """A duration back from now (``90s``, ``15m``, ``1h30m``, ``2d``, ``1w``: the rules'
+    parser, ASCII digits only) or an ISO 8601 time (without a zone: UTC), for every
+    ``--since``. Raises ValueError with what is accepted."""
+    now = now or datetime.now(UTC)
+    if not value.isascii():  # fromisoformat and float() take other scripts' digits too
+        raise ValueError(f"--since {value!r}: use ASCII digits and letters (30m, 1h, 2d)")
+    if value.strip().lower() not in ("none", "default"):  # the rules' words, not times
+        with contextlib.suppress(ValueError):
+            seconds = parse_duration(value)
+            if seconds is not None:
+                return now - timedelta(seconds=seconds)
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(
+            f"--since {value!r}: give a duration such as 90s, 15m, 1h, 2d, 1w, or an ISO time "
+            "such as 2026-11-26T08:00:00Z"
+        ) from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def format_duration(seconds: float | None) -> str:

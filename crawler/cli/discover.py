@@ -12,9 +12,8 @@ written when anything is refused (exit 2), and the message names the option.
 
 from __future__ import annotations
 
-import re
 import textwrap
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import typer
@@ -37,31 +36,13 @@ from crawler.cli._common import (
     settings_from,
     store_errors,
 )
+from crawler.cli._rules import parse_since
 
 sources_app = typer.Typer(help="Sources that discovery follows links from.", no_args_is_help=True)
 app.add_typer(sources_app, name="sources")
 
-_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([smhdw])$")  # ASCII digits only
 #: the largest value of the database's INTEGER columns (SQLite's are wider; PostgreSQL's not)
 INTEGER_MAX = 2**31 - 1
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """``1h``, ``30m``, ``2d`` (that long ago) or an ISO 8601 time (UTC if no zone)."""
-    now = now or datetime.now(UTC)
-    if not text.isascii():
-        raise ValueError(f"--since {text!r}: use ASCII digits and letters (30m, 1h, 2d)")
-    match = _DURATION.match(text.strip().lower())
-    if match:
-        return now - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(
-            f"--since {text!r}: give a duration (30m, 1h, 2d) or an ISO 8601 time"
-        ) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _check_patterns(patterns: list[str], flag: str) -> tuple[str, ...]:

@@ -8,11 +8,10 @@ terminal and prints it plain when piped; ``--html`` prints ``difflib.HtmlDiff``'
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -31,7 +30,7 @@ from crawler.cli._common import (
     settings_from,
     store_errors,
 )
-from crawler.cli._rules import parse_duration
+from crawler.cli._rules import parse_since
 from crawler.settings import Settings
 
 if TYPE_CHECKING:
@@ -40,26 +39,6 @@ if TYPE_CHECKING:
 #: changes read per query by ``crawler changes``
 PAGE = 1_000
 _DIFF_STYLES = {"+": "green", "-": "red", "@": "cyan"}
-
-
-def parse_since(value: str, now: datetime | None = None) -> datetime:
-    """A duration back from now (``90s``, ``15m``, ``1h30m``, ``2d``, ``1w``: the rules'
-    parser, ASCII digits only) or an ISO 8601 time (without a zone: UTC). Raises ValueError
-    with what is accepted."""
-    now = now or datetime.now(UTC)
-    if value.strip().lower() not in ("none", "default"):  # the rules' words, not times
-        with contextlib.suppress(ValueError):
-            seconds = parse_duration(value)
-            if seconds is not None:
-                return now - timedelta(seconds=seconds)
-    try:
-        when = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise ValueError(
-            f"--since {value!r}: give a duration such as 90s, 15m, 1h, 2d, 1w, or an ISO time "
-            "such as 2026-11-26T08:00:00Z"
-        ) from None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def open_existing_store(settings: Settings) -> Store:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from crawler.cli import app
-from crawler.cli.discover import parse_since
+from crawler.cli._rules import parse_since
 from crawler.store import DiscoveryStore, Found, SlotDiscovery, SourceSpec, Store
 
 NEWS = "https://example.org/news/"

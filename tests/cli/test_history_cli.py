@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import crawler.cli.history
 from crawler.cli import app
-from crawler.cli.history import parse_since
+from crawler.cli._rules import parse_since
 from crawler.store import Store
 from crawler.store.models import url_tags
 from tests.detect.test_diff import apply_unified_diff
