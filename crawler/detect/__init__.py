@@ -32,14 +32,13 @@ from crawler.detect._hash import content_hash, raw_hash
 from crawler.detect._judge import JUDGE_BUDGET_S, JUDGE_ERROR_KINDS, DetectItem, Verdict, judge
 from crawler.detect._normalize import (
     MAX_NORMALIZE_BYTES,
-    collapse_whitespace,
     content_kind,
     extract,
     normalize,
     readable_text,
 )
 from crawler.detect._rules import InvalidRuleError, WatchRules, validate_rules
-from crawler.detect._snapshot import cut_snapshot, snapshot_limit
+from crawler.snapshots import collapse_whitespace, cut_snapshot, snapshot_limit
 
 __all__ = [
     "JUDGE_BUDGET_S",

@@ -15,10 +15,11 @@ from math import inf
 import xxhash
 
 from crawler.detect._charset import ASCII_TRANSPARENT, sniff, undeclared_encoding
-from crawler.detect._normalize import MAX_NORMALIZE_BYTES, NBSP, content_kind
+from crawler.detect._normalize import MAX_NORMALIZE_BYTES, content_kind
 from crawler.detect._rules import NO_RULES, WatchRules
 from crawler.detect._skeleton import skeleton
 from crawler.detect._skeleton_read import GiveUpError
+from crawler.snapshots import NBSP
 
 _WHITESPACE = b" \t\n\r\x0b\x0c"
 

@@ -28,6 +28,7 @@ from typing import Final
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from crawler.detect._rules import BudgetExceededError, clock
+from crawler.snapshots import NBSP
 
 #: Elements that start and end a line (HTML's block-level and table-row elements, and the
 #: head's title, whose text the hash has always included).
@@ -46,7 +47,7 @@ CELL_TAGS: Final = ("td", "th")
 #: that follows text, as in ``word<a>link</a>``, is left as the page joins it).
 ADJACENT_TAGS: Final = ("a", "button")
 
-_NBSP = "\u00a0".encode()
+
 _CHECK_EVERY = 4096
 #: The line break inserted into the tree: a Unicode noncharacter, which pages do not carry,
 #: so that the page's own newlines (source formatting, outside ``pre``) read as spaces. A page
@@ -119,7 +120,7 @@ def tidy_lines(data: bytes) -> bytes:
     """Each line's runs of ASCII whitespace and NBSPs made one space, the line stripped, empty
     lines dropped, lines joined by ``\\n`` (no trailing newline)."""
     if b"\xa0" in data:
-        data = data.replace(_NBSP, b" ")
+        data = data.replace(NBSP, b" ")
     out = []
     for line in data.split(b"\n"):
         words = line.split()

@@ -30,13 +30,13 @@ from crawler.detect._rules import (
     compiled_patterns,
     remove_patterns,
 )
+from crawler.snapshots import collapse_whitespace
 
 Kind = Literal["html", "xml", "text", "binary"]
 
 #: Bodies are cut to this many bytes before parsing (bounds the DOM size and the CPU per page).
 MAX_NORMALIZE_BYTES = 2 * 2**20
 _DROP_TAGS = ["script", "style", "noscript", "template"]
-NBSP = "\u00a0".encode()
 _DEFAULT_RULES = NO_RULES
 
 
@@ -69,16 +69,6 @@ def content_kind(content_type: str | None, body: bytes) -> Kind:
     if head.startswith(b"<?xml"):
         return "xml"
     return "binary"
-
-
-def collapse_whitespace(data: bytes) -> bytes:
-    """Runs of ASCII whitespace (and NBSP) become one space; no leading/trailing space.
-
-    The same whitespace that ``content_hash`` ignores, so hashing before or after collapsing
-    gives the same hash."""
-    if b"\xa0" in data:  # a memchr: see content_hash
-        data = data.replace(NBSP, b" ")
-    return b" ".join(data.split())
 
 
 def html_text(text: str, selector: str | None, deadline: float = inf) -> tuple[str, bool]:

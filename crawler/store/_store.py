@@ -23,9 +23,9 @@ from sqlalchemy import (
     update,
 )
 
-from crawler.detect import collapse_whitespace, cut_snapshot
 from crawler.schedulers import SchedulerState
 from crawler.sites import site_of
+from crawler.snapshots import collapse_whitespace, cut_snapshot
 from crawler.store import _admin, _bounds, _fence, _history, _outbox, _pg, _sqlite, _state
 from crawler.store._admin import parse_patterns
 from crawler.store._cluster import ClusterStore, Fence, fence_rows, release_revoked
@@ -89,7 +89,7 @@ site_host = site_of
 
 
 def compress_snapshot(text: str, max_bytes: int | None) -> bytes:
-    """``text`` cut to ``max_bytes`` (``crawler.detect.cut_snapshot``), compressed."""
+    """``text`` cut to ``max_bytes`` (``crawler.snapshots.cut_snapshot``), compressed."""
     data = cut_snapshot(text.encode("utf-8"), max_bytes) or b""
     return zstandard.compress(data, SNAPSHOT_LEVEL)
 
