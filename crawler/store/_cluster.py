@@ -61,7 +61,7 @@ from numpy.typing import NDArray
 from sqlalchemy import Connection, Engine, delete, func, insert, select, text, update
 
 from crawler.schedulers import SchedulerState
-from crawler.store import _state
+from crawler.store import _load
 from crawler.store._engine import reading, translate_errors
 from crawler.store._sql import among, is_postgres
 from crawler.store._types import StoreError, StoreUnavailable
@@ -69,9 +69,7 @@ from crawler.store.models import (
     cluster_leases,
     cluster_state,
     cluster_workers,
-    scheduler_state,
     sites,
-    url_state,
     urls,
 )
 
@@ -919,40 +917,10 @@ class ClusterStore:
 
     def load_url_states(self, name: str, ids: Sequence[int]) -> SchedulerState | None:
         """The saved state of scheduler ``name`` restricted to ``ids`` (those with a saved
-        row; corrupt rows left out): the scalars as saved and the per-URL rows, sorted by
-        id. None if the scheduler was never saved."""
+        row; corrupt rows left out, and said in the log): the scalars as saved and the
+        per-URL rows, sorted by id. None if the scheduler was never saved."""
         with translate_errors("loading saved URL states"), reading(self.engine) as conn:
-            found = conn.execute(
-                select(scheduler_state.c.scalars, scheduler_state.c.url_dtype).where(
-                    scheduler_state.c.name == name
-                )
-            ).first()
-            if found is None:
-                return None
-            try:
-                scalars = _state.scalars_from_json(found[0])
-                dtype = _state.dtype_from_json(found[1])
-            except (ValueError, TypeError) as exc:
-                log.warning("scheduler %s: saved state unreadable (%s)", name, exc)
-                return None
-            rows: list[tuple[int, bytes]] = []
-            wanted = sorted({int(i) for i in ids})
-            for start in range(0, len(wanted), 10_000):
-                chunk = wanted[start : start + 10_000]
-                rows.extend(
-                    (int(i), bytes(d))
-                    for i, d in conn.execute(
-                        select(url_state.c.url_id, url_state.c.data).where(
-                            url_state.c.scheduler == name, among(conn, url_state.c.url_id, chunk)
-                        )
-                    )
-                    if d is not None and len(d) == dtype.itemsize
-                )
-        rows.sort()
-        got = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        return SchedulerState.from_mapping(
-            {**scalars, "ids": got, **_state.unpack_rows(b"".join(r[1] for r in rows), dtype)}
-        )
+            return _load.load_states_of(conn, name, ids, None)
 
     def site_weights_from_state(self, name: str) -> dict[str, float]:
         """Each site's weight (the sum of its watched URLs' wanted polls per slot) from

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from crawler.store import Fence, NotCoordinator, Store
+from crawler.store.models import url_state
 from tests.store._helpers import add, custom_state, poll, slot_record
 
 
@@ -203,3 +204,8 @@ def test_load_url_states_returns_the_saved_rows(store: Store) -> None:
     assert got.ids.tolist() == [ids[1], ids[3]]
     assert got.rows["level"].tolist() == [2.0, 4.0]
     assert store.load_url_states("nothing", ids) is None
+    with store.engine.begin() as conn:  # a row damaged on disk: left out, the rest kept
+        conn.execute(url_state.update().where(url_state.c.url_id == int(ids[1])).values(data=b"x"))
+    got = store.load_url_states("custom", [ids[3], ids[1]])
+    assert got is not None and got.ids.tolist() == [ids[3]]
+    assert got.rows["level"].tolist() == [4.0]
