@@ -245,13 +245,13 @@ class Settings(BaseSettings):
         description="in-scope links of a source page that become its foragers' start pages "
         "(read at its first fetch; 0 = the source page only)",
     )
-    # discovery-feeds (crawler/discovery/_seeds.py): where the foragers' paths start
+    # where the foragers' paths start (crawler/discovery/_seeds.py)
     discovery_start_choice: Literal["weblog", "bandit", "round_robin"] = Field(
         "bandit",
         description="how a source's start pages are chosen: bandit = by the new links expected "
         "to wait on each (learned), weblog = the paper's start list, round_robin = in turn",
     )
-    # disc-fix (crawler/service/_discovery.py): the re-polling scheduler reads the start pages
+    # the re-polling scheduler reads the start pages (crawler/service/_discovery_leads.py)
     discovery_watch_starts: bool = Field(
         True,
         description="add each source's start pages to the watch list: the scheduler reads them, "

@@ -178,7 +178,7 @@ class DiscoverySide(SourceCrawls):
                 source.crawl.new_slot()
         self.caps.new_slot()
         if budget > 0:
-            await self._poll_leads(slot, budget, stop)  # disc-fix: links the scheduler heard
+            await self._poll_leads(slot, budget, stop)  # links the scheduler heard
             await self._polls(slot, budget, stop)
             if repolled is not None and self._fed:  # and those its reads hear in this slot
                 timeout = deadline - time.monotonic()
@@ -186,7 +186,7 @@ class DiscoverySide(SourceCrawls):
                     await asyncio.wait_for(repolled.wait(), max(0.0, timeout))
                 if repolled.is_set():
                     await self._poll_leads(slot, budget, stop)
-        await self._watch_starts()  # disc-fix: start pages for the scheduler to read
+        await self._watch_starts()  # start pages for the scheduler to read
         slot.record.linked |= self._heard_linked  # linked by a start page the scheduler read
         self._heard_linked = set()
         for found, published in self._heard_found:  # new pages the scheduler's reads found

@@ -92,7 +92,7 @@ class DiscoveryState:
         self._read: OrderedDict[str, tuple[str | None, str | None, str, float | None]] = (
             OrderedDict()
         )
-        # disc-fix: start pages on the watch list -> the sources whose start pages they are;
+        # start pages on the watch list -> the sources whose start pages they are;
         # links heard from the scheduler's polls of them -> (source id, the page, its depth);
         # start pages still to add to the watch list; pages those polls found linked
         self._fed: dict[str, set[int]] = {}
@@ -188,13 +188,13 @@ class DiscoveryState:
                 known=self.known,
                 max_step=self.settings.discovery_max_step,
                 seed=source.row.id if self.settings.seed is None else self.settings.seed,
-                start_choice=self.settings.discovery_start_choice,  # disc-feeds
+                start_choice=self.settings.discovery_start_choice,
             )
         except ValueError as exc:
             log.error("source %s cannot be crawled: %s", spec.url, exc)
             return
-        source.crawl.restore_starts(SourceState.parse(source.row.state).starts)  # disc-feeds
-        self._feed(source, seeds, listing)  # disc-fix: the scheduler reads the start pages
+        source.crawl.restore_starts(SourceState.parse(source.row.state).starts)
+        self._feed(source, seeds, listing)  # the scheduler reads the start pages
         if source.fed and judge:  # judged new or not at the scheduler's first read of each
             for url in unknown:
                 if url in self._fed:

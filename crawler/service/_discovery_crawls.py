@@ -68,7 +68,7 @@ class SourceCrawls(LeadPolls):
                 return first  # its first poll: its links become the start pages
             self._start(source, slot.bodies.get(first), self._is_listing(first, slot))  # once
         crawl = source.crawl
-        if crawl is None or source.fed:  # disc-fix: its start pages are read by the scheduler
+        if crawl is None or source.fed:  # its start pages are read by the scheduler
             return None
         if self.caps.room(source.row.id, self.clock()) <= 0:  # its new-page caps: done for now
             return None
@@ -109,7 +109,7 @@ class SourceCrawls(LeadPolls):
         published = slot.dates.get(url)
         now = self.clock()
         before = len(crawl.found)
-        listing = slot.listings.get(url)  # disc-feeds: sitemaps and feeds, read already
+        listing = slot.listings.get(url)  # sitemaps and feeds, read already
         loops = crawl.listing_errors["loop"]
         crawl.fetched(
             url,
@@ -126,7 +126,7 @@ class SourceCrawls(LeadPolls):
                 f"source {source.row.url}: sitemap index {url} lists itself or an index above "
                 "it (not followed)",
             )
-        hints = crawl.take_hints()  # disc-feeds: a sitemap's or feed's moved lastmod dates
+        hints = crawl.take_hints()  # a sitemap's or feed's moved lastmod dates
         if hints and self.known is not None:
             known = [h.url for h in hints if h.url in self.known]
             for hinted in known:  # re-polled in the next slot if watched (``take_hinted``)

@@ -72,7 +72,7 @@ class PageReads(ListingReads):
             cached = self._read.get(url)
             if a.outcome == "not_modified" and cached is not None:  # read before: the same
                 slot.not_modified += 1
-                slot.unchanged.add(url)  # disc-feeds: the crawl replays its own links (listings)
+                slot.unchanged.add(url)  # the crawl replays its own links (listings)
                 self._read.move_to_end(url)
                 slot.bodies[url], slot.dates[url] = cached[2], cached[3]
                 self._links(slot, cached[2], url)

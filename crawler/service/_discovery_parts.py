@@ -80,11 +80,11 @@ class DiscoverySummary:
     by_source: dict[int, int] = field(default_factory=dict)
     #: the URLs discovery polled this slot (for tests and logs)
     polled: tuple[str, ...] = ()
-    #: disc-fix: the URLs discovery downloaded this slot (a 200 with a body; 304s are not)
+    #: the URLs discovery downloaded this slot (a 200 with a body; 304s are not)
     downloaded: tuple[str, ...] = ()
-    #: disc-fix: polls of leads (links heard from the scheduler's polls of start pages)
+    #: polls of leads (links heard from the scheduler's polls of start pages)
     lead_polls: int = 0
-    #: disc-fix: the URLs discovery polled this slot that answered 304
+    #: the URLs discovery polled this slot that answered 304
     unmodified: tuple[str, ...] = ()
 
 
@@ -95,7 +95,7 @@ class SourceRun:
     topic: frozenset[str] = frozenset()
     #: where its start pages came from: "state" (saved), "page" (its links), "source" (itself)
     started_from: str = ""
-    #: disc-fix: its start pages are on the watch list (the scheduler reads them)
+    #: its start pages are on the watch list (the scheduler reads them)
     fed: bool = False
     #: the slot its page went on the watch list for the scheduler's first read (None: not
     #: asked; -1: discovery reads it itself, see ``_first_by_scheduler``)
@@ -109,7 +109,7 @@ class SlotWork:
     picked: set[str]
     deadline: float
     bodies: dict[str, str | None] = field(default_factory=dict)  # polled here: html or None
-    # disc-feeds: a sitemap or feed read (in the listing worker) or why it could not be, and
+    # a sitemap or feed read (in the listing worker) or why it could not be, and
     # the URLs answered 304 to a conditional poll or with the same listing body as last time
     # (their links read last time stand)
     listings: dict[str, Listing | SitemapError] = field(default_factory=dict)

@@ -52,8 +52,8 @@ async def test_discovery_finds_new_pages_within_5_slots_and_learns_the_sections(
     assert bandit.max_slot_polls <= 10  # 20% of 50 per slot, never more
     # after each start page's first read, a download is a new page or a start page that had
     # changed (conditional polls: an unchanged one answers 304). Counted from discovery's own
-    # downloads since disc-fix (before, from the site's counters, which mix in the scheduler's
-    # polls of old pages, so an old page discovery downloaded went uncounted): the front page
+    # downloads (not from the site's counters, which mix in the scheduler's polls of old
+    # pages, so an old page discovery downloaded would go uncounted): the front page
     # links 49 sections and then an article, p/51, which becomes the 50th start page
     # (discovery_seed_links) and is read once like the sections
     assert bandit.other_downloads <= 2
