@@ -34,10 +34,8 @@ _CHUNK = 10_000
 
 def load_state(conn: Connection, name: str, problems: list[str] | None) -> SchedulerState | None:
     """The merged state of scheduler ``name`` over the watched URLs (see Store)."""
-    issues: list[str] = []
-    header = _header(conn, name, issues)
+    header = _header(conn, name, problems)
     if header is None:
-        _report(issues, problems)
         return None
     scalars, dtype = header
     id_parts: list[NDArray[np.int64]] = []
@@ -47,7 +45,7 @@ def load_state(conn: Connection, name: str, problems: list[str] | None) -> Sched
         rows = _sized(rows, dtype.itemsize, bad)
         id_parts.append(np.fromiter(map(_first, rows), np.int64, len(rows)))
         blobs.append(b"".join(map(_second, rows)))  # one buffer per chunk
-    _report(issues + _corrupt(name, bad), problems)
+    _report(_corrupt(name, bad), problems)
     ids = np.concatenate(id_parts) if id_parts else np.empty(0, np.int64)
     return _assemble(scalars, dtype, ids, blobs)
 
@@ -58,10 +56,8 @@ def load_states_of(
     """The saved state of scheduler ``name`` restricted to ``ids`` (a cluster worker's
     gained URLs; those with a usable saved row), the scalars as saved: the same header,
     row checks and assembly as ``load_state``, over the URLs asked for only."""
-    issues: list[str] = []
-    header = _header(conn, name, issues)
+    header = _header(conn, name, problems)
     if header is None:
-        _report(issues, problems)
         return None
     scalars, dtype = header
     rows: list[tuple[int, bytes]] = []
@@ -75,17 +71,17 @@ def load_states_of(
             )
         )
         rows.extend(_sized([(int(i), d) for i, d in found], dtype.itemsize, bad))
-    _report(issues + _corrupt(name, bad), problems)
+    _report(_corrupt(name, bad), problems)
     rows.sort(key=_first)
     got = np.fromiter(map(_first, rows), np.int64, len(rows))
     return _assemble(scalars, dtype, got, [b"".join(map(_second, rows))])
 
 
 def _header(
-    conn: Connection, name: str, issues: list[str]
+    conn: Connection, name: str, problems: list[str] | None
 ) -> tuple[dict[str, Any], np.dtype[Any]] | None:
     """Scheduler ``name``'s saved scalars and per-URL row type; None if it was never saved
-    or they cannot be read (then said in ``issues``)."""
+    or they cannot be read (then reported)."""
     found = conn.execute(
         select(scheduler_state.c.scalars, scheduler_state.c.url_dtype).where(
             scheduler_state.c.name == name
@@ -96,7 +92,7 @@ def _header(
     try:
         return _state.scalars_from_json(found[0]), _state.dtype_from_json(found[1])
     except (ValueError, TypeError) as exc:
-        issues.append(f"scheduler {name}: saved state is unreadable ({exc}); starting afresh")
+        _report([f"scheduler {name}: saved state is unreadable ({exc}); starting afresh"], problems)
         return None
 
 
