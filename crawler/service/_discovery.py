@@ -141,8 +141,8 @@ class DiscoverySide(SourceCrawls):
                 self.unusable.pop(sid, None)
                 topic = frozenset(words(row.spec.topic or ""))
                 self.sources[sid] = SourceRun(row, topic=topic)
-        if self.sources and self.known is None:
-            self.known = await asyncio.to_thread(self.store.known_urls)
+        if self.sources:
+            await self.load_known()
         if self.sources and not self._caps_loaded:  # today's finds count against the caps
             now = self.clock()
             since = datetime.fromtimestamp(day_start(now), UTC)

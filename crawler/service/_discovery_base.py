@@ -25,6 +25,7 @@ from crawler.discovery import (
     ListingPacer,
     OneOffLearner,
     Refusal,
+    Scope,
     SitemapError,
     SourceBudget,
     SourceCrawl,
@@ -47,6 +48,7 @@ from crawler.service._discovery_parts import (
 from crawler.service._pollers import fetch_config
 from crawler.service._trap_caps import NewPageCaps
 from crawler.settings import Settings
+from crawler.sites import url_host_key
 from crawler.store import DiscoveryStore, Found, SlotDiscovery, SourceSpec, Store
 from crawler.workers import Poller
 
@@ -72,6 +74,9 @@ class DiscoveryState:
         self.clock = clock
         self.sources: dict[int, SourceRun] = {}
         self.known: set[str] | None = None
+        #: the (hosts, domains) scopes whose watched URLs ``known`` holds (read per scope:
+        #: ``load_known``)
+        self._known_scopes: set[tuple[frozenset[str], tuple[str, ...]]] = set()
         self.last = DiscoverySummary()
         self._dead: set[str] = set()
         self._unsaved: SlotDiscovery | None = None
@@ -185,7 +190,7 @@ class DiscoveryState:
                 scope=scope,
                 strategy=self.settings.discovery_strategy,
                 seeds=seeds or None,
-                known=self.known,
+                known=self._known_in(scope),
                 max_step=self.settings.discovery_max_step,
                 seed=source.row.id if self.settings.seed is None else self.settings.seed,
                 start_choice=self.settings.discovery_start_choice,
@@ -202,6 +207,31 @@ class DiscoveryState:
             while len(self._unjudged) > MAX_LEADS:
                 self._unjudged.popitem(last=False)
         log.info("source %s: %d start pages (%s)", spec.url, len(seeds), source.started_from)
+
+    async def load_known(self) -> None:
+        """Read the known URLs of the sources' scopes not read yet: a source's crawl asks
+        only about links in its scope, so the watched URLs of other sites stay unread (a
+        million-URL watch list with a source on one site: that site's URLs)."""
+        scopes = [scope_of(source.row) for source in self.sources.values()]
+        wanted = {(scope.hosts, scope.allowed_domains) for scope in scopes}
+        missing = wanted - self._known_scopes
+        if not missing:
+            return
+        hosts = {h for hs, _ in missing for h in hs}
+        domains = {d for _, ds in missing for d in ds}
+        found = await asyncio.to_thread(self.store.known_urls, hosts, domains)
+        if self.known is None:
+            self.known = found
+        else:  # the same set: the sources' crawls and the leads ask it
+            self.known.update(found)
+        self._known_scopes |= missing
+
+    def _known_in(self, scope: Scope) -> set[str] | None:
+        """The known URLs a source of ``scope`` may ask about (its crawl keeps its own copy,
+        so only its scope's)."""
+        if self.known is None:
+            return None
+        return {u for u in self.known if scope.host_allowed(url_host_key(u))}
 
     def _feed(self, source: SourceRun, seeds: list[str], listing: bool) -> None:
         """Put a source's start pages on the watch list (at the next record), so the

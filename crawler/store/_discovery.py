@@ -27,19 +27,20 @@ Decisions:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Row, and_, bindparam, func, select, update
 
+from crawler.sites import host_key
 from crawler.store._engine import translate_errors
 from crawler.store._outbox import write_discovered_events
 from crawler.store._sql import among
 from crawler.store._types import NewUrl
 from crawler.store._upsert import upsert
-from crawler.store.models import discovered, sources, urls
+from crawler.store.models import discovered, sites, sources, urls
 
 if TYPE_CHECKING:
     from crawler.store._store import Store
@@ -214,10 +215,30 @@ class DiscoveryStore:
 
     # ----- what was found --------------------------------------------------------------
 
-    def known_urls(self) -> set[str]:
-        """Every URL discovery must not report new again: watched (now or once) or found."""
+    def known_urls(
+        self, hosts: Collection[str] | None = None, domains: Collection[str] = ()
+    ) -> set[str]:
+        """Every URL discovery must not report new again: watched (now or once) or found.
+        With ``hosts`` (host names, without port) only the watched URLs of the sites of those
+        hosts, or of ``domains`` and their subdomains, are read: the only links a source's
+        crawl asks about are in its scope, and a worker with a source on one site of a
+        million-URL watch list then reads that site's URLs, not all of them. The pages found
+        by discovery are read whole (they are bounded by the sources' budgets and expiry)."""
         with translate_errors("reading known URLs"), self.engine.connect() as conn:
-            known = {u for (u,) in conn.execute(select(urls.c.url))}
+            if hosts is None:
+                known = {u for (u,) in conn.execute(select(urls.c.url))}
+            else:
+                wanted, suffixes = set(hosts), tuple("." + d for d in domains)
+                site_ids = [
+                    i
+                    for i, site in conn.execute(select(sites.c.id, sites.c.host))
+                    if (h := host_key(site)) in wanted or h in domains or h.endswith(suffixes)
+                ]
+                known = set()
+                for start in range(0, len(site_ids), _CHUNK):
+                    chunk = site_ids[start : start + _CHUNK]
+                    query = select(urls.c.url).where(among(conn, urls.c.site_id, chunk))
+                    known.update(u for (u,) in conn.execute(query))
             known.update(u for (u,) in conn.execute(select(discovered.c.url)))
         return known
 

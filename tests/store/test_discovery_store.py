@@ -81,6 +81,22 @@ def test_record_slot_first_finder_wins_counts_and_auto_watch(store: Store) -> No
     assert ds.discovered(since=t + timedelta(seconds=1)) == []
 
 
+def test_known_urls_of_some_hosts_and_domains_only(store: Store) -> None:
+    """A source asks only about links in its scope: the watched URLs of other sites are not
+    read (a site by its host, whatever its port; a domain with its subdomains)."""
+    watched = [
+        "https://news.example/a", "http://news.example:8080/b", "https://x.news.example/c",
+        "https://other.example/d", "https://example/e", "https://badnews.example/f",
+    ]  # fmt: skip
+    store.add_urls([NewUrl(u) for u in watched])
+    ds = DiscoveryStore(store)
+    assert ds.known_urls() >= set(watched)
+    assert ds.known_urls(["news.example"]) == set(watched[:2])
+    assert ds.known_urls([], ["news.example"]) == set(watched[:3])
+    assert ds.known_urls(["other.example"], ["example"]) == set(watched)
+    assert ds.known_urls(["nowhere.example"]) == set()
+
+
 def test_expiry_unlinked_and_dead_leave_the_watch_list(store: Store) -> None:
     ds = DiscoveryStore(store)
     news, _ = ds.add_source(SourceSpec(NEWS, auto_watch=True))
