@@ -62,7 +62,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from crawler.schedulers._fill import constrained_fill, proportional_curve
-from crawler.schedulers._limits import Limits, group_dtype
+from crawler.schedulers._limits import BITMAP_FROM, Limits, group_dtype, in_bits, row_bits
 from crawler.schedulers._realize import CreditArray
 
 FloatArray = NDArray[np.float64]
@@ -164,6 +164,8 @@ class Guard:
         self._projected_version = -1
         self._gap_cache: tuple[IndexArray, FloatArray, FloatArray] | None = None
         self._gap_version = -1
+        #: a bitmap of the table's rows and the rows array and row count it was built for
+        self._table_bits: tuple[IndexArray, int, NDArray[np.uint8]] | None = None
 
     # ----- rows -------------------------------------------------------------------------
 
@@ -281,6 +283,8 @@ class Guard:
         """Successful polls: their streaks end, retired ones come back."""
         if rows.size == 0 or self.rows.size == 0:
             return
+        if not (self.streak.any() or self.retired.any()):
+            return  # no failure on record: nothing to end (and no lookup of the rows)
         at = self._entries(rows, create=False)
         failing = at[(self.streak[at] > 0) | self.retired[at]]
         if failing.size == 0:
@@ -384,9 +388,7 @@ class Guard:
             due = np.flatnonzero(late >= 0)
             if due.size:
                 forced = self.rows[entries[due[np.argsort(-late[due], kind="stable")]]]
-                is_forced = np.zeros(self.group.size, dtype=bool)
-                is_forced[forced] = True
-                allowed = allowed[~is_forced[allowed]]
+                allowed = allowed[~np.isin(allowed, forced)]
         order = np.concatenate([forced, allowed]).astype(np.intp)
         group = self.group
         cap = self._caps()
@@ -408,8 +410,20 @@ class Guard:
         """Record the selection of some rows in a slot (only the table's rows keep it)."""
         self._slot = max(self._slot, slot)
         if self.rows.size and rows.size:
+            rows = rows[self._maybe_in_table(rows)]
             at = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
             self.last[at[self.rows[at] == rows]] = slot
+
+    def _maybe_in_table(self, rows: IndexArray) -> BoolArray | slice:
+        """The rows that may be in the table: for many rows those in its bitmap (exactly
+        the table's), for a few all of them (the caller's binary search sorts them)."""
+        if rows.size < BITMAP_FROM:
+            return slice(None)
+        n = self.group.size
+        cached = self._table_bits
+        if cached is None or cached[0] is not self.rows or cached[1] != n:
+            cached = self._table_bits = (self.rows, n, row_bits(self.rows, n))
+        return in_bits(cached[2], rows)
 
     def _refill(
         self,
@@ -444,12 +458,42 @@ class Guard:
                 pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         if pool.size == 0:
             return kept
-        pool = pool[np.argsort(-credit[pool], kind="stable")]
-        if host_credit is not None:
-            pool = self._within_credit(pool, group, host_credit, limit=need)
-        extra = pool[:need]
+        extra = self._best_within(pool, credit, need, group, host_credit)
         credit[extra] -= 1.0
         return np.concatenate([kept, extra]).astype(np.intp)
+
+    def _best_within(
+        self,
+        pool: IndexArray,
+        credit: CreditArray,
+        need: int,
+        group: NDArray[np.signedinteger],
+        host_credit: FloatArray | None,
+    ) -> IndexArray:
+        """The first ``need`` rows of ``pool``, by credit from the largest (ties in pool
+        order), that their hosts' credit lets in. Which rows a host lets in depends only on
+        the rows before them, so the ranked head of the pool decides when it lets ``need``
+        in: only that head is sorted (twice the need, then four times as many, ...), not
+        the whole pool. The rows of a host with no whole poll of credit left are never let
+        in: they are dropped first."""
+        if host_credit is not None:
+            g = group[pool]
+            open_host = np.floor(host_credit[g] + 1e-9) >= 1
+            pool = pool[open_host | (g < 0)]
+        size = pool.size if host_credit is None else min(pool.size, 2 * need + 64)
+        while True:
+            head = pool
+            if size < pool.size:
+                head = pool[np.sort(np.argpartition(-credit[pool], size - 1)[:size])]
+            head = head[np.argsort(-credit[head], kind="stable")]
+            if host_credit is None:
+                return head[:need]
+            trial = host_credit.copy()
+            fits = self._within_credit(head, group, trial, limit=need)
+            if fits.size >= need or size >= pool.size:
+                host_credit[:] = trial
+                return fits
+            size = min(pool.size, 4 * size)
 
     def allowed(self, slot: int) -> BoolArray:
         """Rows that their upper bound (pause, back-off, retirement) lets be polled now."""
@@ -469,8 +513,10 @@ class Guard:
             _, _, min_gap = self._deadlines()
             soon = self.rows[slot - self.last < min_gap]
             if soon.size:
-                at = np.minimum(np.searchsorted(soon, rows), soon.size - 1)
-                ok &= soon[at] != rows
+                some = np.arange(rows.size)[self._maybe_in_table(rows)]
+                query = rows[some]
+                at = np.minimum(np.searchsorted(soon, query), soon.size - 1)
+                ok[some] = soon[at] != query
         return ok
 
     def _deadlines(self) -> tuple[IndexArray, FloatArray, FloatArray]:
@@ -518,7 +564,11 @@ class Guard:
             gs = g[idx]
             ranked = np.argsort(gs, kind="stable")
             sorted_g = gs[ranked]
-            start = np.searchsorted(sorted_g, sorted_g, side="left")
+            # each row's first position in its group's run (a running maximum of the
+            # run starts: a binary search per row cost more)
+            first = np.zeros(idx.size, dtype=np.int64)
+            first[1:] = np.where(sorted_g[1:] != sorted_g[:-1], np.arange(1, idx.size), 0)
+            start = np.maximum.accumulate(first)
             rank = np.empty(idx.size, dtype=np.int64)
             rank[ranked] = np.arange(idx.size) - start
             keep[idx] = rank < np.floor(credit[gs] + 1e-9)

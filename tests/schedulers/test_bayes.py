@@ -145,9 +145,9 @@ def test_shift_test_rarely_fires_on_a_static_env() -> None:
     shifts = 0
     test = s._shift_test
 
-    def counting(pos: Any, hits: Any, tau: Any) -> Any:
+    def counting(pos: Any, hits: Any, tau: Any, rate: Any, seen: Any) -> Any:
         nonlocal shifts
-        out = test(pos, hits, tau)
+        out = test(pos, hits, tau, rate, seen)
         shifts += int(np.count_nonzero(out))
         return out
 
