@@ -563,12 +563,7 @@ class Guard:
         if idx.size:
             gs = g[idx]
             ranked = np.argsort(gs, kind="stable")
-            sorted_g = gs[ranked]
-            # each row's first position in its group's run (a running maximum of the
-            # run starts: a binary search per row cost more)
-            first = np.zeros(idx.size, dtype=np.int64)
-            first[1:] = np.where(sorted_g[1:] != sorted_g[:-1], np.arange(1, idx.size), 0)
-            start = np.maximum.accumulate(first)
+            start = _run_starts(gs[ranked])
             rank = np.empty(idx.size, dtype=np.int64)
             rank[ranked] = np.arange(idx.size) - start
             keep[idx] = rank < np.floor(credit[gs] + 1e-9)
@@ -678,6 +673,15 @@ class Guard:
         group = np.full(self.group.size, -1, dtype=group_dtype(labels.size))
         group[grouped] = remap[self.group[grouped]]
         self.group, self.labels = group, labels
+
+
+def _run_starts(ordered: NDArray[np.signedinteger]) -> NDArray[np.int64]:
+    """For each position of a sorted array, the first position of its value's run (a
+    running maximum of the run starts: a binary search per position cost more)."""
+    first = np.zeros(ordered.size, dtype=np.int64)
+    first[1:] = np.where(ordered[1:] != ordered[:-1], np.arange(1, ordered.size), 0)
+    start: NDArray[np.int64] = np.maximum.accumulate(first)
+    return start
 
 
 def refund(credit: CreditArray, rows: IndexArray) -> None:

@@ -625,15 +625,7 @@ class BayesRate(Scheduler):
         m_new = m * scaled / room
         new_moving[free] *= m / m_new
         self._own_padded = np.append(new_own, 0.0)
-        # x = min(1, rate / level), the level of a row the larger of its host's and the
-        # global one: that larger one per host first (index -1, no host: the global), then
-        # one gather into x's own array (no new array of n rows)
-        level = self._own_padded.astype(np.float32)
-        np.maximum(level, np.float32(m_new), out=level)
-        x = self._x
-        np.take(level, limits.group, out=x, mode="wrap")
-        np.divide(self._rhat, x, out=x)
-        np.minimum(x, np.float32(1.0), out=x)
+        x = _levelled_x(self._own_padded, m_new, limits.group, self._rhat, self._x)
         rows = limits.rows
         if rows.size:
             x[rows] = np.clip(x[rows], limits.row_lower, limits.row_upper)
@@ -728,6 +720,25 @@ class BayesRate(Scheduler):
             else:
                 hi = mid
         return hi
+
+
+def _levelled_x(
+    own_padded: FloatArray,
+    level: float,
+    group: NDArray[np.signedinteger],
+    rate: F32Array,
+    out: F32Array,
+) -> F32Array:
+    """x = min(1, rate / the row's level) in float32, written into ``out``: a row's level is
+    the larger of its host's own (``own_padded``, index -1 for no host, there 0) and the
+    global ``level``. That larger one is taken per host first, then gathered into ``out``
+    (no new array of n rows)."""
+    table = own_padded.astype(np.float32)
+    np.maximum(table, np.float32(level), out=table)
+    np.take(table, group, out=out, mode="wrap")
+    np.divide(rate, out, out=out)
+    np.minimum(out, np.float32(1.0), out=out)
+    return out
 
 
 def _log_ratios(hits: BoolArray, rt: FloatArray, k: float, misses: FloatArray) -> FloatArray:
