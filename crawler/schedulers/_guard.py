@@ -152,7 +152,10 @@ class Guard:
         self._seen = seen
         #: the projection's per-row scale (``project``; empty until a projection is made)
         self._scale: FloatArray = np.ones(0)
-        self.caps: dict[int, float] = {}
+        #: the capped group labels (sorted) and their caps: two arrays, not a dict (at
+        #: 25,000 capped hosts a dict of Python numbers held 2 bytes per URL of a million)
+        self.cap_labels: IdArray = np.empty(0, dtype=np.int64)
+        self.cap_values: FloatArray = np.empty(0)
         #: bumped on every change of what the allocation must respect
         self.version = 0
         self._cap_array: FloatArray | None = None
@@ -228,11 +231,17 @@ class Guard:
                     f"the cap of group {label} must be a positive number, got {value!r}"
                 )
             checked[int(label)] = v
+        merged: dict[int, float] = dict(
+            zip(self.cap_labels.tolist(), self.cap_values.tolist(), strict=True)
+        )
         for label, cap in checked.items():
             if cap is None:
-                self.caps.pop(label, None)
+                merged.pop(label, None)
             else:
-                self.caps[label] = cap
+                merged[label] = cap
+        labels = sorted(merged)
+        self.cap_labels = np.array(labels, dtype=np.int64)
+        self.cap_values = np.array([merged[label] for label in labels], dtype=np.float64)
         self._changed(groups=True)
 
     def set_bounds(
@@ -342,7 +351,7 @@ class Guard:
     def active(self) -> bool:
         """Whether anything here constrains the allocation (nothing does: the scheduler
         behaves exactly as without a guard)."""
-        return bool(self.caps) or self.limits().rows.size > 0
+        return self.cap_labels.size > 0 or self.limits().rows.size > 0
 
     def project(self, shares: FloatArray, capacity: float, slot: int) -> FloatArray:
         """The wanted polls per slot, scaled to fit the caps, budget and bounds: per URL
@@ -613,10 +622,13 @@ class Guard:
     def _caps(self) -> FloatArray:
         """Each group's cap (inf: none), aligned with ``labels``."""
         if self._cap_array is None:
-            caps = self.caps
-            self._cap_array = np.array(
-                [caps.get(label, np.inf) for label in self.labels.tolist()], dtype=np.float64
-            )
+            cap = np.full(self.labels.size, np.inf)
+            known = self.cap_labels
+            if known.size and self.labels.size:
+                at = np.minimum(np.searchsorted(known, self.labels), known.size - 1)
+                same = known[at] == self.labels
+                cap[same] = self.cap_values[at[same]]
+            self._cap_array = cap
         return self._cap_array
 
     def _entries(self, rows: IndexArray, *, create: bool) -> IndexArray:
