@@ -469,9 +469,13 @@ class BayesRate(Scheduler):
         w = self._importance if pos is None else self._importance[pos]
         return self._weighted_x(rate, w, self._m)
 
-    def _equal_x(self, rate: F32Array, u: float) -> F32Array:
-        """Equal weights: x = min(1, r / u), the short intervals rounded to whole slots."""
-        x: F32Array = np.minimum(rate / np.float32(u), np.float32(1.0))
+    def _equal_x(self, rate: F32Array, u: float, out: F32Array | None = None) -> F32Array:
+        """Equal weights: x = min(1, r / u), the short intervals rounded to whole slots
+        (written into ``out`` when it has the size: no new array of n rows)."""
+        if out is None or out.shape != rate.shape:
+            out = np.empty(rate.shape, dtype=np.float32)
+        x: F32Array = np.divide(rate, np.float32(u), out=out)
+        np.minimum(x, np.float32(1.0), out=x)
         big = self.settings.whole_intervals
         if big:
             head = np.flatnonzero(x >= np.float32(1.0 / big))
@@ -497,14 +501,17 @@ class BayesRate(Scheduler):
         unseen = (self._hit_count + self._miss_count) == 0
         n_unseen = int(np.count_nonzero(unseen))
         if n_unseen < n:
-            seen_sum = float(self._rhat.sum(dtype=np.float64)) - float(
-                self._rhat[unseen].sum(dtype=np.float64)
-            )
+            # Every unobserved row holds the new-URL value in force (given at add, at
+            # restore and below), so their sum is that value times their count: exactly
+            # what summing them gives (equal float32 values sum exactly in float64), without
+            # gathering the rows.
+            unseen_sum = n_unseen * float(np.float32(self._new_value))
+            seen_sum = float(self._rhat.sum(dtype=np.float64)) - unseen_sum
             mean_seen = seen_sum / (n - n_unseen)
             if mean_seen > 0 and math.isfinite(mean_seen):
                 self._new_value = self.settings.new_rate * mean_seen
         if n_unseen:
-            self._rhat[unseen] = np.float32(self._new_value)
+            np.putmask(self._rhat, unseen, np.float32(self._new_value))
         rate = self._rhat
         capacity = self.capacity
         guard = self._guard
@@ -668,7 +675,7 @@ class BayesRate(Scheduler):
         big = self.settings.whole_intervals
         self._u = u0
         if not big:
-            self._x = self._equal_x(rate, u0)
+            self._x = self._equal_x(rate, u0, out=self._x)
             return
         head = np.flatnonzero(rate >= np.float32(u0 / (2 * big)))
         rh = rate[head]
