@@ -89,8 +89,10 @@ multiplier ``m`` is re-solved by bisection on the same schedule.
 k URLs with the largest credit >= 1 are polled (only the candidates with credit >= 1 are
 ranked). ``realization="sampling"`` uses the base class's sampler.
 
-Memory per URL: the base's 32 bytes plus 32 (int32 last poll slot, six float32 arrays, the
-two float16 CUSUM statistics).
+Memory per URL: the base's 21 bytes (id, importance, float32 stride credit, dirty flag;
+no true-rate column: only the oracles keep one) plus 36 (int32 last poll slot, six float32
+arrays, the two float16 CUSUM statistics, and the float32 buffer of each slot's credit
+step, kept so that no slot allocates an array of n rows): 57 bytes.
 """
 
 from __future__ import annotations
