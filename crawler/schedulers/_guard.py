@@ -44,7 +44,10 @@ few URLs, and at a million URLs the dense per-URL arrays this replaced cost 54 b
 URL (116 B/URL for ``bayes`` under constraints against 61 without). Only a row in the
 table needs its ``last`` selection (an unbounded URL may be polled every slot), so a row
 that enters the table starts from the scheduler's record of its last poll (``seen``)
-when the scheduler keeps one, else from the latest slot.
+when the scheduler keeps one, else from the latest slot. A slot's rows (thousands at a
+million URLs) are looked up in the table through a bitmap of its rows (n / 8 bytes, built
+again when the table changes) before any binary search: searching every polled row was
+the largest single cost of a constrained slot.
 
 ``limits()`` gives the bounds in force (pause, failures and retirement folded in) for
 the allocation: the schedulers that allocate by an optimum (``bayes``, ``optimal``) solve
