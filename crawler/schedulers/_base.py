@@ -34,8 +34,9 @@ IndexArray = NDArray[np.intp]
 State = SchedulerState
 
 
-def as_id_array(ids: ArrayLike, what: str = "ids") -> IdArray:
-    """Validate and convert URL ids: a 1-D array of distinct integers."""
+def as_id_array(ids: ArrayLike, what: str = "ids", *, check_repeats: bool = True) -> IdArray:
+    """Validate and convert URL ids: a 1-D array of distinct integers (``check_repeats``
+    False: the caller checks that they are distinct)."""
     arr = np.asarray(ids)
     if arr.ndim == 0:
         arr = arr.reshape(1)
@@ -51,11 +52,16 @@ def as_id_array(ids: ArrayLike, what: str = "ids") -> IdArray:
         else:
             raise ValueError(f"{what} must be integers, got dtype {arr.dtype}")
     out = arr.astype(np.int64, copy=False)
-    if out.size > 1:
-        ordered = np.sort(out)  # cheaper than np.unique for the per-slot feedback check
+    if check_repeats:
+        _check_repeats(out, what)
+    return out
+
+
+def _check_repeats(ids: IdArray, what: str) -> None:
+    if ids.size > 1:
+        ordered = np.sort(ids)  # cheaper than np.unique for the per-slot feedback check
         if np.any(ordered[1:] == ordered[:-1]):
             raise ValueError(f"{what} contains repeated ids")
-    return out
 
 
 class Scheduler(ABC):
@@ -237,7 +243,14 @@ class Scheduler(ABC):
     def feedback(self, ids: ArrayLike, hits: ArrayLike) -> None:
         """Outcomes of this slot's successful polls: ``hits[j]`` is True if URL ``ids[j]``
         changed since its previous poll. Failed polls are simply left out."""
-        polled = as_id_array(ids)
+        polled = as_id_array(ids, check_repeats=False)
+        # feedback for exactly the selection (the common case) has distinct ids already
+        if not (
+            self._selected_rows is not None
+            and polled.size == self._selected_ids.size
+            and np.array_equal(polled, self._selected_ids)
+        ):
+            _check_repeats(polled, "ids")
         outcome = np.asarray(hits)
         if outcome.shape != polled.shape:
             raise ValueError("ids and hits must have the same length")
@@ -382,10 +395,8 @@ class Scheduler(ABC):
     def state(self) -> SchedulerState:
         """All that resumes this scheduler: the scalars, the ids and every per-URL array
         (aligned with ``ids``; see ``SchedulerState``)."""
-        return self._make_state(
-            self._ids.copy(),
-            {f: getattr(self, "_" + f).copy() for f in self._all_url_fields() if f != "dirty"},
-        )
+        rows = {f: getattr(self, "_" + f).copy() for f in self._all_url_fields() if f != "dirty"}
+        return self._make_state(self._ids.copy(), self._with_rate(rows, self._ids.size))
 
     def _make_state(self, ids: IdArray, rows: dict[str, NDArray[Any]]) -> SchedulerState:
         return SchedulerState(
@@ -407,14 +418,15 @@ class Scheduler(ABC):
         ``from_state`` accepts: it resumes the learning exactly, with fresh stride phases."""
         changed = np.flatnonzero(self._dirty)
         self._dirty[:] = False
-        return self._make_state(
-            self._ids[changed],
-            {f: getattr(self, "_" + f)[changed] for f in self._persistent_url_fields()},
-        )
+        rows = {f: getattr(self, "_" + f)[changed] for f in self._persistent_url_fields()}
+        return self._make_state(self._ids[changed], self._with_rate(rows, changed.size))
 
     def persistent_fields(self) -> tuple[str, ...]:
         """The ``url_*`` keys that ``take_delta()`` carries."""
-        return tuple(URL_PREFIX + f for f in self._persistent_url_fields())
+        saved = self._persistent_url_fields()
+        if "rate" not in saved:
+            saved = (saved[0], "rate", *saved[1:])
+        return tuple(URL_PREFIX + f for f in saved)
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> Scheduler:
@@ -519,7 +531,20 @@ class Scheduler(ABC):
     # ----- helpers ----------------------------------------------------------------------
 
     def _all_url_fields(self) -> tuple[str, ...]:
-        return ("importance", "rate", "credit", "dirty", *self._url_fields)
+        # Only an oracle keeps the true change probabilities: for the others they would be
+        # 8 bytes per URL of NaN (saved states still carry the field, see _with_rate).
+        if self.needs_rates:
+            return ("importance", "rate", "credit", "dirty", *self._url_fields)
+        return ("importance", "credit", "dirty", *self._url_fields)
+
+    def _with_rate(self, rows: dict[str, NDArray[Any]], count: int) -> dict[str, NDArray[Any]]:
+        """Saved rows with the ``rate`` field in its place (NaN for a scheduler that does
+        not keep it): the saved format is the same for every scheduler."""
+        if "rate" in rows:
+            return rows
+        out = {"importance": rows.pop("importance"), "rate": np.full(count, np.nan)}
+        out.update(rows)
+        return out
 
     def _persistent_url_fields(self) -> tuple[str, ...]:
         skip = {"credit", "dirty", *self._derived_fields}

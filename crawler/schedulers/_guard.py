@@ -49,7 +49,10 @@ polled (``NEVER_POLLED``) is due at once when it has a lower bound: its gap sinc
 poll is unbounded. That is how a section page marked as a discovery source gets its first
 read in the next slot instead of a whole maximum interval later (a new page listed on it in
 the meantime waited that long to be found), and it is how Nutch treats an injected URL.
-Such a URL counts as just due, after the URLs already past their deadline.
+Such a URL counts as just due, after the URLs already past their deadline. A slot's rows
+(thousands at a million URLs) are looked up in the table through a bitmap of its rows
+(n / 8 bytes, built again when the table changes) before any binary search: searching
+every polled row was the largest single cost of a constrained slot.
 
 ``limits()`` gives the bounds in force (pause, failures and retirement folded in) for
 the allocation: the schedulers that allocate by an optimum (``bayes``, ``optimal``) solve
@@ -67,7 +70,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from crawler.schedulers._fill import constrained_fill, proportional_curve
-from crawler.schedulers._limits import Limits, group_dtype
+from crawler.schedulers._limits import BITMAP_FROM, Limits, group_dtype, in_bits, row_bits
 from crawler.schedulers._realize import CreditArray
 
 FloatArray = NDArray[np.float64]
@@ -160,7 +163,10 @@ class Guard:
         self._seen = seen
         #: the projection's per-row scale (``project``; empty until a projection is made)
         self._scale: FloatArray = np.ones(0)
-        self.caps: dict[int, float] = {}
+        #: the capped group labels (sorted) and their caps: two arrays, not a dict (at
+        #: 25,000 capped hosts a dict of Python numbers held 2 bytes per URL of a million)
+        self.cap_labels: IdArray = np.empty(0, dtype=np.int64)
+        self.cap_values: FloatArray = np.empty(0)
         #: bumped on every change of what the allocation must respect
         self.version = 0
         self._cap_array: FloatArray | None = None
@@ -172,6 +178,8 @@ class Guard:
         self._projected_version = -1
         self._gap_cache: tuple[IndexArray, FloatArray, FloatArray] | None = None
         self._gap_version = -1
+        #: a bitmap of the table's rows and the rows array and row count it was built for
+        self._table_bits: tuple[IndexArray, int, NDArray[np.uint8]] | None = None
 
     # ----- rows -------------------------------------------------------------------------
 
@@ -234,11 +242,17 @@ class Guard:
                     f"the cap of group {label} must be a positive number, got {value!r}"
                 )
             checked[int(label)] = v
+        merged: dict[int, float] = dict(
+            zip(self.cap_labels.tolist(), self.cap_values.tolist(), strict=True)
+        )
         for label, cap in checked.items():
             if cap is None:
-                self.caps.pop(label, None)
+                merged.pop(label, None)
             else:
-                self.caps[label] = cap
+                merged[label] = cap
+        labels = sorted(merged)
+        self.cap_labels = np.array(labels, dtype=np.int64)
+        self.cap_values = np.array([merged[label] for label in labels], dtype=np.float64)
         self._changed(groups=True)
 
     def set_bounds(
@@ -289,6 +303,8 @@ class Guard:
         """Successful polls: their streaks end, retired ones come back."""
         if rows.size == 0 or self.rows.size == 0:
             return
+        if not (self.streak.any() or self.retired.any()):
+            return  # no failure on record: nothing to end (and no lookup of the rows)
         at = self._entries(rows, create=False)
         failing = at[(self.streak[at] > 0) | self.retired[at]]
         if failing.size == 0:
@@ -346,7 +362,7 @@ class Guard:
     def active(self) -> bool:
         """Whether anything here constrains the allocation (nothing does: the scheduler
         behaves exactly as without a guard)."""
-        return bool(self.caps) or self.limits().rows.size > 0
+        return self.cap_labels.size > 0 or self.limits().rows.size > 0
 
     def project(self, shares: FloatArray, capacity: float, slot: int) -> FloatArray:
         """The wanted polls per slot, scaled to fit the caps, budget and bounds: per URL
@@ -394,9 +410,7 @@ class Guard:
             due = np.flatnonzero(late >= 0)
             if due.size:
                 forced = self.rows[entries[due[np.argsort(-late[due], kind="stable")]]]
-                is_forced = np.zeros(self.group.size, dtype=bool)
-                is_forced[forced] = True
-                allowed = allowed[~is_forced[allowed]]
+                allowed = allowed[~np.isin(allowed, forced)]
         order = np.concatenate([forced, allowed]).astype(np.intp)
         group = self.group
         cap = self._caps()
@@ -418,8 +432,20 @@ class Guard:
         """Record the selection of some rows in a slot (only the table's rows keep it)."""
         self._slot = max(self._slot, slot)
         if self.rows.size and rows.size:
+            rows = rows[self._maybe_in_table(rows)]
             at = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
             self.last[at[self.rows[at] == rows]] = slot
+
+    def _maybe_in_table(self, rows: IndexArray) -> BoolArray | slice:
+        """The rows that may be in the table: for many rows those in its bitmap (exactly
+        the table's), for a few all of them (the caller's binary search sorts them)."""
+        if rows.size < BITMAP_FROM:
+            return slice(None)
+        n = self.group.size
+        cached = self._table_bits
+        if cached is None or cached[0] is not self.rows or cached[1] != n:
+            cached = self._table_bits = (self.rows, n, row_bits(self.rows, n))
+        return in_bits(cached[2], rows)
 
     def _refill(
         self,
@@ -454,12 +480,42 @@ class Guard:
                 pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         if pool.size == 0:
             return kept
-        pool = pool[np.argsort(-credit[pool], kind="stable")]
-        if host_credit is not None:
-            pool = self._within_credit(pool, group, host_credit, limit=need)
-        extra = pool[:need]
+        extra = self._best_within(pool, credit, need, group, host_credit)
         credit[extra] -= 1.0
         return np.concatenate([kept, extra]).astype(np.intp)
+
+    def _best_within(
+        self,
+        pool: IndexArray,
+        credit: CreditArray,
+        need: int,
+        group: NDArray[np.signedinteger],
+        host_credit: FloatArray | None,
+    ) -> IndexArray:
+        """The first ``need`` rows of ``pool``, by credit from the largest (ties in pool
+        order), that their hosts' credit lets in. Which rows a host lets in depends only on
+        the rows before them, so the ranked head of the pool decides when it lets ``need``
+        in: only that head is sorted (twice the need, then four times as many, ...), not
+        the whole pool. The rows of a host with no whole poll of credit left are never let
+        in: they are dropped first."""
+        if host_credit is not None:
+            g = group[pool]
+            open_host = np.floor(host_credit[g] + 1e-9) >= 1
+            pool = pool[open_host | (g < 0)]
+        size = pool.size if host_credit is None else min(pool.size, 2 * need + 64)
+        while True:
+            head = pool
+            if size < pool.size:
+                head = pool[np.sort(np.argpartition(-credit[pool], size - 1)[:size])]
+            head = head[np.argsort(-credit[head], kind="stable")]
+            if host_credit is None:
+                return head[:need]
+            trial = host_credit.copy()
+            fits = self._within_credit(head, group, trial, limit=need)
+            if fits.size >= need or size >= pool.size:
+                host_credit[:] = trial
+                return fits
+            size = min(pool.size, 4 * size)
 
     def allowed(self, slot: int) -> BoolArray:
         """Rows that their upper bound (pause, back-off, retirement) lets be polled now."""
@@ -479,8 +535,10 @@ class Guard:
             _, _, min_gap = self._deadlines()
             soon = self.rows[slot - self.last < min_gap]
             if soon.size:
-                at = np.minimum(np.searchsorted(soon, rows), soon.size - 1)
-                ok &= soon[at] != rows
+                some = np.arange(rows.size)[self._maybe_in_table(rows)]
+                query = rows[some]
+                at = np.minimum(np.searchsorted(soon, query), soon.size - 1)
+                ok[some] = soon[at] != query
         return ok
 
     def _deadlines(self) -> tuple[IndexArray, FloatArray, FloatArray]:
@@ -527,8 +585,7 @@ class Guard:
         if idx.size:
             gs = g[idx]
             ranked = np.argsort(gs, kind="stable")
-            sorted_g = gs[ranked]
-            start = np.searchsorted(sorted_g, sorted_g, side="left")
+            start = _run_starts(gs[ranked])
             rank = np.empty(idx.size, dtype=np.int64)
             rank[ranked] = np.arange(idx.size) - start
             keep[idx] = rank < np.floor(credit[gs] + 1e-9)
@@ -578,10 +635,13 @@ class Guard:
     def _caps(self) -> FloatArray:
         """Each group's cap (inf: none), aligned with ``labels``."""
         if self._cap_array is None:
-            caps = self.caps
-            self._cap_array = np.array(
-                [caps.get(label, np.inf) for label in self.labels.tolist()], dtype=np.float64
-            )
+            cap = np.full(self.labels.size, np.inf)
+            known = self.cap_labels
+            if known.size and self.labels.size:
+                at = np.minimum(np.searchsorted(known, self.labels), known.size - 1)
+                same = known[at] == self.labels
+                cap[same] = self.cap_values[at[same]]
+            self._cap_array = cap
         return self._cap_array
 
     def _entries(self, rows: IndexArray, *, create: bool) -> IndexArray:
@@ -638,6 +698,15 @@ class Guard:
         group = np.full(self.group.size, -1, dtype=group_dtype(labels.size))
         group[grouped] = remap[self.group[grouped]]
         self.group, self.labels = group, labels
+
+
+def _run_starts(ordered: NDArray[np.signedinteger]) -> NDArray[np.int64]:
+    """For each position of a sorted array, the first position of its value's run (a
+    running maximum of the run starts: a binary search per position cost more)."""
+    first = np.zeros(ordered.size, dtype=np.int64)
+    first[1:] = np.where(ordered[1:] != ordered[:-1], np.arange(1, ordered.size), 0)
+    start: NDArray[np.int64] = np.maximum.accumulate(first)
+    return start
 
 
 def refund(credit: CreditArray, rows: IndexArray) -> None:

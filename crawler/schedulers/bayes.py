@@ -89,8 +89,10 @@ multiplier ``m`` is re-solved by bisection on the same schedule.
 k URLs with the largest credit >= 1 are polled (only the candidates with credit >= 1 are
 ranked). ``realization="sampling"`` uses the base class's sampler.
 
-Memory per URL: the base's 32 bytes plus 32 (int32 last poll slot, six float32 arrays, the
-two float16 CUSUM statistics).
+Memory per URL: the base's 21 bytes (id, importance, float32 stride credit, dirty flag;
+no true-rate column: only the oracles keep one) plus 36 (int32 last poll slot, six float32
+arrays, the two float16 CUSUM statistics, and the float32 buffer of each slot's credit
+step, kept so that no slot allocates an array of n rows): 57 bytes.
 """
 
 from __future__ import annotations
@@ -204,6 +206,7 @@ class BayesRate(Scheduler):
         self._miss_count: F32Array = np.empty(0, dtype=np.float32)
         self._rhat: F32Array = np.empty(0, dtype=np.float32)  # rate used for allocation
         self._x: F32Array = np.empty(0, dtype=np.float32)  # wanted frequency
+        self._step: F32Array = np.empty(0, dtype=np.float32)  # _choose's buffer
         self._surge: NDArray[np.float16] = np.empty(0, dtype=np.float16)  # CUSUM, nats
         self._slump: NDArray[np.float16] = np.empty(0, dtype=np.float16)  # CUSUM, nats
         self._u = 1.0  # equal weights: x = min(1, rhat / u)
@@ -329,10 +332,15 @@ class BayesRate(Scheduler):
         # slot's k polls, never up (that would push capped hosts over their caps).
         scale = k / (self._total if self._limits is None else max(self._total, self.capacity))
         credit = self._credit
+        # this slot's credit step in a buffer kept between slots: a new array of n rows
+        # each slot costs more than the arithmetic on it
+        step = self._step
+        if step.size != credit.size:
+            step = self._step = np.empty(credit.size, dtype=np.float32)
+        np.multiply(self._x, np.float32(scale), out=step)
         if scale > 1.0:
-            credit += np.minimum(self._x * np.float32(scale), np.float32(1.0))
-        else:
-            credit += self._x * np.float32(scale)
+            np.minimum(step, np.float32(1.0), out=step)
+        credit += step
         cand = np.flatnonzero(credit >= 1.0)
         if cand.size > k:
             # Among the due URLs, those that would fall furthest behind by waiting one more
@@ -346,82 +354,90 @@ class BayesRate(Scheduler):
     def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
         tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
         self._last[pos] = self._slot
+        # Each statistic of the polled rows is gathered once: a gather from a million rows
+        # costs more than the arithmetic on the polled few.
+        old_a, old_b = self._hit_time[pos], self._miss_time[pos]
+        old_h, old_mc = self._hit_count[pos], self._miss_count[pos]
+        seen = (old_h + old_mc) > 0
+        old_rate = self._rhat[pos]
         disappear = self._disappear
-        shifted = self._shift_test(pos, hits, tau) if self.settings.shift_threshold > 0 else None
+        shifted = (
+            self._shift_test(pos, hits, tau, old_rate, seen)
+            if self.settings.shift_threshold > 0
+            else None
+        )
         dropped = (
-            self._drop_test(pos, hits, tau)
+            self._drop_test(pos, hits, tau, old_rate, seen)
             if disappear and self.settings.drop_threshold > 0
             else None
         )
         g = np.float32(self.settings.forget)
         hit = hits.astype(np.float32)
         miss = np.float32(1.0) - hit
-        a = self._hit_time[pos] * g + tau * hit
-        b = self._miss_time[pos] * g + tau * miss
-        h = self._hit_count[pos] * g + hit
-        mc = self._miss_count[pos] * g + miss
+        a = old_a * g + tau * hit
+        b = old_b * g + tau * miss
+        h = old_h * g + hit
+        mc = old_mc * g + miss
         if shifted is not None and shifted.any():
             # The evidence against a higher rate, the misses, mostly go: what the old regime
             # said for a lower rate no longer holds. (Scaling the hits down as well would
             # lower the estimate of a URL that hits at every poll.)
             keep = np.where(shifted, np.float32(self.settings.shift_keep), np.float32(1.0))
-            b = b - self._miss_time[pos] * g * (1 - keep)
-            mc = mc - self._miss_count[pos] * g * (1 - keep)
+            b = b - old_b * g * (1 - keep)
+            mc = mc - old_mc * g * (1 - keep)
         if dropped is not None and dropped.any():
             # The mirror image for a fall: the hits of the old regime no longer hold.
             keep = np.where(dropped, np.float32(self.settings.drop_keep), np.float32(1.0))
-            a = a - self._hit_time[pos] * g * (1 - keep)
-            h = h - self._hit_count[pos] * g * (1 - keep)
+            a = a - old_a * g * (1 - keep)
+            h = h - old_h * g * (1 - keep)
         rate = self._estimate(a, b, h, mc)
         self._hit_time[pos] = a
         self._miss_time[pos] = b
         self._hit_count[pos] = h
         self._miss_count[pos] = mc
         self._rhat[pos] = rate
-        new_x = self._allocate(rate, pos)
-        self._total += float(new_x.sum(dtype=np.float64) - self._x[pos].sum(dtype=np.float64))
-        if self._limits is not None:
-            self._add_sums(pos, self._x[pos], -1.0)
-            self._add_sums(pos, new_x, 1.0)
+        old_x = self._x[pos]
+        limits = self._limits
+        if limits is None:
+            new_x = self._allocate(rate, pos)
+            self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
+        else:
+            bounds = limits.bounds_of(pos)  # looked up once for the x and the host sums
+            new_x = self._constrained_x(rate, pos, bounds)
+            self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
+            group = limits.group[pos]
+            self._add_sums(group, old_x, -1.0, bounds)
+            self._add_sums(group, new_x, 1.0, bounds)
         self._x[pos] = new_x
 
-    def _shift_test(self, pos: IndexArray, hits: BoolArray, tau: F32Array) -> BoolArray:
-        """Advance the URLs' CUSUM tests by this poll; True where a rise of the rate is
+    def _shift_test(
+        self, pos: IndexArray, hits: BoolArray, tau: F32Array, rate: F32Array, seen: BoolArray
+    ) -> BoolArray:
+        """Advance the URLs' CUSUM tests by this poll (``rate``: the rows' estimates before
+        it; ``seen``: whether they had an observation); True where a rise of the rate is
         detected (the test then restarts from zero)."""
-        rt = np.maximum(self._rhat[pos].astype(np.float64) * tau, 1e-12)
+        rt = np.maximum(rate.astype(np.float64) * tau, 1e-12)
         k = self.settings.disappear_shift_factor if self._disappear else self.settings.shift_factor
-        with np.errstate(divide="ignore", over="ignore"):
-            ratio = np.where(
-                hits,
-                np.log(-np.expm1(-k * rt)) - np.log(-np.expm1(-rt)),
-                -(k - 1.0) * rt,
-            )
+        ratio = _log_ratios(hits, rt, k, -(k - 1.0) * rt)
         surge = np.maximum(self._surge[pos].astype(np.float64) + ratio, 0.0)
         # a URL's first observation has nothing to shift from
-        shifted = (surge > self.settings.shift_threshold) & (
-            (self._hit_count[pos] + self._miss_count[pos]) > 0
-        )
+        shifted = (surge > self.settings.shift_threshold) & seen
         surge[shifted] = 0.0
         self._surge[pos] = surge.astype(np.float16)
         return shifted
 
-    def _drop_test(self, pos: IndexArray, hits: BoolArray, tau: F32Array) -> BoolArray:
+    def _drop_test(
+        self, pos: IndexArray, hits: BoolArray, tau: F32Array, rate: F32Array, seen: BoolArray
+    ) -> BoolArray:
         """Advance the URLs' CUSUM tests of a fall of the rate (to 1 / ``drop_factor`` of
-        the estimate) by this poll; True where a fall is detected (the test then restarts
-        from zero)."""
-        rt = np.maximum(self._rhat[pos].astype(np.float64) * tau, 1e-12)
+        the estimate) by this poll (as ``_shift_test``); True where a fall is detected (the
+        test then restarts from zero)."""
+        rt = np.maximum(rate.astype(np.float64) * tau, 1e-12)
         k = 1.0 / self.settings.drop_factor
-        with np.errstate(divide="ignore", over="ignore"):
-            ratio = np.where(
-                hits,
-                np.log(-np.expm1(-k * rt)) - np.log(-np.expm1(-rt)),
-                (1.0 - k) * rt,
-            )
+        ratio = _log_ratios(hits, rt, k, (1.0 - k) * rt)
         # float16 holds up to 65504; the threshold is far below
         slump = np.clip(self._slump[pos].astype(np.float64) + ratio, 0.0, 6e4)
-        dropped = (slump > self.settings.drop_threshold) & (
-            (self._hit_count[pos] + self._miss_count[pos]) > 0
-        )
+        dropped = (slump > self.settings.drop_threshold) & seen
         slump[dropped] = 0.0
         self._slump[pos] = slump.astype(np.float16)
         return dropped
@@ -458,9 +474,13 @@ class BayesRate(Scheduler):
         w = self._importance if pos is None else self._importance[pos]
         return self._weighted_x(rate, w, self._m)
 
-    def _equal_x(self, rate: F32Array, u: float) -> F32Array:
-        """Equal weights: x = min(1, r / u), the short intervals rounded to whole slots."""
-        x: F32Array = np.minimum(rate / np.float32(u), np.float32(1.0))
+    def _equal_x(self, rate: F32Array, u: float, out: F32Array | None = None) -> F32Array:
+        """Equal weights: x = min(1, r / u), the short intervals rounded to whole slots
+        (written into ``out`` when it has the size: no new array of n rows)."""
+        if out is None or out.shape != rate.shape:
+            out = np.empty(rate.shape, dtype=np.float32)
+        x: F32Array = np.divide(rate, np.float32(u), out=out)
+        np.minimum(x, np.float32(1.0), out=x)
         big = self.settings.whole_intervals
         if big:
             head = np.flatnonzero(x >= np.float32(1.0 / big))
@@ -486,14 +506,17 @@ class BayesRate(Scheduler):
         unseen = (self._hit_count + self._miss_count) == 0
         n_unseen = int(np.count_nonzero(unseen))
         if n_unseen < n:
-            seen_sum = float(self._rhat.sum(dtype=np.float64)) - float(
-                self._rhat[unseen].sum(dtype=np.float64)
-            )
+            # Every unobserved row holds the new-URL value in force (given at add, at
+            # restore and below), so their sum is that value times their count: exactly
+            # what summing them gives (equal float32 values sum exactly in float64), without
+            # gathering the rows.
+            unseen_sum = n_unseen * float(np.float32(self._new_value))
+            seen_sum = float(self._rhat.sum(dtype=np.float64)) - unseen_sum
             mean_seen = seen_sum / (n - n_unseen)
             if mean_seen > 0 and math.isfinite(mean_seen):
                 self._new_value = self.settings.new_rate * mean_seen
         if n_unseen:
-            self._rhat[unseen] = np.float32(self._new_value)
+            np.putmask(self._rhat, unseen, np.float32(self._new_value))
         rate = self._rhat
         capacity = self.capacity
         guard = self._guard
@@ -544,21 +567,26 @@ class BayesRate(Scheduler):
         self._host_sum = np.zeros(limits.cap.size)
         self._host_moving = np.zeros(limits.cap.size)
         self._loose_moving = 0.0
-        self._add_sums(np.arange(self._x.size), self._x, 1.0)
+        every = np.arange(self._x.size)
+        self._add_sums(limits.group, self._x, 1.0, limits.bounds_of(every))
 
-    def _add_sums(self, rows: IndexArray, x: F32Array, sign: float) -> None:
-        """Add (sign 1) or take away (-1) some rows' x in the per-host sums."""
+    def _add_sums(
+        self,
+        group: NDArray[np.signedinteger],
+        x: F32Array,
+        sign: float,
+        bounds: tuple[FloatArray, FloatArray],
+    ) -> None:
+        """Add (sign 1) or take away (-1) some rows' x in the per-host sums; ``group`` and
+        ``bounds`` are those rows' host indices and bounds."""
         limits = self._limits
         assert limits is not None
-        lo, hi = limits.bounds_of(rows) if limits.rows.size else (None, None)
-        moving = x < np.float32(1.0)
-        if lo is not None and hi is not None:
-            moving &= (lo <= 0) & (hi >= 1)
-        g = limits.group[rows]
-        grouped = g >= 0
+        lo, hi = bounds
+        moving = (x < np.float32(1.0)) & (lo <= 0) & (hi >= 1)
+        grouped = group >= 0
         size = limits.cap.size
         xs = x.astype(np.float64) * sign
-        gi = g[grouped].astype(np.intp)
+        gi = group[grouped].astype(np.intp)
         self._host_sum += np.bincount(gi, xs[grouped], minlength=size)
         self._host_moving += np.bincount(gi, np.where(moving, xs, 0.0)[grouped], minlength=size)
         self._loose_moving += float(np.sum(xs[moving & ~grouped]))
@@ -609,10 +637,7 @@ class BayesRate(Scheduler):
         m_new = m * scaled / room
         new_moving[free] *= m / m_new
         self._own_padded = np.append(new_own, 0.0)
-        level = self._own_padded.astype(np.float32)[limits.group]
-        np.maximum(level, np.float32(m_new), out=level)
-        x = np.divide(self._rhat, level, out=level)
-        np.minimum(x, np.float32(1.0), out=x)
+        x = _levelled_x(self._own_padded, m_new, limits.group, self._rhat, self._x)
         rows = limits.rows
         if rows.size:
             x[rows] = np.clip(x[rows], limits.row_lower, limits.row_upper)
@@ -624,8 +649,14 @@ class BayesRate(Scheduler):
         self._total = float(x.sum(dtype=np.float64))
         return True
 
-    def _constrained_x(self, rate: F32Array, pos: IndexArray | None) -> F32Array:
-        """x of rows ``pos`` (None: all) at their levels in force, clipped to the bounds."""
+    def _constrained_x(
+        self,
+        rate: F32Array,
+        pos: IndexArray | None,
+        bounds: tuple[FloatArray, FloatArray] | None = None,
+    ) -> F32Array:
+        """x of rows ``pos`` (None: all) at their levels in force, clipped to the bounds
+        (``bounds``: those of rows ``pos`` when the caller has them)."""
         assert self._limits is not None
         rows = slice(None) if pos is None else pos
         level = np.maximum(self._own_padded[self._limits.group[rows]], self._level)
@@ -633,9 +664,10 @@ class BayesRate(Scheduler):
         u = inverse_gain(level / self._importance[rows]) if self._weighted else level
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             x = np.where((u > 0) & np.isfinite(u), r / u, np.where(u > 0, 0.0, 1.0))
-        lo, hi = (
-            (self._limits.lower, self._limits.upper) if pos is None else self._limits.bounds_of(pos)
-        )
+        if pos is None:
+            lo, hi = self._limits.lower, self._limits.upper
+        else:
+            lo, hi = self._limits.bounds_of(pos) if bounds is None else bounds
         x = np.clip(np.nan_to_num(x, nan=0.0), lo, hi)
         out: F32Array = x.astype(np.float32)
         return out
@@ -648,7 +680,7 @@ class BayesRate(Scheduler):
         big = self.settings.whole_intervals
         self._u = u0
         if not big:
-            self._x = self._equal_x(rate, u0)
+            self._x = self._equal_x(rate, u0, out=self._x)
             return
         head = np.flatnonzero(rate >= np.float32(u0 / (2 * big)))
         rh = rate[head]
@@ -700,6 +732,37 @@ class BayesRate(Scheduler):
             else:
                 hi = mid
         return hi
+
+
+def _levelled_x(
+    own_padded: FloatArray,
+    level: float,
+    group: NDArray[np.signedinteger],
+    rate: F32Array,
+    out: F32Array,
+) -> F32Array:
+    """x = min(1, rate / the row's level) in float32, written into ``out``: a row's level is
+    the larger of its host's own (``own_padded``, index -1 for no host, there 0) and the
+    global ``level``. That larger one is taken per host first, then gathered into ``out``
+    (no new array of n rows)."""
+    table = own_padded.astype(np.float32)
+    np.maximum(table, np.float32(level), out=table)
+    np.take(table, group, out=out, mode="wrap")
+    np.divide(rate, out, out=out)
+    np.minimum(out, np.float32(1.0), out=out)
+    return out
+
+
+def _log_ratios(hits: BoolArray, rt: FloatArray, k: float, misses: FloatArray) -> FloatArray:
+    """A CUSUM step per poll: ``misses`` (the miss's log-likelihood ratio, computed by the
+    caller) where the poll missed and ln((1 - e^(-k rt)) / (1 - e^(-rt))) where it hit,
+    the logarithms taken on the hits only (a third of the polls, the costly part)."""
+    hit = np.flatnonzero(hits)
+    if hit.size:
+        r = rt[hit]
+        with np.errstate(divide="ignore", over="ignore"):
+            misses[hit] = np.log(-np.expm1(-k * r)) - np.log(-np.expm1(-r))
+    return misses
 
 
 def _whole(x: F32Array, rate: F32Array, level: float) -> F32Array:

@@ -145,9 +145,9 @@ def test_shift_test_rarely_fires_on_a_static_env() -> None:
     shifts = 0
     test = s._shift_test
 
-    def counting(pos: Any, hits: Any, tau: Any) -> Any:
+    def counting(pos: Any, hits: Any, tau: Any, rate: Any, seen: Any) -> Any:
         nonlocal shifts
-        out = test(pos, hits, tau)
+        out = test(pos, hits, tau, rate, seen)
         shifts += int(np.count_nonzero(out))
         return out
 
@@ -488,3 +488,39 @@ def test_whole_intervals_round_short_intervals_and_keep_the_budget() -> None:
     inverse = 1 / x[short]
     # All short intervals are whole numbers of slots but the few on the margin.
     assert np.sum(np.abs(inverse - np.round(inverse)) > 1e-3) <= 2
+
+
+def test_every_unobserved_url_holds_the_new_url_value() -> None:
+    """The re-solve sums the unobserved URLs' rates as their count times the new-URL value
+    without reading them: that holds only while every one of them holds that value, through
+    adds mid-run, removals, restores and importance changes."""
+    rng = np.random.default_rng(3)
+
+    def check(s: BayesRate) -> None:
+        unseen = (s._hit_count + s._miss_count) == 0
+        assert unseen.any(), "the check needs unobserved URLs"
+        held = np.unique(s._rhat[unseen])
+        assert held.size == 1 and held[0] == np.float32(s._new_value), (
+            "an unobserved URL holds another rate than the new-URL value: the re-solve's "
+            "mean of the observed rates (BayesRate._resolve) would be wrong"
+        )
+
+    s = BayesRate(5, seed=2)
+    s.add(np.arange(400))
+    for step in range(60):
+        ids = s.select()
+        s.feedback(ids, rng.random(ids.size) < 0.3)
+        if step == 10:
+            s.add(np.arange(1_000, 1_200))
+        if step == 20:
+            s.remove(np.arange(1_000, 1_050))
+        if step == 30:
+            restored = schedulers.restore(s.state())
+            assert isinstance(restored, BayesRate)
+            s = restored
+        if step == 40:
+            s.set_importance(np.arange(10), np.full(10, 0.5))
+        if step % 10 == 1:
+            s.select()  # a re-solve may come at the slot after a change
+            s.feedback(np.empty(0, dtype=np.int64), np.empty(0, dtype=bool))
+            check(s)

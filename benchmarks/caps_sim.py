@@ -1,0 +1,140 @@
+"""The live caps benchmark's site, simulated: where the share of the capped limit goes.
+
+    python -m benchmarks.caps_sim                          # bayes and the oracle, 10 seeds
+    python -m benchmarks.caps_sim --start-delay 17 --no-baseline
+
+``benchmarks/caps_live.py`` runs the service for 10 minutes per figure; this runs the same
+site (its ``Config``: 400 URLs on 20 hosts, 3 of them holding 60 %, Zipf(0.6, 0.8) change
+probabilities per 2 s slot, C = 24, every host capped at the 1.8 polls per slot the
+service derives) in a second per seed, with the two things the live run has and a plain
+simulation does not:
+
+- **baseline polls**: the service's first good answer of a URL has nothing to compare with,
+  so it gives the scheduler no feedback and the site counts no change seen (``--no-baseline``
+  feeds it back as a hit or miss, as a plain simulation does);
+- **a start delay**: the site changes from wall slot 0, the service polls from its first
+  slot (``--start-delay`` slots later; 6-17 live, by the machine's load).
+
+Reported per scheduler: the share of the capped limit over the window (wall slots 100-300 by
+default, as the live benchmark's short learning window), mean and lowest over the seeds, per
+50-slot window, and the changes caught per slot on the three big (capped, binding) hosts and
+on the rest. The oracle (``optimal``, given the true rates) under the same caps, baselines
+and delay is the ceiling for any learner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchmarks.caps_live import Config
+from crawler import schedulers
+from crawler.schedulers import Limits, constrained_limit
+
+
+@dataclass(frozen=True)
+class Run:
+    """One seed's result."""
+
+    share: float
+    windows: list[float]
+    big: float
+    small: float
+
+
+def simulate(
+    name: str,
+    seed: int,
+    *,
+    slots: int = 300,
+    window: tuple[int, int] = (100, 300),
+    cap: float = 1.8,
+    start_delay: int = 10,
+    baseline: bool = True,
+) -> Run:
+    """One run of the site under ``name`` (see the module docstring)."""
+    cfg = Config()
+    p, host = cfg.layout()
+    n = p.size
+    caps = {h: cap for h in range(cfg.hosts)}
+    bound = constrained_limit(p, cfg.capacity, limits=Limits.build(n, host, caps))
+    sched = schedulers.create(name, capacity=cfg.capacity, seed=seed)
+    ids = np.arange(n, dtype=np.int64)
+    sched.add(ids, rates=p if sched.needs_rates else None)
+    sched.set_groups(ids, host)
+    sched.set_group_caps(caps)
+    rng = np.random.default_rng(1000 + seed)
+    big = host < cfg.big_hosts
+    changed = np.zeros(n, dtype=bool)
+    polled = np.zeros(n, dtype=bool)
+    caught = np.zeros(slots)
+    caught_big = np.zeros(slots)
+    for t in range(slots):
+        changed |= rng.random(n) < p
+        if t < start_delay:
+            continue
+        chosen = sched.select()
+        hits = changed[chosen]
+        changed[chosen] = False
+        first = ~polled[chosen] if baseline else np.zeros(chosen.size, dtype=bool)
+        polled[chosen] = True
+        seen = hits & ~first
+        caught[t] = seen.sum()
+        caught_big[t] = (seen & big[chosen]).sum()
+        sched.feedback(chosen[~first], hits[~first])
+    a, b = window
+    return Run(
+        share=float(caught[a:b].mean() / bound),
+        windows=[float(caught[w : w + 50].mean() / bound) for w in range(0, slots - 49, 50)],
+        big=float(caught_big[a:b].mean()),
+        small=float(caught[a:b].mean() - caught_big[a:b].mean()),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--schedulers", default="bayes,optimal")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--slots", type=int, default=300)
+    parser.add_argument("--window", default="100,300", help="wall slots a,b")
+    parser.add_argument("--cap", type=float, default=1.8)
+    parser.add_argument("--start-delay", type=int, default=10)
+    parser.add_argument("--no-baseline", action="store_true", help="feed the first poll back")
+    args = parser.parse_args(argv)
+    a, b = (int(v) for v in args.window.split(","))
+    print(
+        f"caps_live's site simulated: cap {args.cap:g}, start delay {args.start_delay} slots, "
+        f"baseline polls {'fed back' if args.no_baseline else 'without feedback'}, "
+        f"share of the capped limit over wall slots {a}-{b}, {args.seeds} seeds"
+    )
+    print()
+    print("| scheduler | share (mean) | lowest | per 50-slot window | big hosts / slot | rest |")
+    print("|---|---:|---:|---|---:|---:|")
+    for name in args.schedulers.split(","):
+        runs = [
+            simulate(
+                name,
+                seed,
+                slots=args.slots,
+                window=(a, b),
+                cap=args.cap,
+                start_delay=args.start_delay,
+                baseline=not args.no_baseline,
+            )
+            for seed in range(args.seeds)
+        ]
+        windows = " ".join(f"{v:.2f}" for v in np.mean([r.windows for r in runs], axis=0))
+        print(
+            f"| {name} | {np.mean([r.share for r in runs]):.3f} "
+            f"| {min(r.share for r in runs):.3f} | {windows} "
+            f"| {np.mean([r.big for r in runs]):.2f} | {np.mean([r.small for r in runs]):.2f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

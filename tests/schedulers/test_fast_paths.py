@@ -1,0 +1,97 @@
+"""The fast paths of a constrained slot select exactly what the straightforward ones do.
+
+A constrained ``bayes`` slot at many URLs takes shortcuts that must not change a single
+pick: a bitmap of the bounded rows before any binary search, the refill's ranked head
+instead of a sort of its whole pool, the run starts of the host ranks by a running maximum,
+the CUSUM logarithms on the hits only and the relevel written into x's own array. Each is
+swapped here for the plain formula it replaced, and both runs must give the same selection
+in every slot and the same state at the end (with relevels: more than ``RELEVEL_FROM``
+URLs; with failures, a pause and a changed cap on the way).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from crawler import schedulers
+from crawler.schedulers import _guard, _limits, bayes
+from crawler.schedulers._guard import Guard
+
+N = bayes.RELEVEL_FROM + 10_000
+
+
+def _straight_best_within(
+    self: Guard, pool: Any, credit: Any, need: int, group: Any, host_credit: Any
+) -> Any:
+    pool = pool[np.argsort(-credit[pool], kind="stable")]
+    if host_credit is not None:
+        pool = self._within_credit(pool, group, host_credit, limit=need)
+    return pool[:need]
+
+
+def _straight_log_ratios(hits: Any, rt: Any, k: float, misses: Any) -> Any:
+    with np.errstate(divide="ignore", over="ignore"):
+        return np.where(hits, np.log(-np.expm1(-k * rt)) - np.log(-np.expm1(-rt)), misses)
+
+
+def _straight_levelled_x(own_padded: Any, level: float, group: Any, rate: Any, out: Any) -> Any:
+    row_level = own_padded.astype(np.float32)[group]
+    np.maximum(row_level, np.float32(level), out=row_level)
+    return np.minimum(rate / row_level, np.float32(1.0))
+
+
+def _straight_run_starts(ordered: Any) -> Any:
+    return np.searchsorted(ordered, ordered, side="left")
+
+
+def _run(mix: str, slots: int = 40) -> tuple[list[bytes], dict[str, bytes]]:
+    rng = np.random.default_rng(3)
+    ids = np.arange(N, dtype=np.int64)
+    s = schedulers.create("bayes", capacity=N / 100, seed=2)
+    s.add(ids)
+    hosts = N // 40 if mix == "heavy" else N // 1_000
+    share = 1.0 / np.arange(1, hosts + 1)
+    s.set_groups(ids, rng.choice(hosts, size=N, p=share / share.sum()))
+    s.set_group_caps({h: 1.5 for h in range(hosts if mix == "heavy" else 20)})
+    bounded = rng.permutation(N)[: N // 50]
+    s.set_bounds(ids[bounded[::2]], lower=0.01)
+    s.set_bounds(ids[bounded[1::2]], upper=0.1)
+    picks = []
+    for slot in range(slots):
+        chosen = s.select()
+        picks.append(chosen.tobytes())
+        hits = rng.random(chosen.size) < 0.3
+        if slot % 7 == 3:  # some polls fail
+            s.report_failures(chosen[:20], "transient")
+            chosen, hits = chosen[20:], hits[20:]
+        s.feedback(chosen, hits)
+        if slot == 15:
+            s.pause(chosen[:5])
+            s.set_group_caps({1: 0.7})
+    state = s.state()
+    return picks, {k: np.ascontiguousarray(v).tobytes() for k, v in state.rows.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mix", ["realistic", "heavy"])
+def test_fast_paths_select_as_the_straightforward_ones(
+    monkeypatch: pytest.MonkeyPatch, mix: str
+) -> None:
+    fast_picks, fast_state = _run(mix)
+    monkeypatch.setattr(_limits, "BITMAP_FROM", 10**18)
+    monkeypatch.setattr(_guard, "BITMAP_FROM", 10**18)
+    monkeypatch.setattr(Guard, "_best_within", _straight_best_within)
+    monkeypatch.setattr(_guard, "_run_starts", _straight_run_starts)
+    monkeypatch.setattr(bayes, "_log_ratios", _straight_log_ratios)
+    monkeypatch.setattr(bayes, "_levelled_x", _straight_levelled_x)
+    plain_picks, plain_state = _run(mix)
+    differ = [i for i, (a, b) in enumerate(zip(fast_picks, plain_picks, strict=True)) if a != b]
+    assert not differ, (
+        f"the fast paths chose other URLs than the straightforward ones in slots {differ[:5]}: "
+        "a shortcut in bayes.py or _guard.py changed a result; compare it with its plain "
+        "formula in this test"
+    )
+    assert fast_state == plain_state, "same picks but other learning state: see _learn"
