@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 from aiohttp import web
 from sqlalchemy import func, select
 from standardwebhooks import Webhook
@@ -122,6 +123,43 @@ def make_deliverer(settings: Settings, args: argparse.Namespace) -> Deliverer | 
     return Deliverer(settings, exclusive_lock=False)
 
 
+class PhaseCpu:
+    """CPU seconds of each process of the run during a phase, and the machine's busy time:
+    whether the crawl lost polls/s because it did more work per poll (contention: lock
+    waits show as less CPU with idle cores) or because it got less of a shared core."""
+
+    NAMES = ("crawl", "deliverer", "receiver", "site", "machine")
+
+    def __init__(self, pids: dict[str, int | None]) -> None:
+        self.procs = {k: psutil.Process(v) for k, v in pids.items() if v is not None}
+        self.me = psutil.Process()
+        self._start: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        def cpu(p: psutil.Process) -> float:
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                return 0.0
+            return float(t.user + t.system)
+
+        others = {p.pid for p in self.procs.values()}
+        kids = [c for c in self.me.children(recursive=True) if c.pid not in others]
+        out = {k: cpu(p) for k, p in self.procs.items()}
+        out["crawl"] = cpu(self.me) + sum(cpu(c) for c in kids)  # with the detector's pool
+        t = psutil.cpu_times()
+        out["machine"] = float(sum(t)) - t.idle - getattr(t, "iowait", 0.0)
+        return out
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def stop(self) -> None:
+        end = self._now()
+        self.used = {k: end[k] - self._start.get(k, end[k]) for k in end}
+
+
 @dataclass
 class Phase:
     delivering: bool
@@ -130,6 +168,25 @@ class Phase:
     started: float = 0.0  # wall clock (time.time), for the events' created_at
     ended: float = 0.0
     delivered: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    def cpu_line(self) -> str:
+        c, s = self.cpu, max(self.seconds, 1e-9)
+        per_poll = (
+            f"{c.get('crawl', 0) / self.polls * 1e6:,.0f} us CPU/poll, " if self.polls else ""
+        )
+        return (
+            f"crawl {per_poll}{c.get('crawl', 0) / s:.0%} of a core; "
+            f"deliverer {c.get('deliverer', 0) / s:.0%}"
+            + (
+                f" ({c['deliverer'] / self.delivered * 1e3:.2f} ms CPU/event)"
+                if self.delivered and "deliverer" in c
+                else ""
+            )
+            + f"; receiver {c.get('receiver', 0) / s:.0%}; site {c.get('site', 0) / s:.0%}; "
+            f"machine busy {c.get('machine', 0) / s / (os.cpu_count() or 1):.0%} of "
+            f"{os.cpu_count()} cores"
+        )
 
     @property
     def rate(self) -> float:
@@ -142,6 +199,7 @@ class Run:
     written: int = 0
     drain_events: int = 0
     drain_seconds: float = 0.0
+    drain: Phase | None = None
 
 
 def events_written(store: Store) -> int:
@@ -166,7 +224,7 @@ async def crawl_phase(service: CrawlService, phase: Phase, polls: int) -> None:
 
 async def bench(
     settings: Settings, urls: list[str], receiver_url: str, secret: str, count: Any,
-    args: argparse.Namespace,
+    args: argparse.Namespace, pids: dict[str, int | None],
 ) -> Run:  # fmt: skip
     store = Store.from_settings(settings)
     store.upgrade()
@@ -194,7 +252,16 @@ async def bench(
                 deliverer.start()
                 if isinstance(deliverer, DeliveryProcess):  # a service starts it once
                     await asyncio.to_thread(deliverer.wait_ready)
+            meter = PhaseCpu(
+                {
+                    **pids,
+                    "deliverer": deliverer.pid if isinstance(deliverer, DeliveryProcess) else None,
+                }
+            )
+            meter.start()
             await crawl_phase(service, phase, args.phase_polls)
+            meter.stop()
+            phase.cpu = meter.used
             if deliverer is not None:
                 await asyncio.to_thread(deliverer.stop)
             phase.delivered = count.value - before
@@ -204,13 +271,19 @@ async def bench(
                 f"phase {k + 1}/{args.phases} delivery {'on ' if phase.delivering else 'off'}: "
                 f"{phase.rate:,.0f} polls/s ({phase.polls:,} polls in {phase.seconds:.1f} s); "
                 f"events written {run.written:,}, delivered {count.value:,} "
-                f"(+{phase.delivered:,} in this phase)",
+                f"(+{phase.delivered:,} in this phase)\n    {phase.cpu_line()}",
                 flush=True,
             )
     # the crawl has stopped: drain the rest (the deliverer's rate on its own)
-    before, t0 = count.value, time.perf_counter()
     deliverer = make_deliverer(settings, args)
     deliverer.start()
+    if isinstance(deliverer, DeliveryProcess):
+        await asyncio.to_thread(deliverer.wait_ready)
+    meter = PhaseCpu(
+        {**pids, "deliverer": deliverer.pid if isinstance(deliverer, DeliveryProcess) else None}
+    )
+    meter.start()
+    before, t0 = count.value, time.perf_counter()
     deadline = t0 + args.drain_timeout
     last_print = t0
     while count.value < run.written and time.perf_counter() < deadline:
@@ -220,6 +293,8 @@ async def bench(
             print(f"draining: delivered {count.value:,} of {run.written:,}", flush=True)
     run.drain_seconds = time.perf_counter() - t0
     run.drain_events = count.value - before
+    meter.stop()
+    run.drain = Phase(True, 0, run.drain_seconds, delivered=run.drain_events, cpu=meter.used)
     await asyncio.to_thread(deliverer.stop)
     store.close()
     return run
@@ -246,7 +321,8 @@ def report(run: Run, notes: dict[str, tuple[float, float, bool]], label: str) ->
     lines = [
         f"[{label}] events: {run.written:,} written by the crawl, {len(notes):,} delivered "
         f"(distinct ids), {unverified} failing signature verification",
-        f"[{label}] delivery during the crawl: {on_delivered / on_seconds:,.0f} events/s "
+        f"[{label}] delivery during the crawl: "
+        f"{on_delivered / max(on_seconds, 1e-9):,.0f} events/s "
         f"({on_delivered:,} in {on_seconds:.1f} s of on phases); crawl stopped, draining: "
         f"{run.drain_events / max(run.drain_seconds, 1e-9):,.0f} events/s "
         f"({run.drain_events:,} in {run.drain_seconds:.1f} s)",
@@ -263,11 +339,17 @@ def report(run: Run, notes: dict[str, tuple[float, float, bool]], label: str) ->
             f"by design): p50 {np.percentile(waited, 50):,.1f} s, "
             f"p99 {np.percentile(waited, 99):,.1f} s"
         )
+    if run.drain is not None:
+        lines.append(f"[{label}] drain CPU: {run.drain.cpu_line()}")
+    for i, p in enumerate(run.phases):
+        lines.append(
+            f"[{label}]   phase {i + 1} {'on ' if p.delivering else 'off'}: {p.cpu_line()}"
+        )
     rates = ", ".join(f"{'on' if p.delivering else 'off'} {p.rate:,.0f}" for p in run.phases)
     lines.append(
         f"[{label}] crawl polls/s by phase: {rates}; delivery costs "
         f"{', '.join(f'{c:+.1%}' for c in costs)} (each on phase against the off phases "
-        f"beside it), median {np.median(costs):+.1%} (target at most 10%)"
+        f"beside it), median {np.median(costs) if costs else np.nan:+.1%} (target at most 10%)"
     )
     return lines
 
@@ -303,7 +385,10 @@ def main() -> None:
     )
     summary: list[str] = []
     ctx = multiprocessing.get_context("spawn")
-    with site_process(args.urls, args.change_rate, args.page_bytes, args.hosts) as (port, _):
+    with site_process(args.urls, args.change_rate, args.page_bytes, args.hosts) as (
+        port,
+        site_pid,
+    ):
         urls = [page_url(port, args.hosts, k) for k in range(1, args.urls + 1)]
         for kind in kinds:
             secret = generate_secret()
@@ -321,14 +406,14 @@ def main() -> None:
                     delivery_batch=args.batch,
                     delivery_poll_s=0.1,
                 )
-                run = asyncio.run(
-                    bench(settings, urls, f"http://127.0.0.1:{rport}/hook", secret, count, args)
-                )
+                pids = {"site": site_pid, "receiver": proc.pid}
+                hook = f"http://127.0.0.1:{rport}/hook"
+                run = asyncio.run(bench(settings, urls, hook, secret, count, args, pids))
             parent.send("stop")
             notes = parent.recv()
             proc.join(10)
             summary += report(run, notes, kind)
-            print("\n".join(summary[-5:]), flush=True)
+            print("\n".join(summary[-(6 + len(run.phases)) :]), flush=True)
     print("\n".join(["", "summary:", *summary]))
 
 

@@ -20,10 +20,12 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from crawler.delivery._context import event_context, event_contexts
+from crawler.delivery._diff import make_diff
 from crawler.delivery._events import message_id
 from crawler.delivery._filters import matches
 from crawler.delivery._notify import NotifySender, notification
@@ -80,9 +82,17 @@ class Deliverer:
     abandoned: their claims expire and they are sent again, with the same id)."""
 
     def __init__(
-        self, settings: Settings, metrics: DeliveryMetrics | None = None, *, exclusive_lock: bool
+        self,
+        settings: Settings,
+        metrics: DeliveryMetrics | None = None,
+        *,
+        exclusive_lock: bool,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
+        #: called once the deliverer's start-up work is done (claims of a stopped deliverer
+        #: released), or, in a cluster, when it begins to wait for the delivery lock
+        self.on_ready = on_ready
         self.metrics = metrics
         self.exclusive_lock = exclusive_lock
         self.policy = RetryPolicy(settings.delivery_retry_schedule)
@@ -124,6 +134,8 @@ class Deliverer:
             asyncio.run(self._run())
         except Exception:  # never take the service down: the outbox keeps the events
             log.exception("delivery stopped by an unexpected error; events stay in the outbox")
+        finally:
+            self._ready()  # no one waits for a deliverer that has ended
 
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -136,6 +148,7 @@ class Deliverer:
             AddressPolicy(self.settings.allow_private_addresses),
             self.settings.delivery_timeout_s,
             self.settings.user_agent,
+            max(1, self.settings.delivery_concurrency // 4),  # a destination's share
         )
         self.notifier = NotifySender(
             self.sender,
@@ -145,6 +158,7 @@ class Deliverer:
         lock: ServiceLock | None = None
         try:
             if self.exclusive_lock:
+                self._ready()  # the lock may come much later (when its holder dies)
                 lock = await self._take_lock()
                 if lock is None:
                     return
@@ -153,6 +167,7 @@ class Deliverer:
             released = await self._release_claims()
             if released:
                 log.info("delivery: %d send(s) of a stopped deliverer are due again", released)
+            self._ready()
             while not self._stop.is_set():
                 try:
                     busy = await self.step()
@@ -171,6 +186,11 @@ class Deliverer:
                 lock.release()
             self.store.close()
 
+    def _ready(self) -> None:
+        callback, self.on_ready = self.on_ready, None
+        if callback is not None:
+            callback()
+
     async def _release_claims(self) -> int:
         assert self.outbox is not None and self._stop is not None
         while not self._stop.is_set():
@@ -178,6 +198,7 @@ class Deliverer:
                 return await asyncio.to_thread(self.outbox.release_claims)
             except StoreError as exc:
                 log.warning("delivery: %s; trying again", exc)
+                self._ready()  # started, if not delivering yet: the service need not wait
                 await self._wait(LOCK_RETRY_S)
         return 0
 
@@ -208,7 +229,11 @@ class Deliverer:
         assert self.outbox is not None
         settings = self.settings
         fanned = await asyncio.to_thread(
-            self.outbox.fan_out, matches, settings.delivery_batch, self.policy.first_delay
+            self.outbox.fan_out,
+            matches,
+            settings.delivery_batch,
+            self.policy.first_delay,
+            make_diff,  # made once and stored with the change: sends and the feed read it
         )
         if fanned and self.metrics is not None:
             self.metrics.delivery_events_written_total.inc(fanned)
