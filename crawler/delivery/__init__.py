@@ -27,8 +27,8 @@ Decisions (docs/delivery.md has the operator's view):
   the event is sent again with the same id. A
   delivery is due only while no earlier delivery of the same URL to the same destination is
   pending, so a URL's events arrive in order (a dead-lettered one no longer holds the next
-  back). Events of different URLs go in parallel (``delivery_concurrency``, a quarter of it
-  per destination).
+  back). Events of different URLs go in parallel (``delivery_concurrency``; while several
+  destinations are ready, at most a quarter of it per destination).
 - **Beside the crawl, never in its way**: the deliverer runs in a process of its own
   (``_process.py``: as a thread it held the crawl's interpreter lock for 44 % of the
   samples and cost the crawl a quarter to a half of its polls/s), with its own event loop,

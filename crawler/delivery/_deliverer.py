@@ -1,15 +1,18 @@
-"""The deliverer: a thread with its own event loop, database engine and HTTP client that
-fans the outbox out to the destinations and sends what is due, beside the crawl.
+"""The deliverer: a loop with its own event loop, database engine and HTTP clients that
+fans the outbox out to the destinations and sends what is due, beside the crawl (in a
+process of its own: ``_process.py``).
 
-One pass (``step``): fan out up to a batch of new events; record the answers of the sends
-that finished; claim as many due deliveries as there is room for (``delivery_concurrency``
-in all, a quarter of it per destination, so one hanging destination cannot take every
-place), read their payloads' context in one go, and start their sends as tasks; publish
-the outbox's depth and age. The pass repeats at once while there is work, else after
-``delivery_poll_s``. While sends are in flight, a pass waits for an eighth of
-``delivery_concurrency`` answers (or ``delivery_poll_s``) before it writes them and claims
-more: one write transaction per answer contended with the crawl's slot commits (SQLite has
-one writer) and cost the crawl a third of its polls/s (docs/results.md).
+One pass (``step``): fan out up to a batch of new events (making and storing each change's
+diff); record the answers of the sends that finished; claim as many due deliveries as
+there is room for (``delivery_concurrency`` in all; while several destinations are ready,
+at most a quarter of it per destination, so one hanging destination cannot take every
+place; a destination alone may use them all), read their payloads' context in one go, and
+start their sends as tasks; publish the outbox's depth and age. The pass repeats at once
+while there is work, else after ``delivery_poll_s``. While sends are in flight, a pass
+waits for a quarter of ``delivery_concurrency`` answers (or ``delivery_poll_s``) before it
+writes them and claims more: one write transaction per answer contended with the crawl's
+slot commits (SQLite has one writer) and cost the crawl a third of its polls/s, and each
+transaction costs CPU, so they are few and large (docs/results.md).
 """
 
 from __future__ import annotations
@@ -73,6 +76,9 @@ DELIVERY_ROLE = "delivery"
 LOCK_RETRY_S = 5.0
 #: seconds between two measures of the outbox's depth and age
 BACKLOG_EVERY_S = 2.0
+#: a destination may hold 1 / SHARE_PARTS of the places (``delivery_concurrency``) while
+#: others are ready, so one that hangs leaves the rest to the others; alone, all of them
+SHARE_PARTS = 4
 #: a claim outlives the send's timeout by this much before the delivery is due again
 CLAIM_MARGIN_S = 30.0
 
@@ -148,7 +154,7 @@ class Deliverer:
             AddressPolicy(self.settings.allow_private_addresses),
             self.settings.delivery_timeout_s,
             self.settings.user_agent,
-            max(1, self.settings.delivery_concurrency // 4),  # a destination's share
+            self.settings.delivery_concurrency,  # connections kept per destination, at most
         )
         self.notifier = NotifySender(
             self.sender,
@@ -237,10 +243,10 @@ class Deliverer:
         )
         if fanned and self.metrics is not None:
             self.metrics.delivery_events_written_total.inc(fanned)
-        per_destination = max(1, settings.delivery_concurrency // 4)
-        # answers are written, and sends claimed, a few at a time (a write transaction per
-        # answer contended with the slot commits on SQLite: docs/results.md)
-        gather = max(1, per_destination // 2)
+        # answers are written, and sends claimed, a quarter of the places at a time (a write
+        # transaction per answer contended with the slot commits on SQLite; an eighth at a
+        # time cost more CPU per event in transactions: docs/results.md)
+        gather = max(1, settings.delivery_concurrency // SHARE_PARTS)
         recorded = 0
         if (
             len(self._done) >= gather
@@ -251,16 +257,10 @@ class Deliverer:
             self._recorded_at = time.monotonic()
         room = settings.delivery_concurrency - len(self._tasks)
         due: list[DueDelivery] = []
+        contexts: dict[int, Context] = {}
         if room > 0 and (not self._tasks or recorded >= gather or fanned):
             hold = timedelta(seconds=settings.delivery_timeout_s + CLAIM_MARGIN_S)
-            due = await asyncio.to_thread(
-                self.outbox.claim_due, room, hold, per_destination, dict(self._busy)
-            )
-        contexts: dict[int, Context] = {}
-        if due:  # read for the whole batch at once (_context.py says why)
-            contexts = await asyncio.to_thread(
-                event_contexts, self.outbox, settings, [d.event for d in due]
-            )
+            due, contexts = await asyncio.to_thread(self._claim, room, hold)
         for item in due:
             self._busy[item.destination_id] += 1
             task = asyncio.create_task(self._deliver(item, contexts.get(item.event.id)))
@@ -271,6 +271,15 @@ class Deliverer:
             await self._wait_answers(gather, settings.delivery_poll_s)
             return True
         return bool(fanned or recorded or due)
+
+    def _claim(self, room: int, hold: timedelta) -> tuple[list[DueDelivery], dict[int, Context]]:
+        """Claim due sends and read their payloads' context, in one thread hop (the
+        contexts of the whole batch at once: _context.py says why)."""
+        assert self.outbox is not None
+        due = self.outbox.claim_due(room, hold, None, dict(self._busy), parts=SHARE_PARTS)
+        if not due:
+            return [], {}
+        return due, event_contexts(self.outbox, self.settings, [d.event for d in due])
 
     async def _wait_answers(self, want: int, timeout: float) -> None:
         """Until ``want`` answers wait to be written, no send is in flight, or ``timeout``."""

@@ -239,11 +239,15 @@ class OutboxStore(OutboxAdmin):
         hold: timedelta,
         share: int | None = None,
         busy: Mapping[int, int] | None = None,
+        *,
+        parts: int | None = None,
     ) -> list[DueDelivery]:
         """Up to ``limit`` due deliveries, each the oldest pending one of its URL for its
         destination, of destinations neither disabled nor paused; with ``share``, at most
-        ``share - busy[d]`` of destination ``d`` (``busy``: its sends in flight). Claimed
-        for ``hold``."""
+        ``share - busy[d]`` of destination ``d`` (``busy``: its sends in flight); with
+        ``parts``, ``share`` is the places in all (``limit`` and those busy) over the
+        smaller of ``parts`` and the destinations ready (one destination alone may use
+        every place: there is no other to keep them for). Claimed for ``hold``."""
         now = _now()
         # the due heads of a destination, oldest due first: an index range scan of
         # (destination_id, head, next_attempt_at, event_id) that stops after ``room`` rows
@@ -267,9 +271,11 @@ class OutboxStore(OutboxAdmin):
         due: list[tuple[int, int, int, str, str]] = []
         notify: dict[int, tuple[str | None, str | None]] = {}
         with translate_errors("claiming deliveries"), self.engine.begin() as conn:
-            for dest_id, url, secret, fmt, template in conn.execute(
-                ready.order_by(destinations.c.id)
-            ).all():
+            found_ready = conn.execute(ready.order_by(destinations.c.id)).all()
+            if parts is not None and found_ready:
+                places = limit + sum((busy or {}).values())
+                share = max(1, places // min(parts, len(found_ready)))
+            for dest_id, url, secret, fmt, template in found_ready:
                 notify[int(dest_id)] = (fmt, template)
                 room = limit - len(due)
                 if share is not None:
