@@ -102,30 +102,73 @@ def write_health_events(conn: Connection, slot: int, rows: Iterable[HealthEvent]
         conn.execute(insert(events), values)
 
 
-def health_state(conn: Connection, stopped_type: str) -> dict[int, tuple[int, int, bool]]:
+def health_state(
+    conn: Connection, stopped_type: str, url_ids: Sequence[int] | None = None
+) -> dict[int, tuple[int, int, bool]]:
     """(newest change's slot, changes counted, alarm raised since) of each URL with a
     stored change: the health judge's state, derived from stored columns; the alarm flag is
-    "a ``stopped_type`` event was written in or after that slot"."""
-    last = (
-        select(changes.c.url_id, func.max(changes.c.slot).label("slot"))
-        .group_by(changes.c.url_id)
-        .subquery()
-    )
-    raised = (
-        select(events.c.url_id, func.max(events.c.slot).label("slot"))
-        .where(events.c.type == stopped_type)
-        .group_by(events.c.url_id)
-        .subquery()
-    )
-    rows = conn.execute(
-        select(last.c.url_id, last.c.slot, urls.c.hits, raised.c.slot)
-        .join(urls, urls.c.id == last.c.url_id)
-        .outerjoin(raised, raised.c.url_id == last.c.url_id)
-    )
+    "a ``stopped_type`` event was written in or after that slot" (one service's slots)."""
     return {
-        int(uid): (int(slot), int(hits or 0), alarm is not None and int(alarm) >= int(slot))
-        for uid, slot, hits, alarm in rows
+        uid: (slot, hits, alarm is not None and alarm >= slot)
+        for uid, (slot, _, hits, alarm, _) in _health_rows(conn, stopped_type, url_ids).items()
     }
+
+
+def health_state_at(
+    conn: Connection, stopped_type: str, url_ids: Sequence[int] | None = None
+) -> dict[int, tuple[datetime, int, bool]]:
+    """``health_state`` with the newest change's time instead of its slot, and the alarm
+    flag by time ("a ``stopped_type`` event was written at or after that change"): what
+    cluster workers share (each numbers its own slots)."""
+    return {
+        uid: (at, hits, alarm_at is not None and alarm_at >= at)
+        for uid, (_, at, hits, _, alarm_at) in _health_rows(conn, stopped_type, url_ids).items()
+    }
+
+
+def _health_rows(
+    conn: Connection, stopped_type: str, url_ids: Sequence[int] | None
+) -> dict[int, tuple[int, datetime, int, int | None, datetime | None]]:
+    """url -> (newest change's slot and time, hits, newest alarm's slot and time)."""
+    out: dict[int, tuple[int, datetime, int, int | None, datetime | None]] = {}
+    chunks: list[list[int] | None] = [None]
+    if url_ids is not None:
+        wanted = sorted(set(url_ids))
+        chunks = [wanted[i : i + 900] for i in range(0, len(wanted), 900)]
+    for chunk in chunks:
+        newest = select(
+            changes.c.url_id,
+            func.max(changes.c.slot).label("slot"),
+            func.max(changes.c.detected_at).label("at"),
+        )
+        raised = select(
+            events.c.url_id,
+            func.max(events.c.slot).label("slot"),
+            func.max(events.c.created_at).label("at"),
+        ).where(events.c.type == stopped_type)
+        if chunk is not None:
+            newest = newest.where(changes.c.url_id.in_(chunk))
+            raised = raised.where(events.c.url_id.in_(chunk))
+        last = newest.group_by(changes.c.url_id).subquery()
+        alarm = raised.group_by(events.c.url_id).subquery()
+        rows = conn.execute(
+            select(last.c.url_id, last.c.slot, last.c.at, urls.c.hits, alarm.c.slot, alarm.c.at)
+            .join(urls, urls.c.id == last.c.url_id)
+            .outerjoin(alarm, alarm.c.url_id == last.c.url_id)
+        )
+        for uid, slot, at, hits, alarm_slot, alarm_at in rows:
+            out[int(uid)] = (
+                int(slot),
+                _aware(at),
+                int(hits or 0),
+                None if alarm_slot is None else int(alarm_slot),
+                None if alarm_at is None else _aware(alarm_at),
+            )
+    return out
+
+
+def _aware(when: datetime) -> datetime:
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def write_discovered_events(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
