@@ -20,6 +20,14 @@ deliverer, the events wait in the outbox; on: a ``DeliveryProcess``, the same on
 phase's polls/s is compared with the mean of the off phases beside it. After the phases
 the crawl stops and the deliverer drains the rest (its rate alone: the deliverer's ceiling).
 
+``--bad-receiver`` measures instead whether a receiver that refuses connections, answers
+500, hangs and answers 429 with Retry-After (in turn, ``--bad-cycle-s`` each) slows the
+crawl: one deliverer throughout, the receiver healthy and bad in interleaved phases of
+``--phase-seconds``, the crawl's slots per minute in each (paced slots: ``--slot-seconds``):
+
+    .venv/bin/python benchmarks/delivery.py --bad-receiver --db both --slot-seconds 0.25 \
+        --per-slot 50 --urls 500 --phases 7 --phase-seconds 20 --delivery-timeout 5
+
 Delivery lag is event ``created_at`` (the slot's commit, the body's ``timestamp``) to
 arrival at the receiver, for the events created during an on phase (those of off phases
 wait for the next on phase by design and are reported apart).
@@ -55,20 +63,32 @@ from crawler.delivery import Deliverer, DeliveryProcess, generate_secret
 from crawler.service import CrawlService, tune_gc
 from crawler.service._loop import SlotSummary
 from crawler.settings import Settings
-from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
-from crawler.store.models import events
+from crawler.store import DELIVERED, DestinationSpec, NewUrl, OutboxStore, Store
+from crawler.store.models import deliveries, events
 
 # ----- the receiver (a child process) ------------------------------------------------------
 
 
-def _receive(secret: str, conn: Connection, count: Any) -> None:
+#: the bad receiver's cycle (``--bad-receiver``): each for ``--bad-cycle-s`` in turn
+BAD_MODES = ("refuse", "500", "hang", "429")
+
+
+def _receive(secret: str, conn: Connection, count: Any, cycle_s: float) -> None:
     """Serve POST /hook; verify; note (id, created_at, arrival, verified); on "stop" send
-    the notes back."""
+    the notes back. On "bad", cycle through ``BAD_MODES`` (refuse: the port closed; 500;
+    hang; 429 with Retry-After: 1) until "ok"."""
     notes: dict[str, tuple[float, float, bool]] = {}
     hook = Webhook(secret)
+    mode = "ok"
 
     async def on_post(request: web.Request) -> web.Response:
         body = await request.text()
+        if mode == "500":
+            return web.Response(status=500, text="broken")
+        if mode == "hang":
+            await asyncio.sleep(3600)
+        if mode == "429":
+            return web.Response(status=429, headers={"Retry-After": "1"})
         arrived = time.time()
         try:
             hook.verify(body, dict(request.headers))
@@ -83,15 +103,38 @@ def _receive(secret: str, conn: Connection, count: Any) -> None:
         return web.Response(status=204)
 
     async def main() -> None:
+        nonlocal mode
         app = web.Application()
         app.router.add_post("/hook", on_post)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         server: Any = site._server
-        conn.send(int(server.sockets[0].getsockname()[1]))
-        await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+        port = int(server.sockets[0].getsockname()[1])
+        conn.send(port)
+        listening = True
+        loop = asyncio.get_running_loop()
+        while True:
+            command = await loop.run_in_executor(None, conn.recv)
+            if command == "stop":
+                break
+            bad = command == "bad"
+            k = 0
+            while True:
+                mode = BAD_MODES[k % len(BAD_MODES)] if bad else "ok"
+                if mode == "refuse" and listening:
+                    await site.stop()
+                    listening = False
+                elif mode != "refuse" and not listening:
+                    site = web.TCPSite(runner, "127.0.0.1", port, reuse_address=True)
+                    await site.start()
+                    listening = True
+                if not bad:
+                    break
+                k += 1
+                if await loop.run_in_executor(None, conn.poll, cycle_s):
+                    break  # the next command: read at the top
         conn.send(notes)
         await runner.cleanup()
 
@@ -252,6 +295,8 @@ async def bench(
                 deliverer.start()
                 if isinstance(deliverer, DeliveryProcess):  # a service starts it once
                     await asyncio.to_thread(deliverer.wait_ready)
+                    if args.nice and deliverer.pid is not None:  # a diagnostic, not a setting
+                        os.setpriority(os.PRIO_PROCESS, deliverer.pid, args.nice)
             meter = PhaseCpu(
                 {
                     **pids,
@@ -298,6 +343,77 @@ async def bench(
     await asyncio.to_thread(deliverer.stop)
     store.close()
     return run
+
+
+async def bad_receiver_bench(
+    settings: Settings, urls: list[str], receiver_url: str, secret: str, control: Connection,
+    args: argparse.Namespace,
+) -> list[tuple[str, int, float]]:  # fmt: skip
+    """The crawl's slots per minute with the receiver healthy and bad, in interleaved
+    phases of ``--phase-seconds``, one deliverer (a ``DeliveryProcess``) throughout, as a
+    service runs it: (receiver mode, slots, seconds) of each phase."""
+    store = Store.from_settings(settings)
+    store.upgrade()
+    store.add_urls([NewUrl(u) for u in urls])
+    OutboxStore(store).add_destination(DestinationSpec(receiver_url, secret))
+    out: list[tuple[str, int, float]] = []
+    async with CrawlService(settings, store=store) as service:
+        deliverer = DeliveryProcess(settings, exclusive_lock=False)
+        deliverer.start()
+        await asyncio.to_thread(deliverer.wait_ready)
+        tune_gc()
+        warm = asyncio.Event()
+        asyncio.get_running_loop().call_later(args.phase_seconds, warm.set)
+        await service.run(warm)  # baselines and the first changes' events
+        for k in range(args.phases):
+            mode = "bad" if k % 2 == 1 else "ok"
+            control.send(mode)
+            slots = 0
+
+            def on_slot(_: SlotSummary) -> None:
+                nonlocal slots
+                slots += 1
+
+            stop = asyncio.Event()
+            t0 = time.perf_counter()
+            asyncio.get_running_loop().call_later(args.phase_seconds, stop.set)
+            await service.run(stop, on_slot=on_slot)
+            seconds = time.perf_counter() - t0
+            out.append((mode, slots, seconds))
+            print(
+                f"phase {k + 1}/{args.phases} receiver {mode}: {slots / seconds * 60:,.0f} "
+                f"slots/min ({slots} slots in {seconds:.1f} s); delivered "
+                f"{events_delivered(store):,} of {events_written(store):,} events",
+                flush=True,
+            )
+        control.send("ok")
+        await asyncio.to_thread(deliverer.stop)
+    store.close()
+    return out
+
+
+def events_delivered(store: Store) -> int:
+    with store.engine.connect() as conn:
+        return int(
+            conn.execute(
+                select(func.count()).select_from(deliveries).where(deliveries.c.status == DELIVERED)
+            ).scalar_one()
+        )
+
+
+def bad_report(phases: list[tuple[str, int, float]], label: str) -> list[str]:
+    rates = [slots / seconds * 60 for _, slots, seconds in phases]
+    changes = []
+    for i, (mode, _, _) in enumerate(phases):
+        if mode != "bad":
+            continue
+        beside = [rates[j] for j in (i - 1, i + 1) if 0 <= j < len(phases)]
+        changes.append(rates[i] / (sum(beside) / len(beside)) - 1)
+    by_phase = ", ".join(f"{m} {r:,.0f}" for (m, _, _), r in zip(phases, rates, strict=True))
+    return [
+        f"[{label}] slots/min by receiver phase: {by_phase}; bad against the healthy phases "
+        f"beside it: {', '.join(f'{c:+.1%}' for c in changes)} (target: no worse than -5%)"
+    ]
 
 
 def report(run: Run, notes: dict[str, tuple[float, float, bool]], label: str) -> list[str]:
@@ -372,6 +488,23 @@ def main() -> None:
     )
     parser.add_argument("--profile", help="with --thread: cProfile the deliverer to this file")
     parser.add_argument("--drain-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--bad-receiver",
+        action="store_true",
+        help="compare the crawl's slots/min with the receiver healthy and bad (refusing, "
+        "500, hanging, 429 in turn), one deliverer throughout",
+    )
+    parser.add_argument("--bad-cycle-s", type=float, default=2.0, help="each bad mode's time")
+    parser.add_argument("--phase-seconds", type=float, default=20.0, help="--bad-receiver")
+    parser.add_argument("--slot-seconds", type=float, default=0.01, help="0.01: slots back to back")
+    parser.add_argument("--delivery-timeout", type=float, default=15.0)
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="a diagnostic: the delivery process's niceness in the on phases (is the cost "
+        "the CPU the crawl shares with it?)",
+    )
     args = parser.parse_args()
     if args.phase_polls <= 0:
         args.phase_polls = int(args.events / args.phases * 1.3)
@@ -394,7 +527,9 @@ def main() -> None:
             secret = generate_secret()
             parent, child = ctx.Pipe()
             count = ctx.Value("q", 0)
-            proc = ctx.Process(target=_receive, args=(secret, child, count), daemon=True)
+            proc = ctx.Process(
+                target=_receive, args=(secret, child, count, args.bad_cycle_s), daemon=True
+            )
             proc.start()
             rport = parent.recv()
             with database(kind) as url:
@@ -405,13 +540,24 @@ def main() -> None:
                     delivery_concurrency=args.concurrency,
                     delivery_batch=args.batch,
                     delivery_poll_s=0.1,
+                    delivery_timeout_s=args.delivery_timeout,
+                    slot_seconds=args.slot_seconds,
                 )
                 pids = {"site": site_pid, "receiver": proc.pid}
                 hook = f"http://127.0.0.1:{rport}/hook"
-                run = asyncio.run(bench(settings, urls, hook, secret, count, args, pids))
+                if args.bad_receiver:
+                    phases = asyncio.run(
+                        bad_receiver_bench(settings, urls, hook, secret, parent, args)
+                    )
+                else:
+                    run = asyncio.run(bench(settings, urls, hook, secret, count, args, pids))
             parent.send("stop")
             notes = parent.recv()
             proc.join(10)
+            if args.bad_receiver:
+                summary += bad_report(phases, kind)
+                print(summary[-1], flush=True)
+                continue
             summary += report(run, notes, kind)
             print("\n".join(summary[-(6 + len(run.phases)) :]), flush=True)
     print("\n".join(["", "summary:", *summary]))
