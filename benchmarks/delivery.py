@@ -347,7 +347,7 @@ async def bench(
 
 async def bad_receiver_bench(
     settings: Settings, urls: list[str], receiver_url: str, secret: str, control: Connection,
-    args: argparse.Namespace,
+    args: argparse.Namespace, pids: dict[str, int | None],
 ) -> list[tuple[str, int, float]]:  # fmt: skip
     """The crawl's slots per minute with the receiver healthy and bad, in interleaved
     phases of ``--phase-seconds``, one deliverer (a ``DeliveryProcess``) throughout, as a
@@ -375,15 +375,19 @@ async def bad_receiver_bench(
                 slots += 1
 
             stop = asyncio.Event()
+            meter = PhaseCpu({**pids, "deliverer": deliverer.pid})
+            meter.start()
             t0 = time.perf_counter()
             asyncio.get_running_loop().call_later(args.phase_seconds, stop.set)
             await service.run(stop, on_slot=on_slot)
             seconds = time.perf_counter() - t0
+            meter.stop()
             out.append((mode, slots, seconds))
+            cpu = Phase(True, 0, seconds, cpu=meter.used).cpu_line()
             print(
                 f"phase {k + 1}/{args.phases} receiver {mode}: {slots / seconds * 60:,.0f} "
                 f"slots/min ({slots} slots in {seconds:.1f} s); delivered "
-                f"{events_delivered(store):,} of {events_written(store):,} events",
+                f"{events_delivered(store):,} of {events_written(store):,} events\n    {cpu}",
                 flush=True,
             )
         control.send("ok")
@@ -547,7 +551,7 @@ def main() -> None:
                 hook = f"http://127.0.0.1:{rport}/hook"
                 if args.bad_receiver:
                     phases = asyncio.run(
-                        bad_receiver_bench(settings, urls, hook, secret, parent, args)
+                        bad_receiver_bench(settings, urls, hook, secret, parent, args, pids)
                     )
                 else:
                     run = asyncio.run(bench(settings, urls, hook, secret, count, args, pids))

@@ -1,7 +1,7 @@
-"""The diffs the feed and the API serve: each change's diff is made once and stored with
-the change (``changes.diff``, written when the deliverer fans the change's event out: the
-same diff the webhook carries), and read from there; a bounded LRU cache keyed by change id
-keeps the capped form per process.
+"""The diffs the feed and the API serve: each change's diff is made once and stored with the
+change (``changes.diff``, written by the deliverer with the answer of the change's first
+send: the same diff the webhook carries), and read from there; a bounded LRU cache keyed by
+change id keeps the capped form per process.
 
 A change row is immutable (its before and after never change once committed), so a diff
 keyed by the change's id never goes stale; retention deleting the row only makes the entry
@@ -38,7 +38,7 @@ class ChangeDiff:
 
 def diff_of(text: ChangeText, max_bytes: int) -> ChangeDiff:
     """The capped unified diff of a change's texts."""
-    whole = text.diff  # as stored once, when the deliverer fanned the change's event out
+    whole = text.diff  # as stored once, by the deliverer (its first send of the change)
     if whole is None:
         if text.before is None or text.after is None:
             return ChangeDiff(None, False)

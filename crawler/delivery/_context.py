@@ -5,8 +5,11 @@ per-scheduler fields): for the ``bayes`` scheduler, its sufficient statistics tu
 rate by the scheduler's own ``estimate_rates`` (changes per slot, with its priors), given
 here in changes per day. The other schedulers learn no rate: ``change_rate`` is null.
 
-The diff is made once, when the deliverer fans the change's event out, and stored with the
-change (``changes.diff``): a send reads it, as the feed and the API do. The deliverer reads
+The diff is made once, for the first send of the change's event, and stored with the
+change (``changes.diff``) in the transaction that writes the send's answer: later sends
+read it, as the feed and the API do. Made at fan-out instead, a backlog's fan-out made
+every diff of the backlog before the first send (delivery beside the crawl fell from
+50-70 to 14-28 events/s in benchmarks/delivery.py). The deliverer reads
 the contexts of a whole claimed batch at once (``event_contexts``: one thread hop, one
 connection, the diffs in one query, the learned rates in one): read one event at a time
 (two connections, a ``url_detail`` and a thread hop each) they cost 24 ms of the
@@ -39,11 +42,15 @@ def event_context(
 
 
 def event_contexts(
-    outbox: OutboxStore, settings: Settings, batch: Sequence[EventRow]
+    outbox: OutboxStore,
+    settings: Settings,
+    batch: Sequence[EventRow],
+    made: dict[int, str] | None = None,
 ) -> dict[int, Context]:
     """``event_context`` of each event of ``batch`` (by event id), read together: the
-    stored diffs in one query (made once, at fan-out: ``_diff.py``), the learned rates
-    in another."""
+    stored diffs in one query, the learned rates in another. A diff not stored yet is made
+    from the change's texts and put in ``made`` (change id -> diff) for the caller to
+    store (the deliverer does, with the sends' answers: made once)."""
     changed = [(e, k) for e in batch if (k := change_key(e)) is not None]
     keys = [k for _, k in changed]
     diffs = outbox.change_diffs(keys) if keys else {}
@@ -53,8 +60,14 @@ def event_contexts(
     out = {e.id: Context() for e in batch}
     for event, key in changed:
         rate = rate_of(states.get(key[0], {}), settings)
+        found = diffs.get(key)
+        diff = diff_of(found)
+        fresh = found is not None and found.diff is None and found.change_id is not None
+        if made is not None and fresh and diff is not None:  # the caller stores it, once
+            assert found is not None and found.change_id is not None
+            made[found.change_id] = diff
         out[event.id] = Context(
-            diff=diff_of(diffs.get(key)),
+            diff=diff,
             change_rate=rate,
             expected_interval_s=DAY_S / rate if rate else None,
         )

@@ -2,17 +2,18 @@
 fans the outbox out to the destinations and sends what is due, beside the crawl (in a
 process of its own: ``_process.py``).
 
-One pass (``step``): fan out up to a batch of new events (making and storing each change's
-diff); record the answers of the sends that finished; claim as many due deliveries as
-there is room for (``delivery_concurrency`` in all; while several destinations are ready,
-at most a quarter of it per destination, so one hanging destination cannot take every
-place; a destination alone may use them all), read their payloads' context in one go, and
-start their sends as tasks; publish the outbox's depth and age. The pass repeats at once
-while there is work, else after ``delivery_poll_s``. While sends are in flight, a pass
-waits for a quarter of ``delivery_concurrency`` answers (or ``delivery_poll_s``) before it
-writes them and claims more: one write transaction per answer contended with the crawl's
-slot commits (SQLite has one writer) and cost the crawl a third of its polls/s, and each
-transaction costs CPU, so they are few and large (docs/results.md).
+One pass (``step``): fan out up to a batch of new events; record the answers of the
+sends that finished; claim as many due deliveries as there is room for
+(``delivery_concurrency`` in all; while several destinations are ready, at most a quarter
+of it per destination, so one hanging destination cannot take every place; a destination
+alone may use them all), read their payloads' context in one go, and start their sends as
+tasks (a change's diff is made for its first send and stored with the answers); publish
+the outbox's depth and age. The pass repeats at once while there is work, else after
+``delivery_poll_s``. While sends are in flight, a pass waits for a quarter of
+``delivery_concurrency`` answers (or ``delivery_poll_s``) before it writes them and claims
+more: one write transaction per answer contended with the crawl's slot commits (SQLite has
+one writer) and cost the crawl a third of its polls/s, and each transaction costs CPU, so
+they are few and large (docs/results.md).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from crawler.delivery._context import event_context, event_contexts
-from crawler.delivery._diff import make_diff
 from crawler.delivery._events import message_id
 from crawler.delivery._filters import matches
 from crawler.delivery._notify import NotifySender, notification
@@ -109,6 +109,8 @@ class Deliverer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._busy: Counter[int] = Counter()
         self._done: list[DeliveryOutcome] = []
+        #: diffs made for sends in flight (change id -> diff), stored with their answers
+        self._made: dict[int, str] = {}
         self._backlog_at = 0.0
         self._recorded_at = 0.0
         self.store: Store | None = None
@@ -235,11 +237,7 @@ class Deliverer:
         assert self.outbox is not None
         settings = self.settings
         fanned = await asyncio.to_thread(
-            self.outbox.fan_out,
-            matches,
-            settings.delivery_batch,
-            self.policy.first_delay,
-            make_diff,  # made once and stored with the change: sends and the feed read it
+            self.outbox.fan_out, matches, settings.delivery_batch, self.policy.first_delay
         )
         if fanned and self.metrics is not None:
             self.metrics.delivery_events_written_total.inc(fanned)
@@ -279,7 +277,9 @@ class Deliverer:
         due = self.outbox.claim_due(room, hold, None, dict(self._busy), parts=SHARE_PARTS)
         if not due:
             return [], {}
-        return due, event_contexts(self.outbox, self.settings, [d.event for d in due])
+        # a diff not stored yet is made here and stored with the answers (_record): once
+        contexts = event_contexts(self.outbox, self.settings, [d.event for d in due], self._made)
+        return due, contexts
 
     async def _wait_answers(self, want: int, timeout: float) -> None:
         """Until ``want`` answers wait to be written, no send is in flight, or ``timeout``."""
@@ -296,11 +296,13 @@ class Deliverer:
     async def _record(self) -> int:
         assert self.outbox is not None
         done, self._done = self._done, []
-        if done:
+        made, self._made = self._made, {}
+        if done or made:
             try:
-                await asyncio.to_thread(self.outbox.record, done)
+                await asyncio.to_thread(self.outbox.record, done, made)
             except StoreError:
                 self._done = done + self._done  # written at the next pass
+                self._made = made | self._made
                 raise
         return len(done)
 

@@ -4,9 +4,9 @@ The texts come from the change history (docs/history.md): after is the change's 
 before is the previous change's after or the URL's baseline text, given only when its hash
 is the change's old hash. A change without a known before (snapshots off, a URL watched
 before the history existed) has no diff: ``change_diff`` returns None then. The diff is
-made once and stored with the change (``changes.diff``) when the deliverer fans its event
-out (``make_diff`` is what it stores); a change whose diff is not stored yet has it made
-from its texts.
+made once, for the first send of the change's event, and stored with the change
+(``changes.diff``) with that send's answer; a change whose diff is not stored yet has it
+made from its texts (``diff_of``); ``make_diff`` is the one diff every reader serves.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""Stored diffs: each change's unified diff, made once (by the deliverer's fan-out) and
-kept in ``changes.diff``, so that no send, feed load or API read makes it again.
+"""Stored diffs: each change's unified diff, made once (by the deliverer, for the first
+send of the change's event, and written with that send's answer: ``OutboxStore.record``)
+and kept in ``changes.diff``, so that no later send, feed load or API read makes it again.
 
-The store does not make diffs (that is ``crawler.detect``'s, a layer beside it): the
-fan-out is handed the function. A diff is kept whole, zstd-compressed like the snapshots;
-each reader cuts it to its own cap. A change row's texts never change once committed
-(retention hands a deleted change's text to the baseline, the same text), so a stored diff
-never goes stale.
-"""
+The store does not make diffs (that is ``crawler.detect``'s, a layer beside it): it is
+handed them made (``record``), or the function (``fan_out``'s ``make_diff``). A diff is kept
+whole, zstd-compressed like the snapshots; each reader cuts it to its own cap. A change
+row's texts never change once committed (retention hands a deleted change's text to the
+baseline, the same text), so a stored diff never goes stale."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ class StoredDiff(NamedTuple):
     diff: str | None
     before: str | None
     after: str | None
+    #: the change's row (None: no change row found)
+    change_id: int | None = None
 
 
 _CHUNK = 400  # (url_id, slot) pairs per IN list: two parameters each

@@ -39,7 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, bindparam, func, insert, select, true, update
 
-from crawler.store._diffs import ChangeKey, MakeDiff, changes_of, make_diffs, store_diffs
+from crawler.store._diffs import (
+    ChangeKey,
+    MakeDiff,
+    changes_of,
+    compress_diff,
+    make_diffs,
+    store_diffs,
+)
 from crawler.store._engine import translate_errors
 from crawler.store._heads import (
     choose_heads,
@@ -366,9 +373,12 @@ class OutboxStore(OutboxAdmin):
                 log.warning("delivery: %d queue head flag(s) were wrong, repaired", repaired)
             return int(done.rowcount)
 
-    def record(self, outcomes: Sequence[DeliveryOutcome]) -> None:
-        """Write what the attempts did (one transaction)."""
-        if not outcomes:
+    def record(
+        self, outcomes: Sequence[DeliveryOutcome], diffs: Mapping[int, str] | None = None
+    ) -> None:
+        """Write what the attempts did (one transaction), and ``diffs`` (change id ->
+        diff, made for these sends: stored once, ``_diffs.py``)."""
+        if not outcomes and not diffs:
             return
         now = _now()
         params = [
@@ -383,9 +393,13 @@ class OutboxStore(OutboxAdmin):
             for o in outcomes
         ]
         ended = [o for o in outcomes if o.status != PENDING]
+        blobs = {cid: compress_diff(d) for cid, d in (diffs or {}).items()}
         with translate_errors("recording deliveries"), self.engine.begin() as conn:
             if ended:
                 serialize(conn)
+            store_diffs(conn, blobs)
+            if not params:
+                return
             conn.execute(
                 update(deliveries)
                 .where(

@@ -239,11 +239,11 @@ class OutboxAdmin:
                 continue
             cid, blob = rows[key]
             if blob is not None:
-                out[key] = StoredDiff(decompress_diff(blob), None, None)
+                out[key] = StoredDiff(decompress_diff(blob), None, None, cid)
             else:
                 text = texts.get(cid)
                 out[key] = StoredDiff(
-                    None, *((None, None) if text is None else (text.before, text.after))
+                    None, *((None, None) if text is None else (text.before, text.after)), cid
                 )
         return out
 

@@ -253,7 +253,7 @@ class Change(Base):
     #: existed (read with its whitespace collapsed: one line); 1 = a line per block element
     snapshot_format: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
     #: the unified diff from the text before to ``snapshot`` (zstd, UTF-8), made once by the
-    #: deliverer's fan-out; NULL: not made yet, or no text before (``crawler.store._diffs``)
+    #: deliverer for a first send; NULL: not made yet, or no text before (``_diffs.py``)
     diff: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 

@@ -1,12 +1,13 @@
 """change diffs: each change's unified diff, made once and stored
 
-A change's diff (its text before to its text after) was made again for every webhook
-send and, behind a per-process cache, for every feed and API read. ``changes.diff`` keeps
-it (zstd-compressed, whole): the deliverer writes it when it fans the change's event out,
-the deliverer's sends and the feed read it. NULL: not made yet (delivery off, or a change
-committed before this column), or no diff can be made (no text before): readers make it
-from the texts then. An index on ``(url_id, slot)`` finds the change of an event (which
-names it by URL and slot: the slot commit writes both rows before either has an id).
+A change's diff (its text before to its text after) was made again for every webhook send
+and, behind a per-process cache, for every feed and API read. ``changes.diff`` keeps it
+(zstd-compressed, whole): the deliverer makes it for the first send of the change's event
+and writes it with that send's answer; later sends and the feed read it. NULL: not made yet
+(delivery off, or a change committed before this column), or no diff can be made (no text
+before): readers make it from the texts then. An index on ``(url_id, slot)`` finds the
+change of an event (which names it by URL and slot: the slot commit writes both rows before
+either has an id).
 
 Revision ID: change_diffs
 Revises: delivery_heads
