@@ -18,7 +18,7 @@ from crawler.store._cluster import (
     WorkerRow,
     session_name,
 )
-from crawler.store._diffs import ChangeKey, StoredDiff
+from crawler.store._diffs import ChangeKey, StoredDiff, decompress_diff
 from crawler.store._discovery import (
     DiscoveredRow,
     DiscoveryStore,
@@ -133,6 +133,7 @@ __all__ = [
     "change_texts_in",
     "check_tag",
     "compress_snapshot",
+    "decompress_diff",
     "decompress_snapshot",
     "head_revision",
     "host_caps",

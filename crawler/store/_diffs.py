@@ -3,14 +3,15 @@ send of the change's event, and written with that send's answer: ``OutboxStore.r
 and kept in ``changes.diff``, so that no later send, feed load or API read makes it again.
 
 The store does not make diffs (that is ``crawler.detect``'s, a layer beside it): it is
-handed them made (``record``), or the function (``fan_out``'s ``make_diff``). A diff is kept
-whole, zstd-compressed like the snapshots; each reader cuts it to its own cap. A change
-row's texts never change once committed (retention hands a deleted change's text to the
-baseline, the same text), so a stored diff never goes stale."""
+handed them made (``record``). A diff is kept whole, zstd-compressed like the snapshots;
+each reader cuts it to its own cap. A change row's texts never change once committed
+(retention hands a deleted change's text to the baseline, the same text), so a stored diff
+never goes stale.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import zstandard
@@ -21,8 +22,6 @@ from crawler.store.models import changes
 #: (url_id, slot, new_hash): how an event names its change (the slot commit writes the
 #: event beside the change row, before the row has an id)
 ChangeKey = tuple[int, int | None, str | None]
-#: a unified diff of (before, after)
-MakeDiff = Callable[[str, str], str]
 _LEVEL = 1
 
 
@@ -76,20 +75,6 @@ def changes_of(conn: Connection, keys: Sequence[ChangeKey]) -> dict[ChangeKey, t
         for key in ((int(r.url_id), int(r.slot), r.new_hash), (int(r.url_id), None, r.new_hash)):
             if key in wanted:
                 out[key] = (int(r.id), r.diff)
-    return out
-
-
-def make_diffs(
-    conn: Connection,
-    ids: Sequence[int],
-    make: MakeDiff,
-    read_texts: Callable[[Connection, Sequence[int]], dict[int, Any]],
-) -> dict[int, bytes]:
-    """The compressed diffs of the changes ``ids`` that have a text before and after."""
-    out: dict[int, bytes] = {}
-    for change_id, text in read_texts(conn, ids).items():
-        if text.before is not None and text.after is not None:
-            out[change_id] = compress_diff(make(text.before, text.after))
     return out
 
 

@@ -39,14 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, bindparam, func, insert, select, true, update
 
-from crawler.store._diffs import (
-    ChangeKey,
-    MakeDiff,
-    changes_of,
-    compress_diff,
-    make_diffs,
-    store_diffs,
-)
+from crawler.store._diffs import ChangeKey, compress_diff, store_diffs
 from crawler.store._engine import translate_errors
 from crawler.store._heads import (
     choose_heads,
@@ -219,12 +212,9 @@ class OutboxStore(OutboxAdmin):
         matches: Callable[[DestinationRow, EventRow], bool],
         batch: int = 500,
         first_delay_s: float = 0.0,
-        make_diff: MakeDiff | None = None,
     ) -> int:
         """Make the deliveries of up to ``batch`` unfanned events (oldest first), due in
-        ``first_delay_s``, and mark the events; returns how many events. With
-        ``make_diff``, the diff of each page.changed event's change is made and stored
-        (``_diffs.py``) in the same transaction, once."""
+        ``first_delay_s``, and mark the events; returns how many events."""
         now = _now()
         due = now + timedelta(seconds=first_delay_s)
         with translate_errors("fanning events out"), self.engine.begin() as conn:
@@ -239,9 +229,6 @@ class OutboxStore(OutboxAdmin):
             )
             if not found:
                 return 0
-            diffs: dict[int, bytes] = {}
-            if make_diff is not None:  # made before the write lock is taken (SQLite)
-                diffs = _new_diffs(conn, found, make_diff)
             active = [
                 destination_row(r)
                 for r in conn.execute(
@@ -274,7 +261,6 @@ class OutboxStore(OutboxAdmin):
                 )
                 demote(conn, choose_heads(rows, existing))
                 conn.execute(insert(deliveries), rows)
-            store_diffs(conn, diffs)
             ids = [e.id for e in found]
             conn.execute(
                 update(events)
@@ -454,16 +440,6 @@ def change_key(event: EventRow) -> ChangeKey | None:
     if event.type != PAGE_CHANGED or event.url_id is None:
         return None
     return (event.url_id, event.slot, event.payload.get("new_hash"))
-
-
-def _new_diffs(conn: Connection, found: Sequence[EventRow], make: MakeDiff) -> dict[int, bytes]:
-    """The diffs to store for these events' changes (those not stored yet)."""
-    from crawler.store._store import change_texts_in
-
-    keys = [k for k in map(change_key, found) if k is not None]
-    rows = changes_of(conn, keys) if keys else {}
-    todo = sorted({cid for cid, blob in rows.values() if blob is None})
-    return make_diffs(conn, todo, make, change_texts_in) if todo else {}
 
 
 def _event_rows(conn: Connection, query: Any) -> list[EventRow]:

@@ -340,39 +340,6 @@ def test_a_claim_reads_what_it_claims_not_the_backlog(store: Store) -> None:
     heads_are_right(store)
 
 
-def test_a_changes_diff_is_made_once_at_fan_out_and_stored(store: Store) -> None:
-    (uid,) = add(store, 1)
-    for slot, old, new in ((1, "a", "b"), (2, "b", "c")):
-        polls = [poll(uid, "hit", old_hash=old, content_hash=new, snapshot=f"text {new}")]
-        store.commit_slot(slot_record(slot, polls), polls)
-    outbox = OutboxStore(store)
-    made: list[tuple[str, str]] = []
-
-    def make(before: str, after: str) -> str:
-        made.append((before, after))
-        return f"-{before}\n+{after}\n"
-
-    keys = [(uid, 1, "b"), (uid, 2, "c")]
-    # before the fan-out: nothing stored, the texts are given to make it from
-    assert [outbox.change_diffs(keys)[k][:3] for k in keys] == [
-        (None, None, "text b"),
-        (None, "text b", "text c"),
-    ]
-    assert outbox.fan_out(every, make_diff=make) == 2
-    assert made == [("text b", "text c")]  # the first change has no text before
-    found = outbox.change_diffs(keys)
-    assert found[keys[1]][:3] == ("-text b\n+text c\n", None, None)  # stored: no texts
-    assert found[keys[0]][:3] == (None, None, "text b")
-    texts = store.change_texts([c.id for c in store.list_changes()])
-    assert sorted((t.info.slot, t.diff) for t in texts.values()) == [
-        (1, None),
-        (2, "-text b\n+text c\n"),
-    ]
-    # an event fanned out again (a replay makes deliveries, not events) makes no new diff
-    outbox.fan_out(every, make_diff=make)
-    assert len(made) == 1
-
-
 def test_a_diff_made_for_a_send_is_stored_with_its_answer(store: Store) -> None:
     (uid,) = add(store, 1)
     for slot, old, new in ((1, "a", "b"), (2, "b", "c")):
