@@ -26,7 +26,11 @@ crawl: one deliverer throughout, the receiver healthy and bad in interleaved pha
 ``--phase-seconds``, the crawl's slots per minute in each (paced slots: ``--slot-seconds``):
 
     .venv/bin/python benchmarks/delivery.py --bad-receiver --db both --slot-seconds 0.25 \
-        --per-slot 50 --urls 500 --phases 7 --phase-seconds 20 --delivery-timeout 5
+        --per-slot 50 --urls 500 --phases 7 --phase-seconds 20 --delivery-timeout 5 \
+        --retry-schedule '[0, 1, 2, 2, 2, 2, 2, 2, 2, 2]'
+
+(with the specification's schedule the events that failed twice in a bad phase wait 5
+minutes, and the healthy phases after it would have next to nothing to deliver).
 
 Delivery lag is event ``created_at`` (the slot's commit, the body's ``timestamp``) to
 arrival at the receiver, for the events created during an on phase (those of off phases
@@ -503,6 +507,11 @@ def main() -> None:
     parser.add_argument("--slot-seconds", type=float, default=0.01, help="0.01: slots back to back")
     parser.add_argument("--delivery-timeout", type=float, default=15.0)
     parser.add_argument(
+        "--retry-schedule",
+        help="delivery_retry_schedule, a JSON list of seconds (--bad-receiver: a short one, so "
+        "that the healthy phases after a bad one deliver again)",
+    )
+    parser.add_argument(
         "--nice",
         type=int,
         default=0,
@@ -546,6 +555,11 @@ def main() -> None:
                     delivery_poll_s=0.1,
                     delivery_timeout_s=args.delivery_timeout,
                     slot_seconds=args.slot_seconds,
+                    **(
+                        {"delivery_retry_schedule": json.loads(args.retry_schedule)}
+                        if args.retry_schedule
+                        else {}
+                    ),
                 )
                 pids = {"site": site_pid, "receiver": proc.pid}
                 hook = f"http://127.0.0.1:{rport}/hook"
