@@ -54,8 +54,11 @@ Decisions (docs/delivery.md has the operator's view):
   page.recovered, and page.stopped_changing by a one-sided test of the silence against
   the learned rate with a false-alarm bound per silence spell; the service's hook
   (``crawler/service/_health.py``) feeds it and the slot commit writes its events.
-- **The diff** comes from one function, ``change_diff``, over the change history: the
-  text before is the previous change's after or the baseline (None when not known).
+- **The diff** comes from one function (``_diff.make_diff``) over the change history: the
+  text before is the previous change's after or the baseline (None when not known). It is
+  made once, for the change's first send, and stored with the change (``changes.diff``)
+  in the transaction that writes the send's answer; later sends, the feed and the API read
+  it.
 """
 
 from crawler.delivery._deliverer import DELIVERY_ROLE, Deliverer, DeliveryMetrics

@@ -27,8 +27,10 @@ lock; the crawl and the deliverer share only the database, as before.
   2 % to 4 % of its polls/s on SQLite, but on a machine with no spare CPU it got almost
   none (2 events/s beside the crawl, 6 to 15 with the crawl stopped) and tests whose
   receivers expect events within a minute failed. At the service's priority it uses about
-  half a core while draining and costs the crawl 29 % to 45 % on a loaded 2-core machine
-  (docs/results.md): the CPU per event is what is left to cut.
+  half a core while draining and costs the crawl 25 % to 66 % of its polls/s in
+  benchmarks/delivery.py on a 2-core machine kept busy by other jobs (docs/results.md:
+  the CPU it takes comes out of the crawl's share, and on SQLite the crawl's CPU per poll
+  rises too).
 - **Logs**: the child logs to stderr (inherited) at the service's level and format.
 """
 
