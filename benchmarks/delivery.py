@@ -20,6 +20,18 @@ deliverer, the events wait in the outbox; on: a ``DeliveryProcess``, the same on
 phase's polls/s is compared with the mean of the off phases beside it. After the phases
 the crawl stops and the deliverer drains the rest (its rate alone: the deliverer's ceiling).
 
+``--bad-receiver`` measures instead whether a receiver that refuses connections, answers
+500, hangs and answers 429 with Retry-After (in turn, ``--bad-cycle-s`` each) slows the
+crawl: one deliverer throughout, the receiver healthy and bad in interleaved phases of
+``--phase-seconds``, the crawl's slots per minute in each (paced slots: ``--slot-seconds``):
+
+    .venv/bin/python benchmarks/delivery.py --bad-receiver --db both --slot-seconds 0.25 \
+        --per-slot 50 --urls 500 --phases 7 --phase-seconds 20 --delivery-timeout 5 \
+        --retry-schedule '[0, 1, 2, 2, 2, 2, 2, 2, 2, 2]'
+
+(with the specification's schedule the events that failed twice in a bad phase wait 5
+minutes, and the healthy phases after it would have next to nothing to deliver).
+
 Delivery lag is event ``created_at`` (the slot's commit, the body's ``timestamp``) to
 arrival at the receiver, for the events created during an on phase (those of off phases
 wait for the next on phase by design and are reported apart).
@@ -42,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 from aiohttp import web
 from sqlalchemy import func, select
 from standardwebhooks import Webhook
@@ -54,20 +67,32 @@ from crawler.delivery import Deliverer, DeliveryProcess, generate_secret
 from crawler.service import CrawlService, tune_gc
 from crawler.service._loop import SlotSummary
 from crawler.settings import Settings
-from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
-from crawler.store.models import events
+from crawler.store import DELIVERED, DestinationSpec, NewUrl, OutboxStore, Store
+from crawler.store.models import deliveries, events
 
 # ----- the receiver (a child process) ------------------------------------------------------
 
 
-def _receive(secret: str, conn: Connection, count: Any) -> None:
+#: the bad receiver's cycle (``--bad-receiver``): each for ``--bad-cycle-s`` in turn
+BAD_MODES = ("refuse", "500", "hang", "429")
+
+
+def _receive(secret: str, conn: Connection, count: Any, cycle_s: float) -> None:
     """Serve POST /hook; verify; note (id, created_at, arrival, verified); on "stop" send
-    the notes back."""
+    the notes back. On "bad", cycle through ``BAD_MODES`` (refuse: the port closed; 500;
+    hang; 429 with Retry-After: 1) until "ok"."""
     notes: dict[str, tuple[float, float, bool]] = {}
     hook = Webhook(secret)
+    mode = "ok"
 
     async def on_post(request: web.Request) -> web.Response:
         body = await request.text()
+        if mode == "500":
+            return web.Response(status=500, text="broken")
+        if mode == "hang":
+            await asyncio.sleep(3600)
+        if mode == "429":
+            return web.Response(status=429, headers={"Retry-After": "1"})
         arrived = time.time()
         try:
             hook.verify(body, dict(request.headers))
@@ -82,15 +107,38 @@ def _receive(secret: str, conn: Connection, count: Any) -> None:
         return web.Response(status=204)
 
     async def main() -> None:
+        nonlocal mode
         app = web.Application()
         app.router.add_post("/hook", on_post)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         server: Any = site._server
-        conn.send(int(server.sockets[0].getsockname()[1]))
-        await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+        port = int(server.sockets[0].getsockname()[1])
+        conn.send(port)
+        listening = True
+        loop = asyncio.get_running_loop()
+        while True:
+            command = await loop.run_in_executor(None, conn.recv)
+            if command == "stop":
+                break
+            bad = command == "bad"
+            k = 0
+            while True:
+                mode = BAD_MODES[k % len(BAD_MODES)] if bad else "ok"
+                if mode == "refuse" and listening:
+                    await site.stop()
+                    listening = False
+                elif mode != "refuse" and not listening:
+                    site = web.TCPSite(runner, "127.0.0.1", port, reuse_address=True)
+                    await site.start()
+                    listening = True
+                if not bad:
+                    break
+                k += 1
+                if await loop.run_in_executor(None, conn.poll, cycle_s):
+                    break  # the next command: read at the top
         conn.send(notes)
         await runner.cleanup()
 
@@ -122,6 +170,43 @@ def make_deliverer(settings: Settings, args: argparse.Namespace) -> Deliverer | 
     return Deliverer(settings, exclusive_lock=False)
 
 
+class PhaseCpu:
+    """CPU seconds of each process of the run during a phase, and the machine's busy time:
+    whether the crawl lost polls/s because it did more work per poll (contention: lock
+    waits show as less CPU with idle cores) or because it got less of a shared core."""
+
+    NAMES = ("crawl", "deliverer", "receiver", "site", "machine")
+
+    def __init__(self, pids: dict[str, int | None]) -> None:
+        self.procs = {k: psutil.Process(v) for k, v in pids.items() if v is not None}
+        self.me = psutil.Process()
+        self._start: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        def cpu(p: psutil.Process) -> float:
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                return 0.0
+            return float(t.user + t.system)
+
+        others = {p.pid for p in self.procs.values()}
+        kids = [c for c in self.me.children(recursive=True) if c.pid not in others]
+        out = {k: cpu(p) for k, p in self.procs.items()}
+        out["crawl"] = cpu(self.me) + sum(cpu(c) for c in kids)  # with the detector's pool
+        t = psutil.cpu_times()
+        out["machine"] = float(sum(t)) - t.idle - getattr(t, "iowait", 0.0)
+        return out
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def stop(self) -> None:
+        end = self._now()
+        self.used = {k: end[k] - self._start.get(k, end[k]) for k in end}
+
+
 @dataclass
 class Phase:
     delivering: bool
@@ -130,6 +215,25 @@ class Phase:
     started: float = 0.0  # wall clock (time.time), for the events' created_at
     ended: float = 0.0
     delivered: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    def cpu_line(self) -> str:
+        c, s = self.cpu, max(self.seconds, 1e-9)
+        per_poll = (
+            f"{c.get('crawl', 0) / self.polls * 1e6:,.0f} us CPU/poll, " if self.polls else ""
+        )
+        return (
+            f"crawl {per_poll}{c.get('crawl', 0) / s:.0%} of a core; "
+            f"deliverer {c.get('deliverer', 0) / s:.0%}"
+            + (
+                f" ({c['deliverer'] / self.delivered * 1e3:.2f} ms CPU/event)"
+                if self.delivered and "deliverer" in c
+                else ""
+            )
+            + f"; receiver {c.get('receiver', 0) / s:.0%}; site {c.get('site', 0) / s:.0%}; "
+            f"machine busy {c.get('machine', 0) / s / (os.cpu_count() or 1):.0%} of "
+            f"{os.cpu_count()} cores"
+        )
 
     @property
     def rate(self) -> float:
@@ -142,6 +246,7 @@ class Run:
     written: int = 0
     drain_events: int = 0
     drain_seconds: float = 0.0
+    drain: Phase | None = None
 
 
 def events_written(store: Store) -> int:
@@ -166,7 +271,7 @@ async def crawl_phase(service: CrawlService, phase: Phase, polls: int) -> None:
 
 async def bench(
     settings: Settings, urls: list[str], receiver_url: str, secret: str, count: Any,
-    args: argparse.Namespace,
+    args: argparse.Namespace, pids: dict[str, int | None],
 ) -> Run:  # fmt: skip
     store = Store.from_settings(settings)
     store.upgrade()
@@ -194,7 +299,18 @@ async def bench(
                 deliverer.start()
                 if isinstance(deliverer, DeliveryProcess):  # a service starts it once
                     await asyncio.to_thread(deliverer.wait_ready)
+                    if args.nice and deliverer.pid is not None:  # a diagnostic, not a setting
+                        os.setpriority(os.PRIO_PROCESS, deliverer.pid, args.nice)
+            meter = PhaseCpu(
+                {
+                    **pids,
+                    "deliverer": deliverer.pid if isinstance(deliverer, DeliveryProcess) else None,
+                }
+            )
+            meter.start()
             await crawl_phase(service, phase, args.phase_polls)
+            meter.stop()
+            phase.cpu = meter.used
             if deliverer is not None:
                 await asyncio.to_thread(deliverer.stop)
             phase.delivered = count.value - before
@@ -204,13 +320,19 @@ async def bench(
                 f"phase {k + 1}/{args.phases} delivery {'on ' if phase.delivering else 'off'}: "
                 f"{phase.rate:,.0f} polls/s ({phase.polls:,} polls in {phase.seconds:.1f} s); "
                 f"events written {run.written:,}, delivered {count.value:,} "
-                f"(+{phase.delivered:,} in this phase)",
+                f"(+{phase.delivered:,} in this phase)\n    {phase.cpu_line()}",
                 flush=True,
             )
     # the crawl has stopped: drain the rest (the deliverer's rate on its own)
-    before, t0 = count.value, time.perf_counter()
     deliverer = make_deliverer(settings, args)
     deliverer.start()
+    if isinstance(deliverer, DeliveryProcess):
+        await asyncio.to_thread(deliverer.wait_ready)
+    meter = PhaseCpu(
+        {**pids, "deliverer": deliverer.pid if isinstance(deliverer, DeliveryProcess) else None}
+    )
+    meter.start()
+    before, t0 = count.value, time.perf_counter()
     deadline = t0 + args.drain_timeout
     last_print = t0
     while count.value < run.written and time.perf_counter() < deadline:
@@ -220,9 +342,86 @@ async def bench(
             print(f"draining: delivered {count.value:,} of {run.written:,}", flush=True)
     run.drain_seconds = time.perf_counter() - t0
     run.drain_events = count.value - before
+    meter.stop()
+    run.drain = Phase(True, 0, run.drain_seconds, delivered=run.drain_events, cpu=meter.used)
     await asyncio.to_thread(deliverer.stop)
     store.close()
     return run
+
+
+async def bad_receiver_bench(
+    settings: Settings, urls: list[str], receiver_url: str, secret: str, control: Connection,
+    args: argparse.Namespace, pids: dict[str, int | None],
+) -> list[tuple[str, int, float]]:  # fmt: skip
+    """The crawl's slots per minute with the receiver healthy and bad, in interleaved
+    phases of ``--phase-seconds``, one deliverer (a ``DeliveryProcess``) throughout, as a
+    service runs it: (receiver mode, slots, seconds) of each phase."""
+    store = Store.from_settings(settings)
+    store.upgrade()
+    store.add_urls([NewUrl(u) for u in urls])
+    OutboxStore(store).add_destination(DestinationSpec(receiver_url, secret))
+    out: list[tuple[str, int, float]] = []
+    async with CrawlService(settings, store=store) as service:
+        deliverer = DeliveryProcess(settings, exclusive_lock=False)
+        deliverer.start()
+        await asyncio.to_thread(deliverer.wait_ready)
+        tune_gc()
+        warm = asyncio.Event()
+        asyncio.get_running_loop().call_later(args.phase_seconds, warm.set)
+        await service.run(warm)  # baselines and the first changes' events
+        for k in range(args.phases):
+            mode = "bad" if k % 2 == 1 else "ok"
+            control.send(mode)
+            slots = 0
+
+            def on_slot(_: SlotSummary) -> None:
+                nonlocal slots
+                slots += 1
+
+            stop = asyncio.Event()
+            meter = PhaseCpu({**pids, "deliverer": deliverer.pid})
+            meter.start()
+            t0 = time.perf_counter()
+            asyncio.get_running_loop().call_later(args.phase_seconds, stop.set)
+            await service.run(stop, on_slot=on_slot)
+            seconds = time.perf_counter() - t0
+            meter.stop()
+            out.append((mode, slots, seconds))
+            cpu = Phase(True, 0, seconds, cpu=meter.used).cpu_line()
+            print(
+                f"phase {k + 1}/{args.phases} receiver {mode}: {slots / seconds * 60:,.0f} "
+                f"slots/min ({slots} slots in {seconds:.1f} s); delivered "
+                f"{events_delivered(store):,} of {events_written(store):,} events\n    {cpu}",
+                flush=True,
+            )
+        control.send("ok")
+        await asyncio.to_thread(deliverer.stop)
+    store.close()
+    return out
+
+
+def events_delivered(store: Store) -> int:
+    with store.engine.connect() as conn:
+        return int(
+            conn.execute(
+                select(func.count()).select_from(deliveries).where(deliveries.c.status == DELIVERED)
+            ).scalar_one()
+        )
+
+
+def bad_report(phases: list[tuple[str, int, float]], label: str) -> list[str]:
+    rates = [slots / seconds * 60 for _, slots, seconds in phases]
+    changes = []
+    for i, (mode, _, _) in enumerate(phases):
+        if mode != "bad":
+            continue
+        beside = [rates[j] for j in (i - 1, i + 1) if 0 <= j < len(phases)]
+        changes.append(rates[i] / (sum(beside) / len(beside)) - 1)
+    by_phase = ", ".join(f"{m} {r:,.0f}" for (m, _, _), r in zip(phases, rates, strict=True))
+    return [
+        f"[{label}] slots/min by receiver phase: {by_phase}; bad against the healthy phases "
+        f"beside it: {', '.join(f'{c:+.1%}' for c in changes)} (target: no worse than -5%)"
+    ]
 
 
 def report(run: Run, notes: dict[str, tuple[float, float, bool]], label: str) -> list[str]:
@@ -246,7 +445,8 @@ def report(run: Run, notes: dict[str, tuple[float, float, bool]], label: str) ->
     lines = [
         f"[{label}] events: {run.written:,} written by the crawl, {len(notes):,} delivered "
         f"(distinct ids), {unverified} failing signature verification",
-        f"[{label}] delivery during the crawl: {on_delivered / on_seconds:,.0f} events/s "
+        f"[{label}] delivery during the crawl: "
+        f"{on_delivered / max(on_seconds, 1e-9):,.0f} events/s "
         f"({on_delivered:,} in {on_seconds:.1f} s of on phases); crawl stopped, draining: "
         f"{run.drain_events / max(run.drain_seconds, 1e-9):,.0f} events/s "
         f"({run.drain_events:,} in {run.drain_seconds:.1f} s)",
@@ -263,11 +463,17 @@ def report(run: Run, notes: dict[str, tuple[float, float, bool]], label: str) ->
             f"by design): p50 {np.percentile(waited, 50):,.1f} s, "
             f"p99 {np.percentile(waited, 99):,.1f} s"
         )
+    if run.drain is not None:
+        lines.append(f"[{label}] drain CPU: {run.drain.cpu_line()}")
+    for i, p in enumerate(run.phases):
+        lines.append(
+            f"[{label}]   phase {i + 1} {'on ' if p.delivering else 'off'}: {p.cpu_line()}"
+        )
     rates = ", ".join(f"{'on' if p.delivering else 'off'} {p.rate:,.0f}" for p in run.phases)
     lines.append(
         f"[{label}] crawl polls/s by phase: {rates}; delivery costs "
         f"{', '.join(f'{c:+.1%}' for c in costs)} (each on phase against the off phases "
-        f"beside it), median {np.median(costs):+.1%} (target at most 10%)"
+        f"beside it), median {np.median(costs) if costs else np.nan:+.1%} (target at most 10%)"
     )
     return lines
 
@@ -290,6 +496,28 @@ def main() -> None:
     )
     parser.add_argument("--profile", help="with --thread: cProfile the deliverer to this file")
     parser.add_argument("--drain-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--bad-receiver",
+        action="store_true",
+        help="compare the crawl's slots/min with the receiver healthy and bad (refusing, "
+        "500, hanging, 429 in turn), one deliverer throughout",
+    )
+    parser.add_argument("--bad-cycle-s", type=float, default=2.0, help="each bad mode's time")
+    parser.add_argument("--phase-seconds", type=float, default=20.0, help="--bad-receiver")
+    parser.add_argument("--slot-seconds", type=float, default=0.01, help="0.01: slots back to back")
+    parser.add_argument("--delivery-timeout", type=float, default=15.0)
+    parser.add_argument(
+        "--retry-schedule",
+        help="delivery_retry_schedule, a JSON list of seconds (--bad-receiver: a short one, so "
+        "that the healthy phases after a bad one deliver again)",
+    )
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="a diagnostic: the delivery process's niceness in the on phases (is the cost "
+        "the CPU the crawl shares with it?)",
+    )
     args = parser.parse_args()
     if args.phase_polls <= 0:
         args.phase_polls = int(args.events / args.phases * 1.3)
@@ -303,13 +531,18 @@ def main() -> None:
     )
     summary: list[str] = []
     ctx = multiprocessing.get_context("spawn")
-    with site_process(args.urls, args.change_rate, args.page_bytes, args.hosts) as (port, _):
+    with site_process(args.urls, args.change_rate, args.page_bytes, args.hosts) as (
+        port,
+        site_pid,
+    ):
         urls = [page_url(port, args.hosts, k) for k in range(1, args.urls + 1)]
         for kind in kinds:
             secret = generate_secret()
             parent, child = ctx.Pipe()
             count = ctx.Value("q", 0)
-            proc = ctx.Process(target=_receive, args=(secret, child, count), daemon=True)
+            proc = ctx.Process(
+                target=_receive, args=(secret, child, count, args.bad_cycle_s), daemon=True
+            )
             proc.start()
             rport = parent.recv()
             with database(kind) as url:
@@ -320,15 +553,31 @@ def main() -> None:
                     delivery_concurrency=args.concurrency,
                     delivery_batch=args.batch,
                     delivery_poll_s=0.1,
+                    delivery_timeout_s=args.delivery_timeout,
+                    slot_seconds=args.slot_seconds,
+                    **(
+                        {"delivery_retry_schedule": json.loads(args.retry_schedule)}
+                        if args.retry_schedule
+                        else {}
+                    ),
                 )
-                run = asyncio.run(
-                    bench(settings, urls, f"http://127.0.0.1:{rport}/hook", secret, count, args)
-                )
+                pids = {"site": site_pid, "receiver": proc.pid}
+                hook = f"http://127.0.0.1:{rport}/hook"
+                if args.bad_receiver:
+                    phases = asyncio.run(
+                        bad_receiver_bench(settings, urls, hook, secret, parent, args, pids)
+                    )
+                else:
+                    run = asyncio.run(bench(settings, urls, hook, secret, count, args, pids))
             parent.send("stop")
             notes = parent.recv()
             proc.join(10)
+            if args.bad_receiver:
+                summary += bad_report(phases, kind)
+                print(summary[-1], flush=True)
+                continue
             summary += report(run, notes, kind)
-            print("\n".join(summary[-5:]), flush=True)
+            print("\n".join(summary[-(6 + len(run.phases)) :]), flush=True)
     print("\n".join(["", "summary:", *summary]))
 
 

@@ -1,15 +1,17 @@
-"""The diffs the feed and the API serve, each computed once per process: a bounded LRU
-cache keyed by change id.
+"""The diffs the feed and the API serve: each change's diff is made once and stored with the
+change (``changes.diff``, written by the deliverer with the answer of the change's first
+send: the same diff the webhook carries), and read from there; a bounded LRU cache keyed by
+change id keeps the capped form per process.
 
 A change row is immutable (its before and after never change once committed), so a diff
 keyed by the change's id never goes stale; retention deleting the row only makes the entry
-unreachable. A cache, not a stored column: it needs no migration, no write on the slot's
-commit path (the slot would pay for a diff nobody may ever read), and a feed reader polling
-every few minutes reads the same newest changes each time, so the hit rate is high.
-Memory is bounded: at most ``max_entries`` diffs, each cut at ``max_bytes``
-(``crawler.detect.cap_diff``, the webhook payload's cap). ``functools.lru_cache`` is not used
-because it would also cache "no such change" (an id not yet committed would stay unknown)
-and its key would hold the store.
+unreachable. A change whose diff is not stored (delivery off, or a change committed before
+the column) has it made from its texts here, once per process (the cache): the API is
+read-only and does not write it. The slot's commit never makes a diff (the crawl would pay
+for one nobody may ever read). Memory is bounded: at most ``max_entries`` diffs, each cut
+at ``max_bytes`` (``crawler.detect.cap_diff``, the webhook payload's cap).
+``functools.lru_cache`` is not used because it would also cache "no such change" (an id
+not yet committed would stay unknown) and its key would hold the store.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ class ChangeDiff:
 
 def diff_of(text: ChangeText, max_bytes: int) -> ChangeDiff:
     """The capped unified diff of a change's texts."""
-    if text.before is None or text.after is None:
-        return ChangeDiff(None, False)
-    whole = unified_diff(text.before, text.after, before_label="before", after_label="after")
+    whole = text.diff  # as stored once, by the deliverer (its first send of the change)
+    if whole is None:
+        if text.before is None or text.after is None:
+            return ChangeDiff(None, False)
+        whole = unified_diff(text.before, text.after, before_label="before", after_label="after")
     diff, cut = cap_diff(whole, max_bytes)
     return ChangeDiff(diff, cut)
 

@@ -27,8 +27,8 @@ Decisions (docs/delivery.md has the operator's view):
   the event is sent again with the same id. A
   delivery is due only while no earlier delivery of the same URL to the same destination is
   pending, so a URL's events arrive in order (a dead-lettered one no longer holds the next
-  back). Events of different URLs go in parallel (``delivery_concurrency``, a quarter of it
-  per destination).
+  back). Events of different URLs go in parallel (``delivery_concurrency``; while several
+  destinations are ready, at most a quarter of it per destination).
 - **Beside the crawl, never in its way**: the deliverer runs in a process of its own
   (``_process.py``: as a thread it held the crawl's interpreter lock for 44 % of the
   samples and cost the crawl a quarter to a half of its polls/s), with its own event loop,
@@ -54,8 +54,11 @@ Decisions (docs/delivery.md has the operator's view):
   page.recovered, and page.stopped_changing by a one-sided test of the silence against
   the learned rate with a false-alarm bound per silence spell; the service's hook
   (``crawler/service/_health.py``) feeds it and the slot commit writes its events.
-- **The diff** comes from one function, ``change_diff``, over the change history: the
-  text before is the previous change's after or the baseline (None when not known).
+- **The diff** comes from one function (``_diff.make_diff``) over the change history: the
+  text before is the previous change's after or the baseline (None when not known). It is
+  made once, for the change's first send, and stored with the change (``changes.diff``)
+  in the transaction that writes the send's answer; later sends, the feed and the API read
+  it.
 """
 
 from crawler.delivery._deliverer import DELIVERY_ROLE, Deliverer, DeliveryMetrics

@@ -5,10 +5,15 @@ per-scheduler fields): for the ``bayes`` scheduler, its sufficient statistics tu
 rate by the scheduler's own ``estimate_rates`` (changes per slot, with its priors), given
 here in changes per day. The other schedulers learn no rate: ``change_rate`` is null.
 
-The deliverer reads the contexts of a whole claimed batch at once (``event_contexts``: one
-thread hop, one connection, the change texts in one query): read one event at a time (two
-connections, a ``url_detail`` and a thread hop each) they cost 24 ms of the deliverer's
-time per event on a loaded 2-core machine and held delivery near 40 events/s
+The diff is made once, for the first send of the change's event, and stored with the
+change (``changes.diff``) in the transaction that writes the send's answer: later sends
+read it, as the feed and the API do. Made at fan-out instead, a backlog's fan-out made
+every diff of the backlog before the first send (delivery beside the crawl fell from
+50-70 to 14-28 events/s in benchmarks/delivery.py). The deliverer reads
+the contexts of a whole claimed batch at once (``event_contexts``: one thread hop, one
+connection, the diffs in one query, the learned rates in one): read one event at a time
+(two connections, a ``url_detail`` and a thread hop each) they cost 24 ms of the
+deliverer's time per event on a loaded 2-core machine and held delivery near 40 events/s
 (benchmarks/delivery.py; docs/results.md has the figures before and after).
 """
 
@@ -20,12 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from crawler.delivery._diff import change_diff
+from crawler.delivery._diff import diff_of
 from crawler.delivery._payload import Context
-from crawler.detect import unified_diff
 from crawler.schedulers.bayes import estimate_rates
 from crawler.settings import Settings
-from crawler.store import PAGE_CHANGED, EventRow, OutboxStore, Store
+from crawler.store import EventRow, OutboxStore, Store, change_key
 
 DAY_S = 86_400.0
 
@@ -33,48 +37,41 @@ DAY_S = 86_400.0
 def event_context(
     store: Store, outbox: OutboxStore, settings: Settings, event: EventRow
 ) -> Context:
-    if event.type != PAGE_CHANGED or event.url_id is None:
-        return Context()
-    diff = change_diff(
-        outbox,
-        event.url_id,
-        event.slot,
-        event.payload.get("old_hash"),
-        event.payload.get("new_hash"),
-    )
-    rate = learned_rate(store, settings, event.url) if event.url else None
-    interval = DAY_S / rate if rate else None
-    return Context(diff=diff, change_rate=rate, expected_interval_s=interval)
+    """``event_contexts`` of one event."""
+    return event_contexts(outbox, settings, [event])[event.id]
 
 
 def event_contexts(
-    outbox: OutboxStore, settings: Settings, batch: Sequence[EventRow]
+    outbox: OutboxStore,
+    settings: Settings,
+    batch: Sequence[EventRow],
+    made: dict[int, str] | None = None,
 ) -> dict[int, Context]:
-    """``event_context`` of each event of ``batch`` (by event id), read together."""
-    changed = [(e, e.url_id) for e in batch if e.type == PAGE_CHANGED and e.url_id is not None]
-    keys = [(uid, e.slot, e.payload.get("new_hash")) for e, uid in changed]
-    texts = outbox.change_texts_many(keys) if keys else {}
+    """``event_context`` of each event of ``batch`` (by event id), read together: the
+    stored diffs in one query, the learned rates in another. A diff not stored yet is made
+    from the change's texts and put in ``made`` (change id -> diff) for the caller to
+    store (the deliverer does, with the sends' answers: made once)."""
+    changed = [(e, k) for e in batch if (k := change_key(e)) is not None]
+    keys = [k for _, k in changed]
+    diffs = outbox.change_diffs(keys) if keys else {}
     states: dict[int, dict[str, dict[str, Any]]] = {}
     if settings.scheduler == "bayes" and changed:
-        states = outbox.url_states([uid for _, uid in changed])
+        states = outbox.url_states([k[0] for k in keys])
     out = {e.id: Context() for e in batch}
-    for (event, uid), key in zip(changed, keys, strict=True):
-        before, after = texts.get(key, (None, None))
-        diff = unified_diff(before, after) if before is not None and after is not None else None
-        rate = rate_of(states.get(uid, {}), settings)
+    for event, key in changed:
+        rate = rate_of(states.get(key[0], {}), settings)
+        found = diffs.get(key)
+        diff = diff_of(found)
+        fresh = found is not None and found.diff is None and found.change_id is not None
+        if made is not None and fresh and diff is not None:  # the caller stores it, once
+            assert found is not None and found.change_id is not None
+            made[found.change_id] = diff
         out[event.id] = Context(
-            diff=diff, change_rate=rate, expected_interval_s=DAY_S / rate if rate else None
+            diff=diff,
+            change_rate=rate,
+            expected_interval_s=DAY_S / rate if rate else None,
         )
     return out
-
-
-def learned_rate(store: Store, settings: Settings, url: str) -> float | None:
-    """Changes per day the scheduler learned for ``url`` (None: it learns no rate, or has
-    not observed the URL yet)."""
-    if settings.scheduler != "bayes":
-        return None
-    detail = store.url_detail(url, recent=0)
-    return rate_of(detail.state if detail is not None else {}, settings)
 
 
 def rate_of(state: dict[str, dict[str, Any]], settings: Settings) -> float | None:

@@ -1,15 +1,19 @@
-"""The deliverer: a thread with its own event loop, database engine and HTTP client that
-fans the outbox out to the destinations and sends what is due, beside the crawl.
+"""The deliverer: a loop with its own event loop, database engine and HTTP clients that
+fans the outbox out to the destinations and sends what is due, beside the crawl (in a
+process of its own: ``_process.py``).
 
-One pass (``step``): fan out up to a batch of new events; record the answers of the sends
-that finished; claim as many due deliveries as there is room for (``delivery_concurrency``
-in all, a quarter of it per destination, so one hanging destination cannot take every
-place), read their payloads' context in one go, and start their sends as tasks; publish
+One pass (``step``): fan out up to a batch of new events; record the answers of the
+sends that finished; claim as many due deliveries as there is room for
+(``delivery_concurrency`` in all; while several destinations are ready, at most a quarter
+of it per destination, so one hanging destination cannot take every place; a destination
+alone may use them all), read their payloads' context in one go, and start their sends as
+tasks (a change's diff is made for its first send and stored with the answers); publish
 the outbox's depth and age. The pass repeats at once while there is work, else after
-``delivery_poll_s``. While sends are in flight, a pass waits for an eighth of
+``delivery_poll_s``. While sends are in flight, a pass waits for a quarter of
 ``delivery_concurrency`` answers (or ``delivery_poll_s``) before it writes them and claims
 more: one write transaction per answer contended with the crawl's slot commits (SQLite has
-one writer) and cost the crawl a third of its polls/s (docs/results.md).
+one writer) and cost the crawl a third of its polls/s, and each transaction costs CPU, so
+they are few and large (docs/results.md).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -71,6 +76,9 @@ DELIVERY_ROLE = "delivery"
 LOCK_RETRY_S = 5.0
 #: seconds between two measures of the outbox's depth and age
 BACKLOG_EVERY_S = 2.0
+#: a destination may hold 1 / SHARE_PARTS of the places (``delivery_concurrency``) while
+#: others are ready, so one that hangs leaves the rest to the others; alone, all of them
+SHARE_PARTS = 4
 #: a claim outlives the send's timeout by this much before the delivery is due again
 CLAIM_MARGIN_S = 30.0
 
@@ -80,9 +88,17 @@ class Deliverer:
     abandoned: their claims expire and they are sent again, with the same id)."""
 
     def __init__(
-        self, settings: Settings, metrics: DeliveryMetrics | None = None, *, exclusive_lock: bool
+        self,
+        settings: Settings,
+        metrics: DeliveryMetrics | None = None,
+        *,
+        exclusive_lock: bool,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
+        #: called once the deliverer's start-up work is done (claims of a stopped deliverer
+        #: released), or, in a cluster, when it begins to wait for the delivery lock
+        self.on_ready = on_ready
         self.metrics = metrics
         self.exclusive_lock = exclusive_lock
         self.policy = RetryPolicy(settings.delivery_retry_schedule)
@@ -93,6 +109,8 @@ class Deliverer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._busy: Counter[int] = Counter()
         self._done: list[DeliveryOutcome] = []
+        #: diffs made for sends in flight (change id -> diff), stored with their answers
+        self._made: dict[int, str] = {}
         self._backlog_at = 0.0
         self._recorded_at = 0.0
         self.store: Store | None = None
@@ -124,6 +142,8 @@ class Deliverer:
             asyncio.run(self._run())
         except Exception:  # never take the service down: the outbox keeps the events
             log.exception("delivery stopped by an unexpected error; events stay in the outbox")
+        finally:
+            self._ready()  # no one waits for a deliverer that has ended
 
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -136,6 +156,7 @@ class Deliverer:
             AddressPolicy(self.settings.allow_private_addresses),
             self.settings.delivery_timeout_s,
             self.settings.user_agent,
+            self.settings.delivery_concurrency,  # connections kept per destination, at most
         )
         self.notifier = NotifySender(
             self.sender,
@@ -145,6 +166,7 @@ class Deliverer:
         lock: ServiceLock | None = None
         try:
             if self.exclusive_lock:
+                self._ready()  # the lock may come much later (when its holder dies)
                 lock = await self._take_lock()
                 if lock is None:
                     return
@@ -153,6 +175,7 @@ class Deliverer:
             released = await self._release_claims()
             if released:
                 log.info("delivery: %d send(s) of a stopped deliverer are due again", released)
+            self._ready()
             while not self._stop.is_set():
                 try:
                     busy = await self.step()
@@ -171,6 +194,11 @@ class Deliverer:
                 lock.release()
             self.store.close()
 
+    def _ready(self) -> None:
+        callback, self.on_ready = self.on_ready, None
+        if callback is not None:
+            callback()
+
     async def _release_claims(self) -> int:
         assert self.outbox is not None and self._stop is not None
         while not self._stop.is_set():
@@ -178,6 +206,7 @@ class Deliverer:
                 return await asyncio.to_thread(self.outbox.release_claims)
             except StoreError as exc:
                 log.warning("delivery: %s; trying again", exc)
+                self._ready()  # started, if not delivering yet: the service need not wait
                 await self._wait(LOCK_RETRY_S)
         return 0
 
@@ -212,10 +241,10 @@ class Deliverer:
         )
         if fanned and self.metrics is not None:
             self.metrics.delivery_events_written_total.inc(fanned)
-        per_destination = max(1, settings.delivery_concurrency // 4)
-        # answers are written, and sends claimed, a few at a time (a write transaction per
-        # answer contended with the slot commits on SQLite: docs/results.md)
-        gather = max(1, per_destination // 2)
+        # answers are written, and sends claimed, a quarter of the places at a time (a write
+        # transaction per answer contended with the slot commits on SQLite; an eighth at a
+        # time cost more CPU per event in transactions: docs/results.md)
+        gather = max(1, settings.delivery_concurrency // SHARE_PARTS)
         recorded = 0
         if (
             len(self._done) >= gather
@@ -226,16 +255,10 @@ class Deliverer:
             self._recorded_at = time.monotonic()
         room = settings.delivery_concurrency - len(self._tasks)
         due: list[DueDelivery] = []
+        contexts: dict[int, Context] = {}
         if room > 0 and (not self._tasks or recorded >= gather or fanned):
             hold = timedelta(seconds=settings.delivery_timeout_s + CLAIM_MARGIN_S)
-            due = await asyncio.to_thread(
-                self.outbox.claim_due, room, hold, per_destination, dict(self._busy)
-            )
-        contexts: dict[int, Context] = {}
-        if due:  # read for the whole batch at once (_context.py says why)
-            contexts = await asyncio.to_thread(
-                event_contexts, self.outbox, settings, [d.event for d in due]
-            )
+            due, contexts = await asyncio.to_thread(self._claim, room, hold)
         for item in due:
             self._busy[item.destination_id] += 1
             task = asyncio.create_task(self._deliver(item, contexts.get(item.event.id)))
@@ -246,6 +269,17 @@ class Deliverer:
             await self._wait_answers(gather, settings.delivery_poll_s)
             return True
         return bool(fanned or recorded or due)
+
+    def _claim(self, room: int, hold: timedelta) -> tuple[list[DueDelivery], dict[int, Context]]:
+        """Claim due sends and read their payloads' context, in one thread hop (the
+        contexts of the whole batch at once: _context.py says why)."""
+        assert self.outbox is not None
+        due = self.outbox.claim_due(room, hold, None, dict(self._busy), parts=SHARE_PARTS)
+        if not due:
+            return [], {}
+        # a diff not stored yet is made here and stored with the answers (_record): once
+        contexts = event_contexts(self.outbox, self.settings, [d.event for d in due], self._made)
+        return due, contexts
 
     async def _wait_answers(self, want: int, timeout: float) -> None:
         """Until ``want`` answers wait to be written, no send is in flight, or ``timeout``."""
@@ -262,11 +296,13 @@ class Deliverer:
     async def _record(self) -> int:
         assert self.outbox is not None
         done, self._done = self._done, []
-        if done:
+        made, self._made = self._made, {}
+        if done or made:
             try:
-                await asyncio.to_thread(self.outbox.record, done)
+                await asyncio.to_thread(self.outbox.record, done, made)
             except StoreError:
                 self._done = done + self._done  # written at the next pass
+                self._made = made | self._made
                 raise
         return len(done)
 

@@ -41,6 +41,12 @@ Decisions (docs/delivery.md, "Health events", has the operator's view):
   ``page.stopped_changing`` event was written in or after that slot): see
   ``Store.health_state``. A URL whose changes were all pruned by the history's retention is
   tested again from its next change.
+- **Clock**: the judge counts in slots of a clock its caller gives. One service: its slot
+  numbers. A cluster, where each worker numbers its own slots: a global slot clock, wall
+  time over ``slot_seconds`` (the same for every worker), with the rate converted to it and
+  the state read by time (``Store.health_state_at``) at start and again for the URLs of
+  each site a worker gains (``refresh``), so the worker that gains a site continues its
+  test where the last one left it (``crawler/service/_health.py``).
 """
 
 from __future__ import annotations
@@ -67,7 +73,8 @@ class HealthPolicy:
 class UrlHealth:
     """What the test needs of one URL (survives a restart through stored columns)."""
 
-    last_change_slot: int | None = None
+    #: on the judge's clock: a slot number (one service), or a cluster's global slot clock
+    last_change_slot: float | None = None
     changes: int = 0
     alarmed: bool = False
 
@@ -94,16 +101,27 @@ class HealthJudge:
     def restore(self, state: Mapping[int, UrlHealth]) -> None:
         self.urls = dict(state)
 
+    def refresh(self, url_ids: Iterable[int], state: Mapping[int, UrlHealth]) -> None:
+        """Replace what is known of ``url_ids`` by ``state`` (read again: a URL polled by
+        another worker meanwhile); a URL absent from ``state`` has no change stored."""
+        for uid in url_ids:
+            found = state.get(uid)
+            if found is None:
+                self.urls.pop(uid, None)
+            else:
+                self.urls[uid] = found
+
     def after_slot(
         self,
-        slot: int,
+        slot: float,
         polls: Iterable[PollRecord],
         streaks_before: Mapping[int, int],
         rate_per_slot: Callable[[list[int]], dict[int, float]] | None,
     ) -> tuple[HealthEvent, ...]:
-        """The events of slot ``slot``'s polls. ``streaks_before``: the failure streak of
-        each failing URL before the slot; ``rate_per_slot``: the learned rates (changes per
-        slot) of the URLs asked, or None when the scheduler learns none."""
+        """The events of slot ``slot``'s polls (``slot``: the judge's clock, in slots).
+        ``streaks_before``: the failure streak of each failing URL before the slot;
+        ``rate_per_slot``: the learned rates (changes per slot of that clock) of the URLs
+        asked, or None when the scheduler learns none."""
         out: list[HealthEvent] = []
         n = self.policy.failing_after
         streaks: dict[int, int] = dict(streaks_before)
@@ -167,7 +185,7 @@ def _recovered(p: PollRecord, streak: int) -> HealthEvent:
 
 
 def _stopped(
-    p: PollRecord, h: UrlHealth, rate: float, silence: int, prob: float, alpha: float
+    p: PollRecord, h: UrlHealth, rate: float, silence: float, prob: float, alpha: float
 ) -> HealthEvent:
     return HealthEvent(
         PAGE_STOPPED_CHANGING,

@@ -27,8 +27,10 @@ lock; the crawl and the deliverer share only the database, as before.
   2 % to 4 % of its polls/s on SQLite, but on a machine with no spare CPU it got almost
   none (2 events/s beside the crawl, 6 to 15 with the crawl stopped) and tests whose
   receivers expect events within a minute failed. At the service's priority it uses about
-  half a core while draining and costs the crawl 29 % to 45 % on a loaded 2-core machine
-  (docs/results.md): the CPU per event is what is left to cut.
+  half a core while draining and costs the crawl 25 % to 66 % of its polls/s in
+  benchmarks/delivery.py on a 2-core machine kept busy by other jobs (docs/results.md:
+  the CPU it takes comes out of the crawl's share, and on SQLite the crawl's CPU per poll
+  rises too).
 - **Logs**: the child logs to stderr (inherited) at the service's level and format.
 """
 
@@ -99,11 +101,14 @@ def _child(
     stops it when asked, and exits the process when the service is gone."""
     configure_logging(logging.getLevelName(log_level), settings.log_format)
     metrics = PipeMetrics(metrics_conn) if metrics_conn is not None else None
-    deliverer = Deliverer(settings, metrics, exclusive_lock=exclusive_lock)
     with contextlib.suppress(ImportError):  # the notify extra: seconds to import, not at a send
         import apprise  # noqa: F401
-    with contextlib.suppress(OSError):
-        control.send("ready")  # imported: ``wait_ready`` returns
+
+    def ready() -> None:  # imported and started: ``wait_ready`` returns
+        with contextlib.suppress(OSError):
+            control.send("ready")
+
+    deliverer = Deliverer(settings, metrics, exclusive_lock=exclusive_lock, on_ready=ready)
 
     def watch() -> None:
         try:
@@ -139,8 +144,9 @@ class DeliveryProcess:
         return None if self._proc is None else self._proc.exitcode
 
     def wait_ready(self, timeout: float = 60.0) -> bool:
-        """Until the child has imported what it runs (a benchmark's timing starts then:
-        the service pays that once, at its start)."""
+        """Until the child has imported what it runs and released a stopped deliverer's
+        claims (in a cluster: until it waits for the delivery lock). A benchmark's timing
+        starts then: the service pays that once, at its start."""
         if self._control is None or not self._control.poll(timeout):
             return False
         with contextlib.suppress(EOFError, OSError):

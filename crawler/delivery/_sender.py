@@ -2,20 +2,26 @@
 
 Decisions:
 
-* httpx's ``AsyncClient``: one per deliverer, redirects not followed (a webhook that moved
-  answers 3xx, recorded as a failure: a redirect could lead past the address policy), no
-  cookies kept, ``timeout_s`` for the whole exchange (``asyncio.timeout`` around it, since
-  httpx's timeouts are per phase).
+* httpx's ``AsyncClient``: one long-lived client per destination origin (scheme, host,
+  port), so its connections stay open between sends (keep-alive) and its pool holds only
+  that destination's connections (httpcore looks at every pooled connection at each
+  request); redirects not followed (a webhook that moved answers 3xx, recorded as a
+  failure: a redirect could lead past the address policy), no cookies kept, ``timeout_s``
+  for the whole exchange (``asyncio.timeout`` around it, since httpx's timeouts are per
+  phase).
 * The address policy is the fetcher's own ``AddressPolicy`` (private addresses refused
   unless ``allow_private_addresses``; cloud metadata and link-local always): every address
   the destination's host resolves to is checked before each send, and one refused address
-  refuses the send. httpx then resolves the name again; a DNS answer that changes between
-  the two lookups (rebinding) is the residual risk, noted in docs/delivery.md.
+  refuses the send. A host that is an address literal is checked as it is, without a
+  lookup (a lookup is a hop to a resolver thread per send). httpx then resolves a name
+  again; a DNS answer that changes between the two lookups (rebinding) is the residual
+  risk, noted in docs/delivery.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -44,15 +50,34 @@ class Answer:
 
 
 class WebhookSender:
-    def __init__(self, policy: AddressPolicy, timeout_s: float, user_agent: str) -> None:
+    """Signed POSTs; ``max_connections``: open connections kept per destination origin."""
+
+    def __init__(
+        self, policy: AddressPolicy, timeout_s: float, user_agent: str, max_connections: int = 8
+    ) -> None:
         self.policy = policy
         self.timeout_s = timeout_s
-        self.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s),
-            follow_redirects=False,
-            headers={"user-agent": user_agent, "accept-encoding": "identity"},
-            trust_env=False,
-        )
+        self.user_agent = user_agent
+        self.max_connections = max(1, max_connections)
+        self._clients: dict[tuple[str, str, int | None], httpx.AsyncClient] = {}
+
+    def client(self, url: str) -> httpx.AsyncClient:
+        """The long-lived client of ``url``'s origin (made at its first send)."""
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.hostname or "", parts.port)
+        found = self._clients.get(key)
+        if found is None:
+            found = self._clients[key] = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout_s),
+                follow_redirects=False,
+                headers={"user-agent": self.user_agent, "accept-encoding": "identity"},
+                trust_env=False,
+                limits=httpx.Limits(
+                    max_connections=self.max_connections,
+                    max_keepalive_connections=self.max_connections,
+                ),
+            )
+        return found
 
     async def refusal(self, url: str) -> str | None:
         """Why the policy refuses ``url``'s host (None: it may be contacted)."""
@@ -61,19 +86,31 @@ class WebhookSender:
             return f"not an http(s) URL: {url}"
         port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
+            literal = ipaddress.ip_address(parts.hostname)
+        except ValueError:
+            pass
+        else:  # an address, not a name: nothing to look up
+            return self._checked(parts.hostname, str(literal))
+        try:
             infos = await asyncio.get_running_loop().getaddrinfo(
                 parts.hostname, port, type=socket.SOCK_STREAM
             )
         except OSError as exc:
             return f"cannot resolve {parts.hostname}: {exc}"
         for *_, address in infos:
-            reason = self.policy.refusal(str(address[0]))
-            if reason is not None:
-                return (
-                    f"{parts.hostname} resolves to {address[0]} ({reason}): refused by the "
-                    "address policy (see allow_private_addresses)"
-                )
+            refused = self._checked(parts.hostname, str(address[0]))
+            if refused is not None:
+                return refused
         return None
+
+    def _checked(self, host: str, address: str) -> str | None:
+        reason = self.policy.refusal(address)
+        if reason is None:
+            return None
+        return (
+            f"{host} resolves to {address} ({reason}): refused by the address policy (see "
+            "allow_private_addresses)"
+        )
 
     async def send(self, url: str, headers: dict[str, str], body: str) -> Answer:
         refused = await self.refusal(url)
@@ -82,7 +119,9 @@ class WebhookSender:
         try:
             async with (
                 asyncio.timeout(self.timeout_s),
-                self.client.stream("POST", url, content=body.encode(), headers=headers) as response,
+                self.client(url).stream(
+                    "POST", url, content=body.encode(), headers=headers
+                ) as response,
             ):
                 head = b""
                 async for chunk in response.aiter_raw():  # the start only: memory stays bounded
@@ -100,4 +139,6 @@ class WebhookSender:
         return Answer(response.status_code, None, retry_after, text)
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()

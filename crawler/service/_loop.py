@@ -193,6 +193,10 @@ class CrawlLoop:
             if update is None:
                 return False
             added = self._apply_update(update)
+            gained = update.ids if added is None else added  # None: every URL is new
+            if update.replaced is not None:  # lost and regained: another may have polled
+                gained = np.union1d(gained, update.replaced)
+            self.health.stale(gained.tolist())
         else:
             version = await asyncio.to_thread(self.store.watch_list_version)
             if not force and version == self._watch_version:

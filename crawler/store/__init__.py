@@ -18,6 +18,7 @@ from crawler.store._cluster import (
     WorkerRow,
     session_name,
 )
+from crawler.store._diffs import ChangeKey, StoredDiff, decompress_diff
 from crawler.store._discovery import (
     DiscoveredRow,
     DiscoveryStore,
@@ -32,7 +33,7 @@ from crawler.store._history import ChangeInfo, ChangeText, PruneReport
 from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
 from crawler.store._lock import ServiceLock, ServiceLockHeld, ServiceLockLost, owner_info
 from crawler.store._migrate import alembic_config, head_revision
-from crawler.store._outbox import PAGE_CHANGED, PAGE_DISCOVERED, OutboxStore
+from crawler.store._outbox import PAGE_CHANGED, PAGE_DISCOVERED, OutboxStore, change_key
 from crawler.store._outbox_types import (
     DEAD,
     DELIVERED,
@@ -83,6 +84,7 @@ __all__ = [
     "PENDING",
     "AddReport",
     "ChangeInfo",
+    "ChangeKey",
     "ChangeRow",
     "ChangeText",
     "ClusterStateRow",
@@ -120,15 +122,18 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreUnavailable",
+    "StoredDiff",
     "UrlDetail",
     "UrlRecord",
     "UrlRow",
     "UrlRules",
     "WorkerRow",
     "alembic_config",
+    "change_key",
     "change_texts_in",
     "check_tag",
     "compress_snapshot",
+    "decompress_diff",
     "decompress_snapshot",
     "head_revision",
     "host_caps",

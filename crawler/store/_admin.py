@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -159,22 +160,44 @@ def url_detail(
 
 def url_state_fields(conn: Connection, uid: int) -> dict[str, dict[str, Any]]:
     """Each scheduler's saved fields for one URL (``url_`` prefix dropped)."""
-    out: dict[str, dict[str, Any]] = {}
-    rows = conn.execute(
-        select(url_state.c.scheduler, url_state.c.data, scheduler_state.c.url_dtype)
-        .join(scheduler_state, scheduler_state.c.name == url_state.c.scheduler)
-        .where(url_state.c.url_id == uid)
-    )
-    for name, data, dtype_json in rows:
-        try:
-            dtype = _state.dtype_from_json(dtype_json)
-        except ValueError:
-            continue
-        if len(data) != dtype.itemsize:
-            out[name] = {"corrupt": True}
-            continue
-        fields = _state.unpack_rows(bytes(data), dtype)
-        out[name] = {k.removeprefix(_state.URL_PREFIX): _scalar(v[0]) for k, v in fields.items()}
+    return url_state_fields_many(conn, [uid]).get(uid, {})
+
+
+def url_state_fields_many(
+    conn: Connection, uids: Sequence[int]
+) -> dict[int, dict[str, dict[str, Any]]]:
+    """``url_state_fields`` of many URLs, read in one query per chunk of ids."""
+    out: dict[int, dict[str, dict[str, Any]]] = {}
+    dtypes: dict[str, Any] = {}
+    wanted = sorted(set(uids))
+    for i in range(0, len(wanted), 900):
+        rows = conn.execute(
+            select(
+                url_state.c.url_id,
+                url_state.c.scheduler,
+                url_state.c.data,
+                scheduler_state.c.url_dtype,
+            )
+            .join(scheduler_state, scheduler_state.c.name == url_state.c.scheduler)
+            .where(url_state.c.url_id.in_(wanted[i : i + 900]))
+        )
+        for uid, name, data, dtype_json in rows:
+            if dtype_json not in dtypes:
+                try:
+                    dtypes[dtype_json] = _state.dtype_from_json(dtype_json)
+                except ValueError:
+                    dtypes[dtype_json] = None
+            dtype = dtypes[dtype_json]
+            if dtype is None:
+                continue
+            mine = out.setdefault(int(uid), {})
+            if len(data) != dtype.itemsize:
+                mine[name] = {"corrupt": True}
+                continue
+            fields = _state.unpack_rows(bytes(data), dtype)
+            mine[name] = {
+                k.removeprefix(_state.URL_PREFIX): _scalar(v[0]) for k, v in fields.items()
+            }
     return out
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from crawler.store._diffs import decompress_diff
 from crawler.store._types import _plain
 from crawler.store.models import SNAPSHOT_LINES, change_baselines, changes, url_tags, urls
 
@@ -57,6 +58,9 @@ class ChangeText:
     info: ChangeInfo
     before: str | None
     after: str | None
+    #: the unified diff before -> after as stored once made (``_diffs.py``); None: not
+    #: made yet, or no text before
+    diff: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return self.info.as_dict() | {"before": self.before, "after": self.after}
@@ -204,6 +208,7 @@ def read_change_texts(
                 mine.c.new_hash,
                 mine.c.snapshot,
                 mine.c.snapshot_format,
+                mine.c.diff,
                 prev_id,
             )
             .join(urls, urls.c.id == mine.c.url_id)
@@ -244,7 +249,7 @@ def read_change_texts(
             _, blob, form = max(texts, key=lambda t: t[0])
             before = decompress(blob, form)
         after = decompress(r.snapshot, int(r.snapshot_format))
-        out[int(r.id)] = ChangeText(_info(r, tags), before, after)
+        out[int(r.id)] = ChangeText(_info(r, tags), before, after, decompress_diff(r.diff))
     return out
 
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, bindparam, func, insert, select, true, update
 
+from crawler.store._diffs import ChangeKey, compress_diff, store_diffs
 from crawler.store._engine import translate_errors
 from crawler.store._heads import (
     choose_heads,
@@ -101,30 +102,73 @@ def write_health_events(conn: Connection, slot: int, rows: Iterable[HealthEvent]
         conn.execute(insert(events), values)
 
 
-def health_state(conn: Connection, stopped_type: str) -> dict[int, tuple[int, int, bool]]:
+def health_state(
+    conn: Connection, stopped_type: str, url_ids: Sequence[int] | None = None
+) -> dict[int, tuple[int, int, bool]]:
     """(newest change's slot, changes counted, alarm raised since) of each URL with a
     stored change: the health judge's state, derived from stored columns; the alarm flag is
-    "a ``stopped_type`` event was written in or after that slot"."""
-    last = (
-        select(changes.c.url_id, func.max(changes.c.slot).label("slot"))
-        .group_by(changes.c.url_id)
-        .subquery()
-    )
-    raised = (
-        select(events.c.url_id, func.max(events.c.slot).label("slot"))
-        .where(events.c.type == stopped_type)
-        .group_by(events.c.url_id)
-        .subquery()
-    )
-    rows = conn.execute(
-        select(last.c.url_id, last.c.slot, urls.c.hits, raised.c.slot)
-        .join(urls, urls.c.id == last.c.url_id)
-        .outerjoin(raised, raised.c.url_id == last.c.url_id)
-    )
+    "a ``stopped_type`` event was written in or after that slot" (one service's slots)."""
     return {
-        int(uid): (int(slot), int(hits or 0), alarm is not None and int(alarm) >= int(slot))
-        for uid, slot, hits, alarm in rows
+        uid: (slot, hits, alarm is not None and alarm >= slot)
+        for uid, (slot, _, hits, alarm, _) in _health_rows(conn, stopped_type, url_ids).items()
     }
+
+
+def health_state_at(
+    conn: Connection, stopped_type: str, url_ids: Sequence[int] | None = None
+) -> dict[int, tuple[datetime, int, bool]]:
+    """``health_state`` with the newest change's time instead of its slot, and the alarm
+    flag by time ("a ``stopped_type`` event was written at or after that change"): what
+    cluster workers share (each numbers its own slots)."""
+    return {
+        uid: (at, hits, alarm_at is not None and alarm_at >= at)
+        for uid, (_, at, hits, _, alarm_at) in _health_rows(conn, stopped_type, url_ids).items()
+    }
+
+
+def _health_rows(
+    conn: Connection, stopped_type: str, url_ids: Sequence[int] | None
+) -> dict[int, tuple[int, datetime, int, int | None, datetime | None]]:
+    """url -> (newest change's slot and time, hits, newest alarm's slot and time)."""
+    out: dict[int, tuple[int, datetime, int, int | None, datetime | None]] = {}
+    chunks: list[list[int] | None] = [None]
+    if url_ids is not None:
+        wanted = sorted(set(url_ids))
+        chunks = [wanted[i : i + 900] for i in range(0, len(wanted), 900)]
+    for chunk in chunks:
+        newest = select(
+            changes.c.url_id,
+            func.max(changes.c.slot).label("slot"),
+            func.max(changes.c.detected_at).label("at"),
+        )
+        raised = select(
+            events.c.url_id,
+            func.max(events.c.slot).label("slot"),
+            func.max(events.c.created_at).label("at"),
+        ).where(events.c.type == stopped_type)
+        if chunk is not None:
+            newest = newest.where(changes.c.url_id.in_(chunk))
+            raised = raised.where(events.c.url_id.in_(chunk))
+        last = newest.group_by(changes.c.url_id).subquery()
+        alarm = raised.group_by(events.c.url_id).subquery()
+        rows = conn.execute(
+            select(last.c.url_id, last.c.slot, last.c.at, urls.c.hits, alarm.c.slot, alarm.c.at)
+            .join(urls, urls.c.id == last.c.url_id)
+            .outerjoin(alarm, alarm.c.url_id == last.c.url_id)
+        )
+        for uid, slot, at, hits, alarm_slot, alarm_at in rows:
+            out[int(uid)] = (
+                int(slot),
+                _aware(at),
+                int(hits or 0),
+                None if alarm_slot is None else int(alarm_slot),
+                None if alarm_at is None else _aware(alarm_at),
+            )
+    return out
+
+
+def _aware(when: datetime) -> datetime:
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def write_discovered_events(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
@@ -231,11 +275,15 @@ class OutboxStore(OutboxAdmin):
         hold: timedelta,
         share: int | None = None,
         busy: Mapping[int, int] | None = None,
+        *,
+        parts: int | None = None,
     ) -> list[DueDelivery]:
         """Up to ``limit`` due deliveries, each the oldest pending one of its URL for its
         destination, of destinations neither disabled nor paused; with ``share``, at most
-        ``share - busy[d]`` of destination ``d`` (``busy``: its sends in flight). Claimed
-        for ``hold``."""
+        ``share - busy[d]`` of destination ``d`` (``busy``: its sends in flight); with
+        ``parts``, ``share`` is the places in all (``limit`` and those busy) over the
+        smaller of ``parts`` and the destinations ready (one destination alone may use
+        every place: there is no other to keep them for). Claimed for ``hold``."""
         now = _now()
         # the due heads of a destination, oldest due first: an index range scan of
         # (destination_id, head, next_attempt_at, event_id) that stops after ``room`` rows
@@ -259,9 +307,11 @@ class OutboxStore(OutboxAdmin):
         due: list[tuple[int, int, int, str, str]] = []
         notify: dict[int, tuple[str | None, str | None]] = {}
         with translate_errors("claiming deliveries"), self.engine.begin() as conn:
-            for dest_id, url, secret, fmt, template in conn.execute(
-                ready.order_by(destinations.c.id)
-            ).all():
+            found_ready = conn.execute(ready.order_by(destinations.c.id)).all()
+            if parts is not None and found_ready:
+                places = limit + sum((busy or {}).values())
+                share = max(1, places // min(parts, len(found_ready)))
+            for dest_id, url, secret, fmt, template in found_ready:
                 notify[int(dest_id)] = (fmt, template)
                 room = limit - len(due)
                 if share is not None:
@@ -309,9 +359,12 @@ class OutboxStore(OutboxAdmin):
                 log.warning("delivery: %d queue head flag(s) were wrong, repaired", repaired)
             return int(done.rowcount)
 
-    def record(self, outcomes: Sequence[DeliveryOutcome]) -> None:
-        """Write what the attempts did (one transaction)."""
-        if not outcomes:
+    def record(
+        self, outcomes: Sequence[DeliveryOutcome], diffs: Mapping[int, str] | None = None
+    ) -> None:
+        """Write what the attempts did (one transaction), and ``diffs`` (change id ->
+        diff, made for these sends: stored once, ``_diffs.py``)."""
+        if not outcomes and not diffs:
             return
         now = _now()
         params = [
@@ -326,9 +379,13 @@ class OutboxStore(OutboxAdmin):
             for o in outcomes
         ]
         ended = [o for o in outcomes if o.status != PENDING]
+        blobs = {cid: compress_diff(d) for cid, d in (diffs or {}).items()}
         with translate_errors("recording deliveries"), self.engine.begin() as conn:
             if ended:
                 serialize(conn)
+            store_diffs(conn, blobs)
+            if not params:
+                return
             conn.execute(
                 update(deliveries)
                 .where(
@@ -376,6 +433,13 @@ class OutboxStore(OutboxAdmin):
             ).one()
         times = [t for t in (oldest_pending, oldest_unfanned) if t is not None]
         return int(n_pending) + int(n_unfanned), min(times) if times else None
+
+
+def change_key(event: EventRow) -> ChangeKey | None:
+    """How a page.changed event names its change row (None: another type of event)."""
+    if event.type != PAGE_CHANGED or event.url_id is None:
+        return None
+    return (event.url_id, event.slot, event.payload.get("new_hash"))
 
 
 def _event_rows(conn: Connection, query: Any) -> list[EventRow]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, delete, func, insert, select, update
 
+from crawler.store._diffs import ChangeKey, StoredDiff, changes_of, decompress_diff
 from crawler.store._engine import translate_errors
 from crawler.store._heads import recompute_heads, serialize
 from crawler.store._outbox_types import (
@@ -213,39 +214,38 @@ class OutboxAdmin:
             return None, None
         return text.before, text.after
 
-    def change_texts_many(
-        self, keys: Sequence[tuple[int, int | None, str | None]]
-    ) -> dict[tuple[int, int | None, str | None], tuple[str | None, str | None]]:
-        """``change_texts`` of many changes (``(url_id, slot, new_hash)`` keys) on one
-        connection, the texts read in one query: the deliverer's batch of sends."""
-        from crawler.store._store import change_texts_in
-
-        out: dict[tuple[int, int | None, str | None], tuple[str | None, str | None]] = {}
-        with translate_errors("reading change texts"), self.engine.connect() as conn:
-            ids: dict[tuple[int, int | None, str | None], int] = {}
-            for key in dict.fromkeys(keys):
-                url_id, slot, new_hash = key
-                query = select(changes.c.id).where(
-                    changes.c.url_id == url_id, changes.c.new_hash == new_hash
-                )
-                if slot is not None:
-                    query = query.where(changes.c.slot == slot)
-                found = conn.execute(query.order_by(changes.c.id.desc()).limit(1)).scalar()
-                if found is not None:
-                    ids[key] = int(found)
-            texts = change_texts_in(conn, sorted(set(ids.values())))
-        for key in keys:
-            text = texts.get(ids[key]) if key in ids else None
-            out[key] = (None, None) if text is None else (text.before, text.after)
-        return out
-
     def url_states(self, url_ids: Sequence[int]) -> dict[int, dict[str, dict[str, Any]]]:
-        """Each scheduler's saved fields for these URLs (what ``crawler show`` prints), on
-        one connection."""
-        from crawler.store._admin import url_state_fields
+        """Each scheduler's saved fields for these URLs (what ``crawler show`` prints), in
+        one query."""
+        from crawler.store._admin import url_state_fields_many
 
         with translate_errors("reading URL states"), self.engine.connect() as conn:
-            return {uid: url_state_fields(conn, uid) for uid in dict.fromkeys(url_ids)}
+            return url_state_fields_many(conn, url_ids)
+
+    def change_diffs(self, keys: Sequence[ChangeKey]) -> dict[ChangeKey, StoredDiff]:
+        """The diff of each change (``(url_id, slot, new_hash)`` keys), as stored when
+        its event was fanned out; for a change without a stored diff, its texts instead
+        (the caller makes the diff). Batched: a query for the rows, one for the texts."""
+        from crawler.store._store import change_texts_in
+
+        out: dict[ChangeKey, StoredDiff] = {}
+        with translate_errors("reading change diffs"), self.engine.connect() as conn:
+            rows = changes_of(conn, keys)
+            missing = sorted({cid for cid, blob in rows.values() if blob is None})
+            texts = change_texts_in(conn, missing) if missing else {}
+        for key in keys:
+            if key not in rows:
+                out[key] = StoredDiff(None, None, None)
+                continue
+            cid, blob = rows[key]
+            if blob is not None:
+                out[key] = StoredDiff(decompress_diff(blob), None, None, cid)
+            else:
+                text = texts.get(cid)
+                out[key] = StoredDiff(
+                    None, *((None, None) if text is None else (text.before, text.after)), cid
+                )
+        return out
 
     def event_count(self, event_type: str | None = None) -> int:
         query = select(func.count()).select_from(events)

@@ -713,11 +713,22 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py
         with translate_errors("reading failures"), reading(self.engine) as conn:
             return _bounds.read_failures(conn, sites)
 
-    def health_state(self, stopped_type: str) -> dict[int, tuple[int, int, bool]]:
-        """(newest change's slot, changes counted, stopped alarm raised since) per URL:
-        the health judge's state at start (``_outbox.health_state``)."""
+    def health_state(
+        self, stopped_type: str, url_ids: Sequence[int] | None = None
+    ) -> dict[int, tuple[int, int, bool]]:
+        """(newest change's slot, changes counted, stopped alarm raised since) per URL (of
+        ``url_ids``; None: all): the health judge's state at start
+        (``_outbox.health_state``)."""
         with translate_errors("reading the health state"), self.engine.connect() as conn:
-            return _outbox.health_state(conn, stopped_type)
+            return _outbox.health_state(conn, stopped_type, url_ids)
+
+    def health_state_at(
+        self, stopped_type: str, url_ids: Sequence[int] | None = None
+    ) -> dict[int, tuple[datetime, int, bool]]:
+        """``health_state`` by time, not slot: what cluster workers share
+        (``_outbox.health_state_at``)."""
+        with translate_errors("reading the health state"), self.engine.connect() as conn:
+            return _outbox.health_state_at(conn, stopped_type, url_ids)
 
     def url_tags(self) -> dict[int, list[str]]:
         """The tags of the watched URLs that have any."""

@@ -240,7 +240,8 @@ class Change(Base):
     """A detected change, optionally with a compressed snapshot of the new normalized text."""
 
     __tablename__ = "changes"
-    __table_args__ = (Index(None, "url_id", "detected_at"),)
+    #: (url_id, slot): how an event finds its change (``_diffs.changes_of``)
+    __table_args__ = (Index(None, "url_id", "detected_at"), Index(None, "url_id", "slot"))
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     url_id: Mapped[int] = mapped_column(ForeignKey("urls.id"))
     slot: Mapped[int] = mapped_column(BigInteger)
@@ -251,6 +252,9 @@ class Change(Base):
     #: how ``snapshot`` reads (``SNAPSHOT_LINES``): 0 = as extracted before the readable text
     #: existed (read with its whitespace collapsed: one line); 1 = a line per block element
     snapshot_format: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    #: the unified diff from the text before to ``snapshot`` (zstd, UTF-8), made once by the
+    #: deliverer for a first send; NULL: not made yet, or no text before (``_diffs.py``)
+    diff: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class ChangeBaseline(Base):

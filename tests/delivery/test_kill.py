@@ -85,9 +85,14 @@ async def test_kill_9_between_commit_and_delivery_loses_no_event(
             env, database_url, lambda: len(receiver.received) >= len(ids_1) // 2, signal.SIGKILL
         )
         # 3. a clean run until everything committed before it has arrived, then SIGTERM
-        _, ids_2, _ = facts(database_url)
+        # (once it has committed a slot of its own: everything may have arrived already,
+        # and a SIGTERM before the service has started is no clean stop)
+        slots_2, ids_2, _ = facts(database_url)
         await run_and_signal(
-            env, database_url, lambda: ids_2 <= set(_received_numbers(receiver)), signal.SIGTERM
+            env,
+            database_url,
+            lambda: facts(database_url)[0] > slots_2 and ids_2 <= set(_received_numbers(receiver)),
+            signal.SIGTERM,
         )
         n_slots, ids, rows = facts(database_url)
         with Store(database_url) as store, store.engine.connect() as conn:

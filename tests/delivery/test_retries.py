@@ -87,8 +87,9 @@ async def test_outage_then_recovery_delivers_everything_in_order(
     assert len(set(receiver.ids())) == n  # every change arrived (duplicates: same id)
     assert all(r.verified for r in receiver.received)
     # 429 with Retry-After: 1 pauses the destination: at most two rounds of its sends
-    # (a quarter of delivery_concurrency each) in the 1.5 s, where 500s were retried freely
-    assert per_mode["429"] <= 2 * (32 // 4), per_mode
+    # (delivery_concurrency each: the destination is alone) in the 1.5 s, where 500s were
+    # retried freely
+    assert per_mode["429"] <= 2 * 32, per_mode
     # back-off: during the outage each event was tried a few times, not in a tight loop
     assert 0 < outage_attempts <= 8 * n
     assert max(tried) >= 3

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from crawler.delivery import message_id
 from crawler.service import CrawlService
-from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
+from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store, decompress_diff
 from crawler.store.models import changes, deliveries
 from crawler.testsite import ChangingSite, zipf_rates
 from tests.delivery.conftest import Receiver
@@ -63,6 +63,12 @@ async def test_one_signed_event_per_true_change(database_url: str, receiver: Rec
             }
         with Store(database_url) as store, store.engine.connect() as conn:
             n_changes = conn.execute(select(changes.c.id)).all()
+            stored = {
+                (int(u), int(sl)): decompress_diff(d)
+                for u, sl, d in conn.execute(
+                    select(changes.c.url_id, changes.c.slot, changes.c.diff)
+                )
+            }
             states = {s for (s,) in conn.execute(select(deliveries.c.status))}
     finally:
         await site.stop()
@@ -98,6 +104,9 @@ async def test_one_signed_event_per_true_change(database_url: str, receiver: Rec
         assert url in {site.url(k) for k in range(1, 21)} and ids[url]
     # a diff for every change after a URL's first, and it turns the old text into the new
     some = [d for datas in by_url.values() for d in datas[1:]]
+    # each made once, for its first send, and stored with the change: what the feed reads
+    made = [v for v in stored.values() if v is not None]
+    assert len(made) >= len(some) and {d["diff"] for d in some} <= set(made)
     assert some and all(d["diff"] for d in some)
     assert all(d["diff_truncated"] is False for d in some)
     assert all(d["change_rate"] is None or d["change_rate"] > 0 for d in some)

@@ -338,3 +338,16 @@ def test_a_claim_reads_what_it_claims_not_the_backlog(store: Store) -> None:
     assert [len(c) for c in claims] == [limit, limit]
     assert {d.event.slot for d in claims[0]} == {0}  # each URL's first event
     heads_are_right(store)
+
+
+def test_a_diff_made_for_a_send_is_stored_with_its_answer(store: Store) -> None:
+    (uid,) = add(store, 1)
+    for slot, old, new in ((1, "a", "b"), (2, "b", "c")):
+        polls = [poll(uid, "hit", old_hash=old, content_hash=new, snapshot=f"text {new}")]
+        store.commit_slot(slot_record(slot, polls), polls)
+    outbox = OutboxStore(store)
+    key = (uid, 2, "c")
+    found = outbox.change_diffs([key])[key]
+    assert found.diff is None and found.change_id is not None  # the texts to make it from
+    outbox.record([], {found.change_id: "-text b\n+text c\n"})
+    assert outbox.change_diffs([key])[key] == ("-text b\n+text c\n", None, None, found.change_id)
