@@ -60,7 +60,7 @@ from sqlalchemy import event
 
 from crawler import schedulers
 from crawler.schedulers import FloatArray, IdArray, SchedulerState
-from crawler.service._coordinator import Coordinator
+from crawler.service._coordinator import REPORT_EVERY_SLOTS, Coordinator
 from crawler.service._renewal import RenewDeadline
 from crawler.service._watch import WatchFollower, WatchUpdate
 from crawler.settings import Settings
@@ -69,8 +69,6 @@ from crawler.store import JOINING, LIVE, Fence, Store, StoreError, session_name
 
 log = logging.getLogger("crawler.cluster")
 
-#: slots between two reports of the sites' learned weights
-REPORT_EVERY_SLOTS = 5
 #: slots whose fences are kept at most (more than the loop keeps pending, 10,000)
 FENCES_KEPT = 10_010
 

@@ -96,6 +96,9 @@ log = logging.getLogger("crawler.cluster")
 #: weights sum to the live capacity (one shared level), so without a margin some worker
 #: would be "over" by a rounding error at every round
 OVERLOAD_MARGIN = 0.05
+#: slots between two reports of a worker's sites' learned weights (the heartbeat carries
+#: only their sum)
+REPORT_EVERY_SLOTS = 5
 #: a worker silent for this many timeouts is deleted from cluster_workers
 FORGET_AFTER_TIMEOUTS = 10
 #: when most lease holders go silent together, their sites wait this many worker timeouts
@@ -199,6 +202,12 @@ class Coordinator:
             settings.effective_slot_deadline() + GRACE_S + settings.slot_seconds
             + settings.heartbeat_s
         )  # fmt: skip
+        #: seconds after (re)gaining the database (a new coordinator, a failed round: a
+        #: stall) during which nothing held moves: every worker has renewed and reported its
+        #: weights afresh by then (a report every REPORT_EVERY_SLOTS slots)
+        self.settle_s = max(
+            settings.effective_worker_timeout(), (REPORT_EVERY_SLOTS + 1) * settings.slot_seconds
+        )
         self.last: Round | None = None
         self.moves_total = 0  # running totals of this process's rounds (for the metrics)
         self.overloads_total = 0
@@ -366,11 +375,11 @@ class Coordinator:
         site_list = sorted(counts)
         suspects = self._suspects(registered, live, leases, timeout, now)
         # the sites of a worker that is silent but not yet presumed dead stay where they are;
-        # while any holder is such a suspect (a stall is possible), and for the first worker
-        # timeout this coordinator reads the database (after a stall every worker first
-        # renews and reports afresh), nothing held moves at all: the weights the packing
-        # would move by are as stale as the heartbeats
-        settling = now - self._observing_since < timeout
+        # while any holder is such a suspect (a stall is possible), and for the first
+        # ``settle_s`` this coordinator reads the database (after a stall every worker first
+        # renews and reports afresh), nothing held moves at all and no automaton learns:
+        # the weights the packing would move by are as stale as the heartbeats
+        settling = now - self._observing_since < self.settle_s
         holding = suspects | {w.worker_id for w in live} if suspects or settling else set()
         pinned = np.array(
             [s in leases and leases[s].worker_id in holding for s in site_list], dtype=np.bool_
@@ -421,16 +430,21 @@ class Coordinator:
         automata.state[:] = [
             self._automaton.get(w.worker_id, self.settings.cluster_threshold) for w in live
         ]
-        move = automata.decide(over)
-        automata.update(over)
+        if settling:  # the loads are as stale as the weights: no automaton learns from them
+            move = np.zeros(caps.size, dtype=np.bool_)
+        else:
+            move = automata.decide(over)
+            automata.update(over)
         self._automaton = {
             w.worker_id: int(s) for w, s in zip(live, automata.state.tolist(), strict=True)
         }
         fill = 1.0
         if site_list and not held.any():  # nothing is held yet: spread from the start
             fill = cluster.balanced_fill(weights, caps)
-        # a worker that chose to shrink keeps every site this round: its target is its load
-        targets = np.where(over & ~move, np.maximum(caps, loads) / fill, caps)
+        # only a worker over its capacity by more than the margin that chose to move sheds
+        # sites; every other keeps what it holds (its target is at least its load): drift
+        # within the margin moves nothing, however often the weights wobble
+        targets = np.where(move, caps, np.maximum(caps, loads / fill))
         # a site whose hand-over grace has passed goes where it was sent when revoked (if
         # that worker is still live): repack sees it as already there
         start = prev.copy()

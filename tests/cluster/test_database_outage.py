@@ -8,9 +8,10 @@ Every heartbeat is then stale at once, far past the worker timeout: a stall, not
 death. From the leases, the poll log and the site's own log (one User-Agent per worker):
 
 * every worker is still running after the outage (none exits on a refused connection);
-* no site moves because of the stall: no site is placed anew as its owner's (the
-  coordinator logs such placements), and at most a tenth of the leases change (the
-  packing's own moves between live workers, commit then release; none in most runs);
+* no site moves: no site is placed anew as its owner's (the coordinator logs such
+  placements), and no lease changes owner or epoch, though the comparison is made well
+  after the coordinator's settling time (the weights it would move by are fresh again by
+  then, and drift within the overload margin moves nothing);
 * every worker polls again within ``RESUME_SLOTS`` slots of the database's return;
 * nothing committed is lost: every poll-log row written before the outage is still there,
   and every request the site logged in the steady state before the outage has its
@@ -55,8 +56,9 @@ RESUME_SLOTS = 2
 STEADY_S = 8.0
 #: the leases are compared this long after the return: a coordinator that took the
 #: stall for deaths would have moved sites by then (the worker timeout, 2 s, after it
-#: read the database again)
-AFTER_S = 6.0
+#: read the database again), and one that re-packed by the weights after its settling
+#: time (6 s: six 1 s slots) would have had some 30 rounds to do so
+AFTER_S = 15.0
 NAMES = ("w1", "w2", "w3")
 
 
@@ -196,10 +198,10 @@ def _scenario(
         f"{sum(missing.values())} of {sum(wanted.values())}"
     )
     assert not orphaned, f"sites of workers presumed dead moved: {orphaned}"
-    # moves between live workers (commit, then release) stay the packing's own: at most a
-    # few, never a reshuffle
-    assert len(moved) <= len(before) // 10, (
-        f"sites moved across the outage: {[(s, before[s], after[s]) for s in moved]}"
+    assert not moved, (
+        f"sites moved across the outage (site, before, after): "
+        f"{[(s, before[s], after[s]) for s in moved]}; the coordinator must move nothing "
+        "held while it settles, nor by drift within the overload margin"
     )
     assert kept == rows_before, "poll-log rows committed before the outage are gone"
     assert not missing, f"requests without their poll-log row: {missing}"
