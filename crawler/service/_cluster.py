@@ -109,6 +109,7 @@ class ClusterMember:
         self.name = settings.worker_name or f"{socket.gethostname()}:{os.getpid()}"
         self.metrics_url = metrics_url
         self.worker_id = ""
+        self._pending_id = ""
         #: the leases the scheduler's URLs are polled under: site -> epoch
         self.leases: dict[str, int] = {}
         self.fenced_polls_total = 0
@@ -152,8 +153,10 @@ class ClusterMember:
     def start(self, *, coordinate: bool = True) -> None:
         """Register, start heartbeating and (``coordinate``) trying for the coordinator
         role."""
-        wid = uuid.uuid4().hex  # known before the first connection: it names the sessions
-        self._limit_transactions(wid)
+        if not self._pending_id:  # (a start retried after the database refused keeps it)
+            self._pending_id = uuid.uuid4().hex  # known before the first connection: it
+            self._limit_transactions(self._pending_id)  # names the sessions
+        wid = self._pending_id
         sent = time.monotonic()
         self.progress_at = sent
         self.worker_id = self.store.register_worker(
