@@ -64,11 +64,15 @@ from crawler.service._coordinator import REPORT_EVERY_SLOTS, Coordinator
 from crawler.service._renewal import RenewDeadline
 from crawler.service._watch import WatchFollower, WatchUpdate
 from crawler.settings import Settings
-from crawler.sites import site_of
+from crawler.sites import host_key, site_of
 from crawler.store import JOINING, LIVE, Fence, Store, StoreError, session_name
+from crawler.workers import PollJob
 
 log = logging.getLogger("crawler.cluster")
 
+#: seconds a gained host's jobs carry the time of its hand-over (longer than any delay
+#: between two requests to a host: the fetcher caps a Crawl-delay at 60 s)
+HANDED_OVER_KEEP_S = 120.0
 #: slots whose fences are kept at most (more than the loop keeps pending, 10,000)
 FENCES_KEPT = 10_010
 
@@ -110,6 +114,8 @@ class ClusterMember:
         self.metrics_url = metrics_url
         self.worker_id = ""
         self._pending_id = ""
+        #: host key -> when (``time.time()``) this worker gained a site of it from another
+        self._handed: dict[str, float] = {}
         #: the leases the scheduler's URLs are polled under: site -> epoch
         self.leases: dict[str, int] = {}
         self.fenced_polls_total = 0
@@ -447,6 +453,9 @@ class ClusterMember:
             update = WatchUpdate(version, ids, importance, saved, replaced)
             self._adopt(leases, ids, site_list, importance)
             self._gained = (gained, ids, site_list) if gained else None
+            if gained:  # the old owner's last request to these hosts came at most now
+                at = time.time()
+                self._handed.update((host_key(s), at) for s in gained)
             self.sites_lost_total += len(lost)
             self.sites_gained_total += len(gained)
             if lost or gained:
@@ -568,6 +577,20 @@ class ClusterMember:
         if gained is None:
             return np.empty(0, np.int64)
         return _probes(scheduler, *gained)
+
+    def mark(self, jobs: list[PollJob]) -> list[PollJob]:
+        """The slot's jobs, those of hosts gained lately carrying the time of their
+        hand-over: the fetcher waits the host's delay from then before its first request
+        here (its old owner may have asked just before; ``PollJob.handed_over_at``)."""
+        if not self._handed:
+            return jobs
+        now = time.time()
+        self._handed = {h: at for h, at in self._handed.items() if now - at < HANDED_OVER_KEEP_S}
+        handed = self._handed
+        return [
+            job._replace(handed_over_at=at) if (at := handed.get(host_key(job.host))) else job
+            for job in jobs
+        ]
 
     def _adopt(
         self, leases: dict[str, int], ids: IdArray, site_list: list[str], importance: FloatArray

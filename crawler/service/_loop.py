@@ -406,6 +406,8 @@ class CrawlLoop:
             tally = _Tally()
             jobs = [_poll_job(r, records[r.url_id], r.url_id in asking) for r in requests]
             jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies
+            if self.cluster is not None:  # hosts just gained: their old owner's delay first
+                jobs = self.cluster.mark(jobs)
             deadline = started + self.settings.effective_slot_deadline()
             # discovery's share, alongside and through the same poller, never a URL here
             repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard

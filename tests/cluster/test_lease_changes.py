@@ -8,9 +8,10 @@ least ``MIN_INTERVAL`` s between two polls). From the site's own log (one User-A
 worker) and the database:
 
 * no paused URL is ever requested; no bounded URL is requested twice within its bound by
-  one worker; no worker requests a host twice within one slot (its cap); the gaps at the
-  hand-overs of a host between two workers are printed (the new owner does not know when
-  the old one last asked: a known limit);
+  one worker; no worker requests a host twice within one slot (its cap); at every
+  hand-over of a host between two workers the new owner's first request comes at least
+  the Crawl-delay after the old owner's last (the new owner counts the delay from the
+  hand-over, when the old owner had asked for the last time at the latest);
 * every request the site logged has its poll-log row, except the requests a killed worker
   made in its last seconds (its slot in flight dies with it): a site moved between live
   workers lands the polls, changes and learning of the old owner's slot in flight (its
@@ -54,6 +55,8 @@ CRAWL_DELAY = 1.0  # seconds between two requests to one host: a cap under 1 pol
 MIN_INTERVAL = 4.0  # seconds: 8 slots
 #: a killed worker's requests this close to its kill may have died with its slot
 KILLED_WINDOW = 3.0
+#: the site's log times arrivals; both requests' trips are on loopback
+HANDOVER_SLACK = 0.02
 FENCED = re.compile(r"fenced: (\d+) poll")
 
 
@@ -213,6 +216,13 @@ def _check(
     assert polled_paused == 0, "a paused URL was polled"
     assert not too_soon, f"a bounded URL polled within its bound: {too_soon[:5]}"
     assert not over_cap, f"a host polled twice within one slot by one worker: {over_cap[:5]}"
+    early = [g for g in handed if g < CRAWL_DELAY - HANDOVER_SLACK]
+    assert not early, (
+        f"at {len(early)} of {len(handed)} hand-overs the new owner asked the host sooner "
+        f"than its Crawl-delay ({CRAWL_DELAY:g} s) after the old owner: {sorted(early)[:5]} "
+        "s; the new owner's fetcher must count the host's delay from the hand-over "
+        "(PollJob.handed_over_at)"
+    )
     assert not missing, f"requests without their poll-log row (page: missing): {missing}"
     assert fenced == 0, f"{fenced} polls fenced: a move lost the slot in flight"
     assert held > 0 and kept == held, f"the restarted worker kept {kept} of {held} sites"
