@@ -26,12 +26,15 @@ Decisions:
   - the overload automaton (Th = ``cluster_threshold``, N = ``cluster_states``) of
     every overloaded worker (load > capacity + ``OVERLOAD_MARGIN``) chooses "move
     sites" (with probability (s/N)^2) or "shrink" (its own scheduler already keeps its
-    polls at its capacity: nothing moves this round);
+    polls at its capacity: nothing moves this round); an automaton steps only at a round
+    whose loads changed (new weights reported, every ``REPORT_EVERY_SLOTS`` slots), not at
+    every round, and not while the coordinator settles after a stall (``settle_s``);
   - ``repack`` moves the least weight: the sites of dead workers and new sites are
     placed by Best Fit Decreasing, an overloaded worker that chose to move keeps the
     heaviest subset that fits; a worker that holds nothing (a join, the first rounds)
     takes sites from the fullest workers up to its share of the load (``_join``: a join
-    is not drift, the automata are not asked);
+    is not drift, the automata are not asked); every other worker keeps what it holds,
+    also when it is over its capacity within the margin (drift moves nothing);
   - a move between two live workers is made in two steps: the site is asked of its owner
     (``revoked_at``; owner and epoch kept, so its slot in flight's commit lands), which
     releases it in a later slot's commit (owner NULL, epoch bumped, ``released_epoch``),
@@ -213,6 +216,8 @@ class Coordinator:
         self.overloads_total = 0
         self._lock: ServiceLock | None = None
         self._automaton: dict[str, int] = {}
+        #: the live workers' loads at the last round (an automaton steps when they change)
+        self._seen_loads: dict[str, float] = {}
         #: where each revoked site goes once its hand-over grace has passed
         self._destined: dict[str, str] = {}
         #: whom each revoked site was taken from (a dead one need not be waited for)
@@ -353,6 +358,7 @@ class Coordinator:
         lock.end_session_when_idle(self.settings.effective_worker_timeout())
         self._lock = lock
         self._automaton = {}
+        self._seen_loads = {}
         self._destined = {}
         self._revoked_from = {}
         self._observing_since = None
@@ -430,7 +436,12 @@ class Coordinator:
         automata.state[:] = [
             self._automaton.get(w.worker_id, self.settings.cluster_threshold) for w in live
         ]
-        if settling:  # the loads are as stale as the weights: no automaton learns from them
+        # an automaton steps once per piece of evidence: a round whose loads are those of
+        # the last one (the weights are reported every REPORT_EVERY_SLOTS slots, the rounds
+        # run every heartbeat) tells it nothing new; while settling, the loads are as stale
+        # as the weights
+        fresh = self._fresh_loads(live, loads)
+        if settling or not fresh:
             move = np.zeros(caps.size, dtype=np.bool_)
         else:
             move = automata.decide(over)
@@ -551,6 +562,14 @@ class Coordinator:
             shortfall_workers=int(figures["shortfall_workers"]),
             shortfall_capacity=float(figures["shortfall_capacity"]),
         )
+
+    def _fresh_loads(self, live: list[WorkerRow], loads: np.ndarray) -> bool:
+        """Whether the live workers' loads differ from the last round's (new weights were
+        reported, or the leases or the workers changed)."""
+        now = {w.worker_id: round(float(x), 9) for w, x in zip(live, loads.tolist(), strict=True)}
+        fresh = now != self._seen_loads
+        self._seen_loads = now
+        return fresh
 
     def _suspects(
         self,

@@ -279,3 +279,27 @@ def test_drift_within_the_margin_moves_nothing(store: Store, database_url: str) 
         assert _epochs(store) == before
     finally:
         coordinator.stop()
+
+
+def test_an_automaton_steps_once_per_report(store: Store, database_url: str) -> None:
+    """The rounds run every heartbeat, the weights are reported every few slots: an
+    overloaded worker's automaton steps once per report, not once per round (before, a
+    5 s overload reported once climbed 16 rounds of 0.3 s and made the move certain)."""
+    store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(10)])
+    ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
+    coordinator = Coordinator(_settings(database_url), store, ids[0])
+    try:
+        assert coordinator.tick() is not None
+        coordinator._observing_since = time.monotonic() - coordinator.settle_s  # settled
+        held = {wid: sorted(s for s, (o, _) in _epochs(store).items() if o == wid) for wid in ids}
+        weights = {"a": [2.6, 2.4], "b": [2.0, 1.5], "c": [2.0, 1.5]}  # a 25% over
+        for wid, name in zip(ids, weights, strict=True):
+            store.report_site_weights(wid, dict(zip(held[wid], weights[name], strict=True)), 1.0)
+        for _ in range(20):
+            for wid in ids:
+                store.heartbeat(wid, 2, 4.0, 1.0, 0)
+            assert coordinator.tick() is not None
+        # one step up (Th = 1 -> 3), though a was over in 20 rounds, unless it moved then
+        assert coordinator._automaton.get(ids[0], 1) <= 3, coordinator._automaton
+    finally:
+        coordinator.stop()
