@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
+from crawler.store import session_name
 from crawler.testsite import site_process
 from tests.cluster._harness import (
     UA_PREFIX,
@@ -133,12 +134,19 @@ def _scenario(
     # -- the outage: every connection closed, new ones refused --------------------------------
     proxy.refuse()
     down_at = time.time()
-    with engine.connect() as conn:  # and their sessions killed on the server's side too
+    # and their sessions killed on the server's side too: this test's workers' only (the
+    # server is shared with other tests, whose workers' sessions are named alike)
+    with engine.connect() as conn:
+        mine = [
+            session_name(str(w))
+            for (w,) in conn.execute(text("SELECT worker_id FROM cluster_workers"))
+        ]
         conn.execute(
             text(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name LIKE 'crawler-worker-%' AND pid <> pg_backend_pid()"
-            )
+                "WHERE application_name = ANY(:names) AND pid <> pg_backend_pid()"
+            ),
+            {"names": mine},
         )
     while time.time() < down_at + OUTAGE:
         workers.check()
