@@ -148,6 +148,9 @@ class CrawlLoop:
         #: asked before every slot's requests, and cuts a slot in flight (a cluster
         #: worker's renew deadline); None: always
         self.permit: PollPermit | None = None
+        #: set to end ``run`` after the slot in flight, before the next one starts (a
+        #: cluster worker leaving: nothing sent is cut)
+        self.leaving = False
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -330,7 +333,7 @@ class CrawlLoop:
         try:
             while max_slots is None or self.slots_run < max_slots:
                 tick = await clock.wait(stop)
-                if tick is None:
+                if tick is None or self.leaving:
                     break
                 verdict = "poll" if self.may_poll is None else await self.may_poll()
                 if verdict == "stop":

@@ -377,17 +377,20 @@ async def serve(settings: Settings, max_slots: int | None = None) -> None:
 
 async def _leave(service: CrawlService, leaving: asyncio.Event, stop: asyncio.Event) -> None:
     """On SIGINT or SIGTERM, stop the loop. A cluster worker first lets its slot in flight
-    end (at most a slot and its deadline, plus the loop's grace): its requests were sent,
+    end and starts no other (at most a slot and its deadline, plus the loop's grace): its
+    requests were sent,
     so their poll-log rows, changes and learning must land, and the sites it then frees are
     handed over whole (cutting the slot dropped the answers of requests the sites had
     already served). A single service stops at once, as before; a second signal too."""
     await leaving.wait()
     settings = service.settings
     if service.cluster is not None:
-        ran = service.loop.slots_run
+        # no slot starts from now on (one starting right after the slot in flight, as
+        # after an overrun, was cut by the stop below with its requests sent)
+        service.loop.leaving = True
         limit = (
             time.monotonic() + settings.slot_seconds + settings.effective_slot_deadline() + GRACE_S
         )
-        while service.loop.slots_run == ran and time.monotonic() < limit and not stop.is_set():
+        while service._running and time.monotonic() < limit and not stop.is_set():
             await asyncio.sleep(0.02)
     stop.set()
