@@ -90,7 +90,7 @@ def test_ten_lease_changes_keep_constraints_and_land_every_poll(
         )
         log = SiteLog(port)
         try:
-            changes, kills, static = _scenario(workers, engine)
+            changes, kills, static, changed_at = _scenario(workers, engine)
         finally:
             workers.stop_all()  # a clean stop commits what is pending
             log.refresh()
@@ -99,11 +99,14 @@ def test_ten_lease_changes_keep_constraints_and_land_every_poll(
     fenced = sum(
         int(m.group(1)) for p in tmp_path.glob("*.log") for m in FENCED.finditer(p.read_text())
     )
-    _check(log, changes, kills, static, rows, fenced, paused, bounded)
+    _check(log, changes, kills, static, rows, fenced, paused, bounded, changed_at)
 
 
-def _scenario(workers: Workers, engine: Any) -> tuple[list[str], dict[str, float], tuple[int, int]]:
+def _scenario(
+    workers: Workers, engine: Any
+) -> tuple[list[str], dict[str, float], tuple[int, int], list[float]]:
     changes: list[str] = []
+    changed_at: list[float] = []
     kills: dict[str, float] = {}
 
     def holders(expected: set[str]) -> bool:
@@ -112,6 +115,7 @@ def _scenario(workers: Workers, engine: Any) -> tuple[list[str], dict[str, float
 
     def step(what: str, expected: set[str]) -> None:
         changes.append(what)
+        changed_at.append(time.time())
         wait_until(lambda: holders(expected), 90, what=f"{what}: sites held by {expected}")
         time.sleep(3.0)
 
@@ -149,7 +153,7 @@ def _scenario(workers: Workers, engine: Any) -> tuple[list[str], dict[str, float
     step("kill w4", {"w1", "w2"})
     workers.leave("w1")
     step("-w1", {"w2"})
-    return changes, kills, (taken, len(held))
+    return changes, kills, (taken, len(held)), changed_at
 
 
 def _rows_per_page(engine: Any, ids: dict[str, int], urls: list[str]) -> Counter[int]:
@@ -168,6 +172,7 @@ def _check(
     fenced: int,
     paused: list[int],
     bounded: list[int],
+    changed_at: list[float],
 ) -> None:
     page = np.asarray(log.page)
     t = np.asarray(log.t)
@@ -223,6 +228,17 @@ def _check(
         "s; the new owner's fetcher must count the host's delay from the hand-over "
         "(PollJob.handed_over_at)"
     )
-    assert not missing, f"requests without their poll-log row (page: missing): {missing}"
+    t0 = float(t[ours].min()) if ours.any() else 0.0
+    seen = {
+        k: [(str(c)[len(UA_PREFIX) :], round(float(x) - t0, 2))
+            for x, c in zip(t[ours & (page == k)], who[ours & (page == k)], strict=True)]
+        for k in missing
+    }  # fmt: skip
+    assert not missing, (
+        f"requests without their poll-log row (page: missing): {missing}; their requests "
+        f"(worker, s since the first request): {seen}; changes (s since then): "
+        f"{[(c, round(a - t0, 1)) for c, a in zip(changes, changed_at, strict=True)]}; kills: "
+        f"{ {n: round(a - t0, 1) for n, a in kills.items()} }"
+    )
     assert fenced == 0, f"{fenced} polls fenced: a move lost the slot in flight"
     assert held > 0 and kept == held, f"the restarted worker kept {kept} of {held} sites"
