@@ -27,7 +27,7 @@ Decisions:
     every overloaded worker (load > capacity + ``OVERLOAD_MARGIN``) chooses "move
     sites" (with probability (s/N)^2) or "shrink" (its own scheduler already keeps its
     polls at its capacity: nothing moves this round); an automaton steps only at a round
-    whose loads changed (new weights reported, every ``REPORT_EVERY_SLOTS`` slots), not at
+    after its worker reported new weights (every ``REPORT_EVERY_SLOTS`` slots), not at
     every round, and not while the coordinator settles after a stall (``settle_s``);
   - ``repack`` moves the least weight: the sites of dead workers and new sites are
     placed by Best Fit Decreasing, an overloaded worker that chose to move keeps the
@@ -216,8 +216,9 @@ class Coordinator:
         self.overloads_total = 0
         self._lock: ServiceLock | None = None
         self._automaton: dict[str, int] = {}
-        #: the live workers' loads at the last round (an automaton steps when they change)
-        self._seen_loads: dict[str, float] = {}
+        #: what each live worker had reported at the last round (its automaton steps when
+        #: that changes)
+        self._seen: dict[str, tuple[float | None, int, float]] = {}
         #: where each revoked site goes once its hand-over grace has passed
         self._destined: dict[str, str] = {}
         #: whom each revoked site was taken from (a dead one need not be waited for)
@@ -358,7 +359,7 @@ class Coordinator:
         lock.end_session_when_idle(self.settings.effective_worker_timeout())
         self._lock = lock
         self._automaton = {}
-        self._seen_loads = {}
+        self._seen = {}
         self._destined = {}
         self._revoked_from = {}
         self._observing_since = None
@@ -436,16 +437,18 @@ class Coordinator:
         automata.state[:] = [
             self._automaton.get(w.worker_id, self.settings.cluster_threshold) for w in live
         ]
-        # an automaton steps once per piece of evidence: a round whose loads are those of
-        # the last one (the weights are reported every REPORT_EVERY_SLOTS slots, the rounds
-        # run every heartbeat) tells it nothing new; while settling, the loads are as stale
-        # as the weights
-        fresh = self._fresh_loads(live, loads)
-        if settling or not fresh:
-            move = np.zeros(caps.size, dtype=np.bool_)
-        else:
-            move = automata.decide(over)
-            automata.update(over)
+        # a worker's automaton steps once per piece of evidence: at a round after that
+        # worker reported its weights anew (every REPORT_EVERY_SLOTS slots, while the rounds
+        # run every heartbeat; another worker's report moves every load a little, through
+        # the shared level, and is no evidence about this one); while settling, the loads
+        # are as stale as the weights
+        fresh = self._fresh_reports(live, leases)
+        if settling:
+            fresh[:] = False
+        move = automata.decide(over & fresh)
+        kept_states = automata.state.copy()
+        automata.update(over)
+        automata.state[~fresh] = kept_states[~fresh]
         self._automaton = {
             w.worker_id: int(s) for w, s in zip(live, automata.state.tolist(), strict=True)
         }
@@ -563,12 +566,20 @@ class Coordinator:
             shortfall_capacity=float(figures["shortfall_capacity"]),
         )
 
-    def _fresh_loads(self, live: list[WorkerRow], loads: np.ndarray) -> bool:
-        """Whether the live workers' loads differ from the last round's (new weights were
-        reported, or the leases or the workers changed)."""
-        now = {w.worker_id: round(float(x), 9) for w, x in zip(live, loads.tolist(), strict=True)}
-        fresh = now != self._seen_loads
-        self._seen_loads = now
+    def _fresh_reports(self, live: list[WorkerRow], leases: dict[str, LeaseRow]) -> np.ndarray:
+        """Per live worker: whether it reported anew since the last round (its multiplier,
+        or its sites' reported weights, or its sites, changed)."""
+        mine: dict[str, list[float]] = {}
+        for lease in leases.values():
+            if lease.worker_id is not None:
+                mine.setdefault(lease.worker_id, []).append(float(lease.weight))
+        now = {
+            w.worker_id: (w.multiplier, len(mine.get(w.worker_id, ())),
+                          round(sum(mine.get(w.worker_id, ())), 9))
+            for w in live
+        }  # fmt: skip
+        fresh = np.array([self._seen.get(w) != now[w] for w in now], dtype=np.bool_)
+        self._seen = now
         return fresh
 
     def _suspects(
