@@ -779,7 +779,9 @@ class ClusterStore:
                             "worker_id": owner,
                             "epoch": 1 if owner is not None else 0,
                             "weight": float(weights.get(site, 0.0)),
-                            "assigned_at": now,
+                            # a site never owned has lost no owner: no hand-over to wait
+                            # for (its time is when it last lost one)
+                            "assigned_at": now if owner is not None else None,
                         }
                     )
                     changed += owner is not None

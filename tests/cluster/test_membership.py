@@ -303,3 +303,25 @@ def test_an_automaton_steps_once_per_report(store: Store, database_url: str) -> 
         assert coordinator._automaton.get(ids[0], 1) <= 3, coordinator._automaton
     finally:
         coordinator.stop()
+
+
+def test_sites_written_before_any_worker_was_ready_are_placed_at_once(
+    store: Store, database_url: str
+) -> None:
+    """The coordinator's first rounds may come before any worker is ready (they register
+    as joining): the sites then get a lease without an owner. Such a site lost no owner,
+    so it must not wait a hand-over grace (60 s slots here: minutes) once workers are
+    ready. Before, it did: the throughput benchmark's two workers polled nothing."""
+    store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(4) for i in range(3)])
+    a = store.register_worker(4.0, name="a", state=JOINING)
+    coordinator = Coordinator(_settings(database_url, slot_seconds=60.0), store, a)
+    try:
+        first = coordinator.tick()
+        assert first is not None and first.live_workers == 0
+        assert {owner for owner, _ in _epochs(store).values()} == {None}
+        store.worker_ready(a, "a")
+        store.heartbeat(a, 0, 0.0, None, 0)
+        assert coordinator.tick() is not None
+        assert {owner for owner, _ in _epochs(store).values()} == {a}
+    finally:
+        coordinator.stop()
