@@ -2,10 +2,11 @@
 
 One ``crawler run --cluster`` worker reaches PostgreSQL through a TCP proxy
 (tests/cluster/_proxy.py) that refuses every connection when the worker starts (a
-database restarting, or an orchestrator starting the crawler first). For ``DOWN_S``
-seconds the worker must stay up and say in its log what it waits for; once the proxy
-forwards again it registers, takes the sites and polls them (the site's own log is the
-witness). Before, it exited at once with "database unavailable".
+database restarting, or an orchestrator starting the crawler first). The worker must stay
+up and say in its log what it waits for (the proxy refuses until it has logged ``WAITS``
+tries, and at least ``DOWN_S`` seconds: a process's start takes several seconds under
+load); once the proxy forwards again it registers, takes the sites and polls them (the
+site's own log is the witness). Before, it exited at once with "database unavailable".
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ PAGES = 20
 HOSTS = 4
 SLOT = 0.5
 DOWN_S = 8.0
+WAITS = 3
+WAITED = "start-up waits for the database"
 
 
 def test_a_worker_started_without_its_database_waits_for_it(_postgres: Any, tmp_path: Path) -> None:
@@ -58,9 +61,16 @@ def test_a_worker_started_without_its_database_waits_for_it(_postgres: Any, tmp_
         try:
             worker = workers.start("w1")
             began = time.monotonic()
-            while time.monotonic() - began < DOWN_S:
+
+            def waited_enough() -> bool:
                 workers.check()  # an exit fails here, with the worker's log
-                time.sleep(0.5)
+                return (
+                    time.monotonic() - began >= DOWN_S
+                    and worker.output(20_000).count(WAITED) >= WAITS
+                )
+
+            wait_until(waited_enough, 120, what=f"the worker logging {WAITS} waits")
+            down_s = time.monotonic() - began
             waited = worker.output(20_000)
             up_at = time.time()
             proxy.recover()
@@ -78,12 +88,12 @@ def test_a_worker_started_without_its_database_waits_for_it(_postgres: Any, tmp_
             workers.stop_all()
             proxy.close()
             engine.dispose()
-    tries = waited.count("start-up waits for the database")
+    tries = waited.count(WAITED)
     print(
-        f"\nworker started with its database refusing for {DOWN_S:g} s: {tries} logged waits; "
+        f"\nworker started with its database refusing for {down_s:.1f} s: {tries} logged waits; "
         f"first request {first - up_at:+.2f} s after the database's return"
     )
-    assert tries >= 2, (
+    assert tries >= WAITS, (
         "the worker did not log what it waits for while the database refused; its log:\n"
         + waited[-2000:]
     )
