@@ -10,8 +10,9 @@ worker) and the database:
 * no paused URL is ever requested; no bounded URL is requested twice within its bound by
   one worker; no worker requests a host twice within one slot (its cap); at every
   hand-over of a host between two workers the new owner's first request comes at least
-  the Crawl-delay after the old owner's last (the new owner counts the delay from the
-  hand-over, when the old owner had asked for the last time at the latest);
+  the Crawl-delay after the old owner's last (the new owner counts the delay from the old
+  owner's last poll of the host in the poll log: a live owner releases a site once the
+  slots that polled it have committed);
 * every request the site logged has its poll-log row, except the requests a killed worker
   made in its last seconds (its slot in flight dies with it): a site moved between live
   workers lands the polls, changes and learning of the old owner's slot in flight (its
