@@ -19,7 +19,7 @@ from crawler.fetch import Fetcher
 from crawler.workers import InProcessPoller, PollJob
 from tests.fetch.conftest import BASE_CONFIG, Site, start
 
-DELAY = 0.4
+DELAY = 1.0  # long enough that a loaded machine does not reach it by itself
 
 
 def _job(url_id: int, url: str, handed_over_at: float | None) -> PollJob:
