@@ -1,8 +1,15 @@
-"""Per-host politeness: concurrency limit, minimum delay between request starts, back-off."""
+"""Per-host politeness: concurrency limit, minimum delay between request starts, back-off.
+
+A host taken over from another process that polled it (``handed_over``) is treated as
+requested at the hand-over: its first request here waits the host's delay from then. The
+delay may be learned only afterwards (robots.txt's Crawl-delay, read before the first
+request): the gate adds it when the request passes, so the wait is the host's real one.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -15,6 +22,9 @@ class HostState:
     backoff_until: float = 0.0
     users: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    #: ``time.monotonic()`` time another process may have last requested the host (a
+    #: hand-over); no request starts before it plus the delay
+    handed_at: float = -math.inf
 
 
 class HostGates:
@@ -45,7 +55,12 @@ class HostGates:
     def _prune(self) -> None:
         now = time.monotonic()
         for host, st in list(self._hosts.items()):
-            if st.users == 0 and st.backoff_until < now and st.next_start < now:
+            if (
+                st.users == 0
+                and st.backoff_until < now
+                and st.next_start < now
+                and st.handed_at + st.min_delay_s < now
+            ):
                 del self._hosts[host]
 
     def set_min_delay(self, host: str, delay_s: float) -> None:
@@ -59,6 +74,12 @@ class HostGates:
         if st is None or st.min_delay_s <= self.min_delay_s:
             return None
         return st.min_delay_s
+
+    def handed_over(self, host: str, at: float) -> None:
+        """Another process may have requested ``host`` as late as ``at`` (``time.time()``):
+        its hand-over to this one. No request to it starts before then plus its delay."""
+        st = self.state(host)
+        st.handed_at = max(st.handed_at, time.monotonic() - max(0.0, time.time() - at))
 
     def back_off(self, host: str, seconds: float) -> None:
         st = self.state(host)
@@ -74,7 +95,11 @@ class HostGates:
         """The ``time.monotonic()`` time before which the host's delay lets no request start
         (0.0 for a host with no delay, or not seen yet)."""
         st = self._hosts.get(host)
-        return 0.0 if st is None or st.min_delay_s <= 0 else st.next_start
+        return (
+            0.0
+            if st is None or st.min_delay_s <= 0
+            else max(st.next_start, st.handed_at + st.min_delay_s)
+        )
 
     def slot(self, host: str) -> HostSlot:
         """Hold one of the host's concurrent slots, started no sooner than its delay allows
@@ -100,7 +125,7 @@ class HostSlot:
             try:
                 if st.min_delay_s > 0:
                     now = time.monotonic()
-                    start = max(now, st.next_start)
+                    start = max(now, st.next_start, st.handed_at + st.min_delay_s)
                     st.next_start = start + st.min_delay_s
                     if start > now:
                         await asyncio.sleep(start - now)

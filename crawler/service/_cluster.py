@@ -60,17 +60,19 @@ from sqlalchemy import event
 
 from crawler import schedulers
 from crawler.schedulers import FloatArray, IdArray, SchedulerState
-from crawler.service._coordinator import Coordinator
+from crawler.service._coordinator import REPORT_EVERY_SLOTS, Coordinator
 from crawler.service._renewal import RenewDeadline
 from crawler.service._watch import WatchFollower, WatchUpdate
 from crawler.settings import Settings
-from crawler.sites import site_of
+from crawler.sites import host_key, site_of
 from crawler.store import JOINING, LIVE, Fence, Store, StoreError, session_name
+from crawler.workers import PollJob
 
 log = logging.getLogger("crawler.cluster")
 
-#: slots between two reports of the sites' learned weights
-REPORT_EVERY_SLOTS = 5
+#: seconds a gained host's jobs carry the time its old owner last asked it (longer than
+#: any delay between two requests to a host: the fetcher caps a Crawl-delay at 60 s)
+HANDED_OVER_KEEP_S = 120.0
 #: slots whose fences are kept at most (more than the loop keeps pending, 10,000)
 FENCES_KEPT = 10_010
 
@@ -111,6 +113,10 @@ class ClusterMember:
         self.name = settings.worker_name or f"{socket.gethostname()}:{os.getpid()}"
         self.metrics_url = metrics_url
         self.worker_id = ""
+        self._pending_id = ""
+        #: host key -> when (``time.time()``) the old owner of a site gained lately last
+        #: asked the host
+        self._handed: dict[str, float] = {}
         #: the leases the scheduler's URLs are polled under: site -> epoch
         self.leases: dict[str, int] = {}
         self.fenced_polls_total = 0
@@ -154,8 +160,10 @@ class ClusterMember:
     def start(self, *, coordinate: bool = True) -> None:
         """Register, start heartbeating and (``coordinate``) trying for the coordinator
         role."""
-        wid = uuid.uuid4().hex  # known before the first connection: it names the sessions
-        self._limit_transactions(wid)
+        if not self._pending_id:  # (a start retried after the database refused keeps it)
+            self._pending_id = uuid.uuid4().hex  # known before the first connection: it
+            self._limit_transactions(self._pending_id)  # names the sessions
+        wid = self._pending_id
         sent = time.monotonic()
         self.progress_at = sent
         self.worker_id = self.store.register_worker(
@@ -446,6 +454,8 @@ class ClusterMember:
             update = WatchUpdate(version, ids, importance, saved, replaced)
             self._adopt(leases, ids, site_list, importance)
             self._gained = (gained, ids, site_list) if gained else None
+            if gained:  # when the old owner last asked these hosts
+                self._handed.update(await self._last_asked(gained, ids, site_list))
             self.sites_lost_total += len(lost)
             self.sites_gained_total += len(gained)
             if lost or gained:
@@ -567,6 +577,49 @@ class ClusterMember:
         if gained is None:
             return np.empty(0, np.int64)
         return _probes(scheduler, *gained)
+
+    async def _last_asked(
+        self, gained: set[str], ids: IdArray, site_list: list[str]
+    ) -> dict[str, float]:
+        """Host key -> when (``time.time()``) the old owner of the ``gained`` sites last
+        asked the host, from the poll-log rows of their URLs: a live owner releases a site
+        only once every slot that polled it has committed, so its last poll is there (a
+        dead one stopped at its renew deadline, a share of a worker timeout before its
+        sites moved). Hosts not polled lately are left out (no wait). When the rows cannot
+        be read, the hand-over itself (now): the old owner asked at the latest then."""
+        import asyncio
+
+        now = time.time()
+        chosen = _ids_of(ids, site_list, gained)
+        try:
+            last = await asyncio.to_thread(
+                self.store.last_polled, chosen.tolist(), HANDED_OVER_KEEP_S
+            )
+        except StoreError as exc:
+            log.warning("last polls of the gained sites not read (waiting from now): %s", exc)
+            return {host_key(s): now for s in gained}
+        site_of_id = {
+            int(i): s for i, s in zip(ids.tolist(), site_list, strict=True) if s in gained
+        }
+        out: dict[str, float] = {}
+        for url_id, at in last.items():
+            host = host_key(site_of_id[url_id])
+            out[host] = min(now, max(at, out.get(host, 0.0)))
+        return out
+
+    def mark(self, jobs: list[PollJob]) -> list[PollJob]:
+        """The slot's jobs, those of hosts gained lately carrying when their old owner
+        last asked them: the fetcher waits the host's delay from then before its first
+        request here (``PollJob.handed_over_at``)."""
+        if not self._handed:
+            return jobs
+        now = time.time()
+        self._handed = {h: at for h, at in self._handed.items() if now - at < HANDED_OVER_KEEP_S}
+        handed = self._handed
+        return [
+            job._replace(handed_over_at=at) if (at := handed.get(host_key(job.host))) else job
+            for job in jobs
+        ]
 
     def _adopt(
         self, leases: dict[str, int], ids: IdArray, site_list: list[str], importance: FloatArray

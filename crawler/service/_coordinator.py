@@ -26,12 +26,15 @@ Decisions:
   - the overload automaton (Th = ``cluster_threshold``, N = ``cluster_states``) of
     every overloaded worker (load > capacity + ``OVERLOAD_MARGIN``) chooses "move
     sites" (with probability (s/N)^2) or "shrink" (its own scheduler already keeps its
-    polls at its capacity: nothing moves this round);
+    polls at its capacity: nothing moves this round); an automaton steps only at a round
+    after its worker reported new weights (every ``REPORT_EVERY_SLOTS`` slots), not at
+    every round, and not while the coordinator settles after a stall (``settle_s``);
   - ``repack`` moves the least weight: the sites of dead workers and new sites are
     placed by Best Fit Decreasing, an overloaded worker that chose to move keeps the
     heaviest subset that fits; a worker that holds nothing (a join, the first rounds)
     takes sites from the fullest workers up to its share of the load (``_join``: a join
-    is not drift, the automata are not asked);
+    is not drift, the automata are not asked); every other worker keeps what it holds,
+    also when it is over its capacity within the margin (drift moves nothing);
   - a move between two live workers is made in two steps: the site is asked of its owner
     (``revoked_at``; owner and epoch kept, so its slot in flight's commit lands), which
     releases it in a later slot's commit (owner NULL, epoch bumped, ``released_epoch``),
@@ -96,6 +99,9 @@ log = logging.getLogger("crawler.cluster")
 #: weights sum to the live capacity (one shared level), so without a margin some worker
 #: would be "over" by a rounding error at every round
 OVERLOAD_MARGIN = 0.05
+#: slots between two reports of a worker's sites' learned weights (the heartbeat carries
+#: only their sum)
+REPORT_EVERY_SLOTS = 5
 #: a worker silent for this many timeouts is deleted from cluster_workers
 FORGET_AFTER_TIMEOUTS = 10
 #: when most lease holders go silent together, their sites wait this many worker timeouts
@@ -199,11 +205,20 @@ class Coordinator:
             settings.effective_slot_deadline() + GRACE_S + settings.slot_seconds
             + settings.heartbeat_s
         )  # fmt: skip
+        #: seconds after (re)gaining the database (a new coordinator, a failed round: a
+        #: stall) during which nothing held moves: every worker has renewed and reported its
+        #: weights afresh by then (a report every REPORT_EVERY_SLOTS slots)
+        self.settle_s = max(
+            settings.effective_worker_timeout(), (REPORT_EVERY_SLOTS + 1) * settings.slot_seconds
+        )
         self.last: Round | None = None
         self.moves_total = 0  # running totals of this process's rounds (for the metrics)
         self.overloads_total = 0
         self._lock: ServiceLock | None = None
         self._automaton: dict[str, int] = {}
+        #: what each live worker had reported at the last round (its automaton steps when
+        #: that changes)
+        self._seen: dict[str, tuple[float | None, int, float]] = {}
         #: where each revoked site goes once its hand-over grace has passed
         self._destined: dict[str, str] = {}
         #: whom each revoked site was taken from (a dead one need not be waited for)
@@ -344,6 +359,7 @@ class Coordinator:
         lock.end_session_when_idle(self.settings.effective_worker_timeout())
         self._lock = lock
         self._automaton = {}
+        self._seen = {}
         self._destined = {}
         self._revoked_from = {}
         self._observing_since = None
@@ -366,11 +382,11 @@ class Coordinator:
         site_list = sorted(counts)
         suspects = self._suspects(registered, live, leases, timeout, now)
         # the sites of a worker that is silent but not yet presumed dead stay where they are;
-        # while any holder is such a suspect (a stall is possible), and for the first worker
-        # timeout this coordinator reads the database (after a stall every worker first
-        # renews and reports afresh), nothing held moves at all: the weights the packing
-        # would move by are as stale as the heartbeats
-        settling = now - self._observing_since < timeout
+        # while any holder is such a suspect (a stall is possible), and for the first
+        # ``settle_s`` this coordinator reads the database (after a stall every worker first
+        # renews and reports afresh), nothing held moves at all and no automaton learns:
+        # the weights the packing would move by are as stale as the heartbeats
+        settling = now - self._observing_since < self.settle_s
         holding = suspects | {w.worker_id for w in live} if suspects or settling else set()
         pinned = np.array(
             [s in leases and leases[s].worker_id in holding for s in site_list], dtype=np.bool_
@@ -421,16 +437,28 @@ class Coordinator:
         automata.state[:] = [
             self._automaton.get(w.worker_id, self.settings.cluster_threshold) for w in live
         ]
-        move = automata.decide(over)
+        # a worker's automaton steps once per piece of evidence: at a round after that
+        # worker reported its weights anew (every REPORT_EVERY_SLOTS slots, while the rounds
+        # run every heartbeat; another worker's report moves every load a little, through
+        # the shared level, and is no evidence about this one); while settling, the loads
+        # are as stale as the weights
+        fresh = self._fresh_reports(live, leases)
+        if settling:
+            fresh[:] = False
+        move = automata.decide(over & fresh)
+        kept_states = automata.state.copy()
         automata.update(over)
+        automata.state[~fresh] = kept_states[~fresh]
         self._automaton = {
             w.worker_id: int(s) for w, s in zip(live, automata.state.tolist(), strict=True)
         }
         fill = 1.0
         if site_list and not held.any():  # nothing is held yet: spread from the start
             fill = cluster.balanced_fill(weights, caps)
-        # a worker that chose to shrink keeps every site this round: its target is its load
-        targets = np.where(over & ~move, np.maximum(caps, loads) / fill, caps)
+        # only a worker over its capacity by more than the margin that chose to move sheds
+        # sites; every other keeps what it holds (its target is at least its load): drift
+        # within the margin moves nothing, however often the weights wobble
+        targets = np.where(move, caps, np.maximum(caps, loads / fill))
         # a site whose hand-over grace has passed goes where it was sent when revoked (if
         # that worker is still live): repack sees it as already there
         start = prev.copy()
@@ -537,6 +565,22 @@ class Coordinator:
             shortfall_workers=int(figures["shortfall_workers"]),
             shortfall_capacity=float(figures["shortfall_capacity"]),
         )
+
+    def _fresh_reports(self, live: list[WorkerRow], leases: dict[str, LeaseRow]) -> np.ndarray:
+        """Per live worker: whether it reported anew since the last round (its multiplier,
+        or its sites' reported weights, or its sites, changed)."""
+        mine: dict[str, list[float]] = {}
+        for lease in leases.values():
+            if lease.worker_id is not None:
+                mine.setdefault(lease.worker_id, []).append(float(lease.weight))
+        now = {
+            w.worker_id: (w.multiplier, len(mine.get(w.worker_id, ())),
+                          round(sum(mine.get(w.worker_id, ())), 9))
+            for w in live
+        }  # fmt: skip
+        fresh = np.array([self._seen.get(w) != now[w] for w in now], dtype=np.bool_)
+        self._seen = now
+        return fresh
 
     def _suspects(
         self,

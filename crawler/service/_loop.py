@@ -148,6 +148,9 @@ class CrawlLoop:
         #: asked before every slot's requests, and cuts a slot in flight (a cluster
         #: worker's renew deadline); None: always
         self.permit: PollPermit | None = None
+        #: set to end ``run`` after the slot in flight, before the next one starts (a
+        #: cluster worker leaving: nothing sent is cut)
+        self.leaving = False
 
     # ----- start-up ---------------------------------------------------------------------
 
@@ -334,7 +337,7 @@ class CrawlLoop:
         try:
             while max_slots is None or self.slots_run < max_slots:
                 tick = await clock.wait(stop)
-                if tick is None:
+                if tick is None or self.leaving:
                     break
                 verdict = "poll" if self.may_poll is None else await self.may_poll()
                 if verdict == "stop":
@@ -410,6 +413,8 @@ class CrawlLoop:
             tally = _Tally()
             jobs = [_poll_job(r, records[r.url_id], r.url_id in asking) for r in requests]
             jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies
+            if self.cluster is not None:  # hosts just gained: their old owner's delay first
+                jobs = self.cluster.mark(jobs)
             deadline = started + self.settings.effective_slot_deadline()
             # discovery's share, alongside and through the same poller, never a URL here
             repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard

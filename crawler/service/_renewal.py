@@ -40,6 +40,9 @@ class RenewDeadline:
         self.deadline_s = deadline_s
         self._renewed: float | None = None  # monotonic time the last good renewal was sent
         self._lapsed = False  # passed its deadline since its last sync of the leases
+        #: when the first renewal since the lapse was sent (None: none yet): a sync begun
+        #: after it ends the lapse, however many renewals come while it reads
+        self._since: float | None = None
         self._mutex = threading.Lock()  # renewals come from the heartbeat thread
         self.lapses_total = 0
 
@@ -52,8 +55,11 @@ class RenewDeadline:
             if old is not None and sent_at >= old + self.deadline_s and not self._lapsed:
                 self._lapsed = True
                 self.lapses_total += 1
+                self._since = None
             if old is None or sent_at > old:
                 self._renewed = sent_at
+                if self._lapsed and self._since is None:
+                    self._since = sent_at
 
     def expires_at(self) -> float:
         """The monotonic time polling must stop at unless renewed (-inf: never renewed)."""
@@ -68,6 +74,7 @@ class RenewDeadline:
             if not self._lapsed:
                 self._lapsed = True
                 self.lapses_total += 1
+                self._since = None
         return False
 
     @property
@@ -77,11 +84,15 @@ class RenewDeadline:
 
     def synced(self, read_at: float) -> None:
         """The leases were read by a sync that began at ``read_at`` (monotonic), after the
-        renewal that ended the lapse and before its deadline: the lapse is over."""
+        first renewal since the lapse and before the deadline: the lapse is over. (Before,
+        the sync had to begin after the *last* renewal: one more heartbeat during a sync
+        longer than ``heartbeat_s``, as under load, kept the worker from polling for
+        another slot.)"""
         with self._mutex:
-            renewed = self._renewed
-            if self._lapsed and renewed is not None and renewed <= read_at < self.expires_at():
+            since = self._since
+            if self._lapsed and since is not None and since <= read_at < self.expires_at():
                 self._lapsed = False
+                self._since = None
 
     async def lapse(self) -> None:
         """Return once the deadline passes without a renewal (at once if it has)."""

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
+from typing import TypeVar
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from prometheus_client import CollectorRegistry
@@ -24,6 +25,7 @@ from crawler.metrics import CrawlerMetrics
 from crawler.service._cluster import ClusterMember
 from crawler.service._loop import GRACE_S, CrawlLoop, SlotSummary, Verdict
 from crawler.service._pollers import build_poller
+from crawler.service._startup import in_thread, waiting_for_database
 from crawler.settings import Settings
 from crawler.store import (
     OutboxStore,
@@ -37,6 +39,8 @@ from crawler.store import (
 #: seconds a starting service waits for its delivery process to have started
 DELIVERY_READY_S = 60.0
 log = logging.getLogger("crawler.service")
+
+T = TypeVar("T")
 
 PRUNE_EVERY_MINUTES = 60
 #: how often a thread checks the service still holds its database's lock (store/_lock.py),
@@ -74,8 +78,12 @@ class CrawlService:
         *,
         store: Store | None = None,
         registry: CollectorRegistry | None = None,
+        give_up: asyncio.Event | None = None,
     ) -> None:
         self.settings = settings
+        #: set when the process is told to stop: a start-up step waiting for the database
+        #: gives up (crawler/service/_startup.py)
+        self._give_up = give_up
         self.store = store or Store(settings.database_url)
         self._own_store = store is None
         self.registry = registry or CollectorRegistry()
@@ -110,8 +118,9 @@ class CrawlService:
     async def __aenter__(self) -> CrawlService:
         # one service per database: refuse (ServiceLockHeld) before touching anything
         # (cluster workers share it: a cluster and a single service never mix)
-        self._lock = await asyncio.to_thread(
-            functools.partial(self.store.acquire_service_lock, shared=self.cluster is not None)
+        self._lock = await self._waiting(
+            "take the service lock",
+            functools.partial(self.store.acquire_service_lock, shared=self.cluster is not None),
         )
         self._lock.watch(LOCK_CHECK_SECONDS, self._lost_from_thread)
         try:
@@ -122,16 +131,26 @@ class CrawlService:
             self._lock.release()
             raise
 
+    async def _waiting(self, what: str, call: Callable[[], T]) -> T:
+        """A blocking start-up step, tried again while the database is unavailable."""
+        return await waiting_for_database(what, in_thread(call), self._give_up)
+
     async def _start(self) -> CrawlService:
-        await asyncio.to_thread(self.store.upgrade)
+        await self._waiting("migrate the schema", self.store.upgrade)
         # the admin commands show bounds and shares with the running service's settings
-        await asyncio.to_thread(save_service_settings, self.store, recorded_settings(self.settings))
+        settings = recorded_settings(self.settings)
+        await self._waiting(
+            "record the settings", functools.partial(save_service_settings, self.store, settings)
+        )
         # the lock's fencing token: from now on, a holder that lost the lock commits nothing
-        assert self._lock is not None
-        await asyncio.to_thread(self.store.claim_service_fence, self._lock)
-        if not self._lock.shared:  # cluster workers are fenced per site by their leases
+        lock = self._lock
+        assert lock is not None
+        await self._waiting(
+            "claim the fence", functools.partial(self.store.claim_service_fence, lock)
+        )
+        if not lock.shared:  # cluster workers are fenced per site by their leases
             self.loop.may_poll = self._may_poll
-            if self._lock.took_over:  # the previous holder may be finishing its last slot
+            if lock.took_over:  # the previous holder may be finishing its last slot
                 self._first_poll_at = math.inf  # from when this service is ready (below)
                 log.info(
                     "the previous holder of this database's lock did not let it go cleanly "
@@ -140,7 +159,7 @@ class CrawlService:
                     self.settings.slot_seconds,
                 )
         if self.cluster is not None:  # join the cluster: register, heartbeat, coordinate
-            await asyncio.to_thread(self.cluster.start)
+            await self._waiting("register this worker", self.cluster.start)
             self.loop.cluster = self.cluster
             # what the loop reads for its URLs' rules and hosts: its own sites' rows only
             self.loop.constraints.scope = self.cluster.sites
@@ -149,7 +168,7 @@ class CrawlService:
         # the poller starts (crawl workers import, open their fetchers) while the scheduler loads
         starting = asyncio.ensure_future(self.poller.start())
         try:
-            await self.loop.load()
+            await waiting_for_database("load the URLs", self.loop.load, self._give_up)
         finally:
             await starting
         if self.cluster is not None:  # loaded and able to poll: sites may come now
@@ -336,7 +355,7 @@ async def serve(settings: Settings, max_slots: int | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
-    async with CrawlService(settings) as service:
+    async with CrawlService(settings, give_up=leaving) as service:
         log.info(
             "crawling with %s: %d URLs, %.3g polls per %.3g s slot, database %s",
             settings.scheduler,
@@ -358,17 +377,20 @@ async def serve(settings: Settings, max_slots: int | None = None) -> None:
 
 async def _leave(service: CrawlService, leaving: asyncio.Event, stop: asyncio.Event) -> None:
     """On SIGINT or SIGTERM, stop the loop. A cluster worker first lets its slot in flight
-    end (at most a slot and its deadline, plus the loop's grace): its requests were sent,
+    end and starts no other (at most a slot and its deadline, plus the loop's grace): its
+    requests were sent,
     so their poll-log rows, changes and learning must land, and the sites it then frees are
     handed over whole (cutting the slot dropped the answers of requests the sites had
     already served). A single service stops at once, as before; a second signal too."""
     await leaving.wait()
     settings = service.settings
     if service.cluster is not None:
-        ran = service.loop.slots_run
+        # no slot starts from now on (one starting right after the slot in flight, as
+        # after an overrun, was cut by the stop below with its requests sent)
+        service.loop.leaving = True
         limit = (
             time.monotonic() + settings.slot_seconds + settings.effective_slot_deadline() + GRACE_S
         )
-        while service.loop.slots_run == ran and time.monotonic() < limit and not stop.is_set():
+        while service._running and time.monotonic() < limit and not stop.is_set():
             await asyncio.sleep(0.02)
     stop.set()

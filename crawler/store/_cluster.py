@@ -52,7 +52,7 @@ import sqlite3
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,6 +69,7 @@ from crawler.store.models import (
     cluster_leases,
     cluster_state,
     cluster_workers,
+    poll_log,
     sites,
     urls,
 )
@@ -87,6 +88,11 @@ JOINING, LIVE, STOPPING = "joining", "live", "stopping"
 #: how long ``assign_leases`` waits for a lease row a commit holds (then StoreError; the
 #: coordinator tries again next round)
 LOCK_TIMEOUT_S = 5.0
+
+
+def _aware(at: datetime) -> datetime:
+    """A stored UTC time as an aware datetime (SQLite gives naive ones)."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def session_name(worker_id: str) -> str:
@@ -644,6 +650,24 @@ class ClusterStore:
         revoked = {site: int(epoch) for site, epoch, r in rows if r is not None}
         return polled, revoked
 
+    def last_polled(self, ids: Sequence[int], within_s: float) -> dict[int, float]:
+        """URL id -> when it was last polled (``polled_at`` as seconds since the epoch), for
+        those of ``ids`` polled within the last ``within_s`` seconds: a new owner of a site
+        learns when the old one last asked its host (a live owner releases a site only once
+        the slots that polled it have committed, so their rows are here). Reads only the
+        poll-log rows of those URLs, by the (url_id, polled_at) index."""
+        if not ids:
+            return {}
+        since = datetime.now(UTC) - timedelta(seconds=within_s)
+        t = poll_log
+        with translate_errors("reading the last polls"), reading(self.engine) as conn:
+            rows = conn.execute(
+                select(t.c.url_id, func.max(t.c.polled_at))
+                .where(among(conn, t.c.url_id, [int(i) for i in ids]), t.c.polled_at > since)
+                .group_by(t.c.url_id)
+            ).all()
+        return {int(u): _aware(at).timestamp() for u, at in rows if at is not None}
+
     def release_leases(self, held: Mapping[str, int]) -> int:
         """A worker acknowledges the revocation of sites it held (site -> the epoch it
         polled them under), at a slot start, once its polls of them are over: the lease
@@ -777,7 +801,9 @@ class ClusterStore:
                             "worker_id": owner,
                             "epoch": 1 if owner is not None else 0,
                             "weight": float(weights.get(site, 0.0)),
-                            "assigned_at": now,
+                            # a site never owned has lost no owner: no hand-over to wait
+                            # for (its time is when it last lost one)
+                            "assigned_at": now if owner is not None else None,
                         }
                     )
                     changed += owner is not None

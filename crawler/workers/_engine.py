@@ -89,6 +89,9 @@ class PollEngine:
         batch = Batch(jobs, when, loop, sink)
         if jobs:
             key = self.fetcher.gate_key
+            for job in jobs:
+                if job.handed_over_at is not None:  # (a cluster worker's gained host)
+                    self.fetcher.gates.handed_over(key(job.url), job.handed_over_at)
             self.dispatch.submit((key(job.url), (batch, j)) for j, job in enumerate(jobs))
             if when is not None:
                 batch.timer = loop.call_at(when, self.expire, batch)

@@ -44,6 +44,11 @@ class PollJob(NamedTuple):
     #: as usual, and when it changed (or is a first poll) its body comes back in
     #: ``PollAnswer.body`` too (crawler.service._discovery: the scheduler's hits feed discovery)
     keep_body: bool = False
+    #: when (``time.time()``) another process that polled the URL's host last asked it,
+    #: the host having been handed over to this one since (a cluster worker gaining a
+    #: site): the fetcher starts no request to the host before this plus the host's
+    #: delay (None: no hand-over)
+    handed_over_at: float | None = None
 
 
 class PollAnswer(NamedTuple):

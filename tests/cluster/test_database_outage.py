@@ -8,9 +8,10 @@ Every heartbeat is then stale at once, far past the worker timeout: a stall, not
 death. From the leases, the poll log and the site's own log (one User-Agent per worker):
 
 * every worker is still running after the outage (none exits on a refused connection);
-* no site moves because of the stall: no site is placed anew as its owner's (the
-  coordinator logs such placements), and at most a tenth of the leases change (the
-  packing's own moves between live workers, commit then release; none in most runs);
+* no site moves: no site is placed anew as its owner's (the coordinator logs such
+  placements), and no lease changes owner or epoch, though the comparison is made well
+  after the coordinator's settling time (the weights it would move by are fresh again by
+  then, and drift within the overload margin moves nothing);
 * every worker polls again within ``RESUME_SLOTS`` slots of the database's return;
 * nothing committed is lost: every poll-log row written before the outage is still there,
   and every request the site logged in the steady state before the outage has its
@@ -29,6 +30,7 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
+from crawler.store import session_name
 from crawler.testsite import site_process
 from tests.cluster._harness import (
     UA_PREFIX,
@@ -55,8 +57,9 @@ RESUME_SLOTS = 2
 STEADY_S = 8.0
 #: the leases are compared this long after the return: a coordinator that took the
 #: stall for deaths would have moved sites by then (the worker timeout, 2 s, after it
-#: read the database again)
-AFTER_S = 6.0
+#: read the database again), and one that re-packed by the weights after its settling
+#: time (6 s: six 1 s slots) would have had some 30 rounds to do so
+AFTER_S = 15.0
 NAMES = ("w1", "w2", "w3")
 
 
@@ -131,12 +134,19 @@ def _scenario(
     # -- the outage: every connection closed, new ones refused --------------------------------
     proxy.refuse()
     down_at = time.time()
-    with engine.connect() as conn:  # and their sessions killed on the server's side too
+    # and their sessions killed on the server's side too: this test's workers' only (the
+    # server is shared with other tests, whose workers' sessions are named alike)
+    with engine.connect() as conn:
+        mine = [
+            session_name(str(w))
+            for (w,) in conn.execute(text("SELECT worker_id FROM cluster_workers"))
+        ]
         conn.execute(
             text(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name LIKE 'crawler-worker-%' AND pid <> pg_backend_pid()"
-            )
+                "WHERE application_name = ANY(:names) AND pid <> pg_backend_pid()"
+            ),
+            {"names": mine},
         )
     while time.time() < down_at + OUTAGE:
         workers.check()
@@ -196,10 +206,10 @@ def _scenario(
         f"{sum(missing.values())} of {sum(wanted.values())}"
     )
     assert not orphaned, f"sites of workers presumed dead moved: {orphaned}"
-    # moves between live workers (commit, then release) stay the packing's own: at most a
-    # few, never a reshuffle
-    assert len(moved) <= len(before) // 10, (
-        f"sites moved across the outage: {[(s, before[s], after[s]) for s in moved]}"
+    assert not moved, (
+        f"sites moved across the outage (site, before, after): "
+        f"{[(s, before[s], after[s]) for s in moved]}; the coordinator must move nothing "
+        "held while it settles, nor by drift within the overload margin"
     )
     assert kept == rows_before, "poll-log rows committed before the outage are gone"
     assert not missing, f"requests without their poll-log row: {missing}"

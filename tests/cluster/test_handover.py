@@ -44,9 +44,9 @@ def _spread_then_join(store: Store, database_url: str) -> tuple[Coordinator, str
     assert coordinator.handover_grace_s > 60
     assert coordinator.tick() is not None
     assert {lease.worker_id for lease in store.leases()} == {a_id, b_id}
-    # as if it had read the database for a worker timeout already (it moves nothing
+    # as if it had read the database for its settling time already (it moves nothing
     # held before: tests/cluster/test_membership.py)
-    coordinator._observing_since = time.monotonic() - 2.0
+    coordinator._observing_since = time.monotonic() - coordinator.settle_s
     c_id = store.register_worker(4.0, name="c")
     done = coordinator.tick()
     assert done is not None and done.moved > 0

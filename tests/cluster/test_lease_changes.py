@@ -8,9 +8,11 @@ least ``MIN_INTERVAL`` s between two polls). From the site's own log (one User-A
 worker) and the database:
 
 * no paused URL is ever requested; no bounded URL is requested twice within its bound by
-  one worker; no worker requests a host twice within one slot (its cap); the gaps at the
-  hand-overs of a host between two workers are printed (the new owner does not know when
-  the old one last asked: a known limit);
+  one worker; no worker requests a host twice within one slot (its cap); at every
+  hand-over of a host between two workers the new owner's first request comes at least
+  the Crawl-delay after the old owner's last (the new owner counts the delay from the old
+  owner's last poll of the host in the poll log: a live owner releases a site once the
+  slots that polled it have committed);
 * every request the site logged has its poll-log row, except the requests a killed worker
   made in its last seconds (its slot in flight dies with it): a site moved between live
   workers lands the polls, changes and learning of the old owner's slot in flight (its
@@ -54,6 +56,8 @@ CRAWL_DELAY = 1.0  # seconds between two requests to one host: a cap under 1 pol
 MIN_INTERVAL = 4.0  # seconds: 8 slots
 #: a killed worker's requests this close to its kill may have died with its slot
 KILLED_WINDOW = 3.0
+#: the site's log times arrivals; both requests' trips are on loopback
+HANDOVER_SLACK = 0.02
 FENCED = re.compile(r"fenced: (\d+) poll")
 
 
@@ -87,7 +91,7 @@ def test_ten_lease_changes_keep_constraints_and_land_every_poll(
         )
         log = SiteLog(port)
         try:
-            changes, kills, static = _scenario(workers, engine)
+            changes, kills, static, changed_at = _scenario(workers, engine)
         finally:
             workers.stop_all()  # a clean stop commits what is pending
             log.refresh()
@@ -96,11 +100,14 @@ def test_ten_lease_changes_keep_constraints_and_land_every_poll(
     fenced = sum(
         int(m.group(1)) for p in tmp_path.glob("*.log") for m in FENCED.finditer(p.read_text())
     )
-    _check(log, changes, kills, static, rows, fenced, paused, bounded)
+    _check(log, changes, kills, static, rows, fenced, paused, bounded, changed_at)
 
 
-def _scenario(workers: Workers, engine: Any) -> tuple[list[str], dict[str, float], tuple[int, int]]:
+def _scenario(
+    workers: Workers, engine: Any
+) -> tuple[list[str], dict[str, float], tuple[int, int], list[float]]:
     changes: list[str] = []
+    changed_at: list[float] = []
     kills: dict[str, float] = {}
 
     def holders(expected: set[str]) -> bool:
@@ -109,6 +116,7 @@ def _scenario(workers: Workers, engine: Any) -> tuple[list[str], dict[str, float
 
     def step(what: str, expected: set[str]) -> None:
         changes.append(what)
+        changed_at.append(time.time())
         wait_until(lambda: holders(expected), 90, what=f"{what}: sites held by {expected}")
         time.sleep(3.0)
 
@@ -146,7 +154,7 @@ def _scenario(workers: Workers, engine: Any) -> tuple[list[str], dict[str, float
     step("kill w4", {"w1", "w2"})
     workers.leave("w1")
     step("-w1", {"w2"})
-    return changes, kills, (taken, len(held))
+    return changes, kills, (taken, len(held)), changed_at
 
 
 def _rows_per_page(engine: Any, ids: dict[str, int], urls: list[str]) -> Counter[int]:
@@ -165,6 +173,7 @@ def _check(
     fenced: int,
     paused: list[int],
     bounded: list[int],
+    changed_at: list[float],
 ) -> None:
     page = np.asarray(log.page)
     t = np.asarray(log.t)
@@ -213,6 +222,24 @@ def _check(
     assert polled_paused == 0, "a paused URL was polled"
     assert not too_soon, f"a bounded URL polled within its bound: {too_soon[:5]}"
     assert not over_cap, f"a host polled twice within one slot by one worker: {over_cap[:5]}"
-    assert not missing, f"requests without their poll-log row (page: missing): {missing}"
+    early = [g for g in handed if g < CRAWL_DELAY - HANDOVER_SLACK]
+    assert not early, (
+        f"at {len(early)} of {len(handed)} hand-overs the new owner asked the host sooner "
+        f"than its Crawl-delay ({CRAWL_DELAY:g} s) after the old owner: {sorted(early)[:5]} "
+        "s; the new owner's fetcher must count the host's delay from the hand-over "
+        "(PollJob.handed_over_at)"
+    )
+    t0 = float(t[ours].min()) if ours.any() else 0.0
+    seen = {
+        k: [(str(c)[len(UA_PREFIX) :], round(float(x) - t0, 2))
+            for x, c in zip(t[ours & (page == k)], who[ours & (page == k)], strict=True)]
+        for k in missing
+    }  # fmt: skip
+    assert not missing, (
+        f"requests without their poll-log row (page: missing): {missing}; their requests "
+        f"(worker, s since the first request): {seen}; changes (s since then): "
+        f"{[(c, round(a - t0, 1)) for c, a in zip(changes, changed_at, strict=True)]}; kills: "
+        f"{ {n: round(a - t0, 1) for n, a in kills.items()} }"
+    )
     assert fenced == 0, f"{fenced} polls fenced: a move lost the slot in flight"
     assert held > 0 and kept == held, f"the restarted worker kept {kept} of {held} sites"

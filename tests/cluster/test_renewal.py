@@ -72,3 +72,18 @@ def test_the_renew_deadline_lies_between_the_heartbeat_and_the_timeout() -> None
         Settings(**base, heartbeat_s=0.5, worker_timeout_s=2.0, renew_deadline_s=2.0)
     with pytest.raises(ValueError, match="renew_deadline_s"):
         Settings(**base, heartbeat_s=1.0, worker_timeout_s=1.2)
+
+
+def test_a_renewal_during_the_sync_does_not_undo_it() -> None:
+    """A sync after a lapse that takes longer than a heartbeat: the renewal made while it
+    reads must not keep the worker from polling (under load, it kept workers away for one
+    slot more after a database outage)."""
+    renewal = RenewDeadline(1.0)
+    renewal.renewed(time.monotonic() - 5.0)
+    assert not renewal.valid() and renewal.needs_sync
+    renewal.renewed(time.monotonic())  # the first renewal after the lapse
+    began = time.monotonic()  # the sync begins
+    time.sleep(0.01)
+    renewal.renewed(time.monotonic())  # a heartbeat while it reads
+    renewal.synced(began)
+    assert not renewal.needs_sync and renewal.valid()
