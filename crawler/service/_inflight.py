@@ -17,9 +17,12 @@ The budget: a carried poll is a poll of the slot that started it. In a later slo
 not polled again (a pick of it is dropped and that slot makes one poll fewer), so no slot
 starts more than its capacity of polls. A stream whose carried polls do not answer within
 ``linger`` plus the loop's grace (a stuck crawl worker) is cut and they count as deferred;
-so are the carried polls at a stop, at a lapsed cluster permit, and at a change of the
-watch list (a cluster worker's lost site must land nothing: the commit's fence checks the
-leases of the slot that commits, and a poll started under an older lease is cut first).
+so are the carried polls at a stop, at a lapsed cluster permit, and those of URLs that left
+the watch list. A cluster worker cuts them all at any change of its watch list (a lost
+site must land nothing: the commit's fence checks the leases of the slot that commits, and
+a poll started under an older lease is cut first); a single service keeps those of the URLs
+it still watches (discovery adds pages to the watch list slot after slot: each addition
+would otherwise cut every slow poll in flight).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +56,8 @@ class Stream:
     task: asyncio.Task[None] | None = None
     #: cut: what of it is still in the inbox is dropped
     closed: bool = False
+    #: carried polls cut one by one (their URL left the watch list): answers dropped
+    dropped: set[int] = field(default_factory=set)
 
     @property
     def settled(self) -> bool:
@@ -67,8 +72,10 @@ class Stream:
     def take(self, answers: Sequence[PollAnswer]) -> list[PollAnswer]:
         """Note ``answers``; returns those that are polls to record (not "running")."""
         final: list[PollAnswer] = []
-        running = self.running
+        running, dropped = self.running, self.dropped
         for a in answers:
+            if a.url_id in dropped:
+                continue
             if a.outcome == "running":
                 running[a.url_id] = self.records[a.url_id].host
                 continue
@@ -170,6 +177,17 @@ class InFlight:
             await _cancel(stream.task)
         ids = {id(s) for s in streams}
         self.carrying = [s for s in self.carrying if id(s) not in ids]
+        return hosts
+
+    def drop(self, keep: Callable[[int], bool]) -> list[str]:
+        """Cut the carried polls whose URL ``keep`` refuses (it left the watch list; no
+        answer of them lands); returns their hosts."""
+        hosts: list[str] = []
+        for stream in self.carrying:
+            for url_id in [u for u in stream.running if not keep(u)]:
+                hosts.append(stream.running.pop(url_id))
+                stream.dropped.add(url_id)
+        self.landed()
         return hosts
 
     async def close(self, stream: Stream) -> None:

@@ -223,9 +223,9 @@ class CrawlLoop:
                 return False
             ids, importance = await asyncio.to_thread(self.store.active_urls)
             added = self._apply_watch_list(version, ids, importance)
-        # polls still running from earlier slots land nothing after a change (a cluster
-        # worker's lost site: the commit's fence is the slot's, the poll's lease older)
-        await self._cut_in_flight("lease" if self.cluster is not None else "timeout")
+        if self.cluster is not None:  # polls still running from earlier slots land nothing
+            # (a lost site: the commit's fence is the slot's, the poll's lease older)
+            await self._cut_in_flight("lease")
         await self._apply_constraints(added)
         return True
 
@@ -283,6 +283,10 @@ class CrawlLoop:
         new = ~np.isin(ids, known, assume_unique=True)
         if gone.size:
             self.scheduler.remove(gone)
+            if self.inflight.carrying:  # their polls still running land nothing
+                dropped = set(gone.tolist())
+                for host in self.inflight.drop(lambda url_id: url_id not in dropped):
+                    self.metrics.observe_deferred("timeout", host)
         if new.any():
             self.scheduler.add(ids[new], importance=importance[new])
         self._set_capacity()
