@@ -25,12 +25,11 @@ from crawler.schedulers import FloatArray, IdArray
 from crawler.service._bounds import Constraints
 from crawler.service._caps import HostCaps
 from crawler.service._clock import SlotClock, Tick
-from crawler.service._cluster_metrics import export_cluster_metrics_soon
 from crawler.service._discovery import DiscoverySide
 from crawler.service._health import HealthWatch
 from crawler.service._inflight import InFlight, Stream
 from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
-from crawler.service._steps import AnswerObserver, DiscoveryHeard
+from crawler.service._steps import Alongside, DiscoveryStep, Polled, SlotStep, default_steps
 from crawler.service._watch import WatchFollower, WatchUpdate, merge_saved
 from crawler.settings import Settings
 from crawler.store import (
@@ -161,8 +160,8 @@ class CrawlLoop:
         self.cluster: ClusterMember | None = None
         # discovery: a share of each slot's polls follows links from the sources
         self.discovery = DiscoverySide(settings, store, poller, metrics)
-        #: what sees every chunk of answers a slot lands, in order (_steps.py)
-        self.observers: list[AnswerObserver] = [self.caps, DiscoveryHeard(lambda: self.discovery)]
+        #: the features' parts of every slot, their hooks called in this order (_steps.py)
+        self.steps: list[SlotStep] = default_steps(self)
         #: every slot's polls as they are answered; those that outlive their slot
         self.inflight = InFlight(poller, settings.effective_poll_linger(), GRACE_S)
         #: "may this process poll?", awaited by ``run`` at every slot start before any
@@ -289,7 +288,7 @@ class CrawlLoop:
                     self.metrics.observe_deferred("timeout", host)
         if new.any():
             self.scheduler.add(ids[new], importance=importance[new])
-        self._set_capacity()
+        self.set_capacity()
         self._watch_version = version
         if gone.size or new.any():
             log.info(
@@ -301,29 +300,7 @@ class CrawlLoop:
             )
         return ids[new]
 
-    async def _with_hinted(self, ids: IdArray) -> IdArray:
-        """``ids`` and the watched URLs whose sitemap or feed ``lastmod`` moved (polled now,
-        out of discovery's share: at most that many a slot, and discovery polls as many
-        fewer)."""
-        assert self.scheduler is not None
-        room = self.discovery.reserved(self.settings.effective_capacity(self.scheduler.size))
-        hinted = self.discovery.take_hinted(room) if room else []
-        if not hinted:
-            return ids
-        try:
-            found = await asyncio.to_thread(self.store.select_urls, hinted)
-        except StoreError as exc:
-            log.warning("lastmod hints not followed: %s", exc)
-            return ids
-        watched, _ = self.scheduler.frequencies()  # a cluster worker: its own URLs only
-        extra = np.array([i for i, _ in found], dtype=np.int64)
-        extra = np.setdiff1d(extra[np.isin(extra, watched)], ids)
-        self.discovery.hint_polls(int(extra.size))
-        if extra.size:
-            log.info("polling %d watched URLs whose lastmod moved", extra.size)
-        return np.union1d(ids, extra)
-
-    def _set_capacity(self) -> None:
+    def set_capacity(self) -> None:
         """The scheduler's polls per slot: the capacity less discovery's share."""
         assert self.scheduler is not None
         capacity = self.settings.effective_capacity(self.scheduler.size)
@@ -332,15 +309,11 @@ class CrawlLoop:
             self.scheduler.set_capacity(wanted)
 
     async def _refresh_discovery(self) -> None:
-        """Re-read the discovery sources; their share changes the scheduler's capacity."""
-        if self.cluster is not None:  # a cluster worker runs the sources of its own sites
-            self.discovery.owns = self.cluster.owns
-        try:
-            await self.discovery.refresh()
-            if self.scheduler is not None:  # discovery's share moves with what it needs
-                self._set_capacity()
-        except StoreError as exc:
-            log.warning("discovery sources not refreshed: %s", exc)
+        """Re-read the discovery sources (its slot step's ``before_select``)."""
+        assert self.scheduler is not None
+        for step in self.steps:
+            if isinstance(step, DiscoveryStep):
+                await step.before_select(self.scheduler)
 
     # ----- the loop ---------------------------------------------------------------------
 
@@ -404,15 +377,12 @@ class CrawlLoop:
             await self.sync_watch_list()
         except StoreError as exc:
             log.warning("watch list not refreshed: %s", exc)
-        # host caps (crawler.service._caps): groups still missing after an error; changed caps
-        if self.caps.groups_missing:
-            await self.caps.load_groups(self.scheduler, self.store, None)
-        self.caps.apply(self.scheduler)
-        await self._refresh_discovery()
-        ids = self.scheduler.select()
-        if self.cluster is not None:  # sites just gained, polled at once
-            ids = np.union1d(ids, self.cluster.take_probes(self.scheduler))
-        ids = await self._with_hinted(ids)  # watched URLs a sitemap or feed says changed
+        steps, scheduler = self.steps, self.scheduler
+        for step in steps:  # caps, capacity: what changed since the last slot
+            await step.before_select(scheduler)
+        ids = scheduler.select()
+        for step in steps:  # sites just gained, URLs a sitemap says changed
+            ids = await step.add_picks(scheduler, ids)
         ids = self._not_in_flight(ids)  # a poll still running from an earlier slot
         tally = _Tally()
         # the slot's stop: the service's, or the permit's lapse (then nothing more is sent)
@@ -433,13 +403,13 @@ class CrawlLoop:
                 for i in ids.tolist()
                 if (r := records.get(int(i))) is not None
             ]
-            picked = {j.url for j in jobs}  # discovery polls none of them this slot
-            # a host's polls still running from earlier slots count against its cap
-            jobs, held = self.caps.make_room(jobs, self.inflight.hosts())
-            for job in held:
-                tally.defer(job.host, "politeness")
-                self.metrics.observe_deferred("politeness", job.host)
-            jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies
+            picked = {j.url for j in jobs}  # what runs alongside polls none of them
+            carried = self.inflight.hosts()  # polls still running from earlier slots
+            for step in steps:  # a host's cap; bodies of start pages discovery reads
+                jobs, held = step.admit(jobs, carried)
+                for job in held:
+                    tally.defer(job.host, "politeness")
+                    self.metrics.observe_deferred("politeness", job.host)
             deadline = (
                 started
                 + self.settings.effective_slot_deadline()
@@ -447,9 +417,8 @@ class CrawlLoop:
             )  # on the slot grid: a late start does not push every later slot back
             # discovery's share, alongside and through the same poller, never a URL here
             repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard
-            discovering = asyncio.ensure_future(
-                self.discovery.run_slot(picked, self.scheduler.size, deadline, stop, repolled)
-            )
+            side = Alongside(picked, scheduler.size, deadline, stop, repolled)
+            works = [asyncio.ensure_future(w) for st in steps if (w := st.alongside(side))]
             # outcomes recorded chunk by chunk, as the answers come, while the rest are
             # fetched; at the deadline the poller defers what is queued and carries what is
             # in flight (it lands in the slot in which it ends: _inflight.py); a stop request
@@ -485,7 +454,8 @@ class CrawlLoop:
                 tally.defer(host, reason)
                 self.metrics.observe_deferred(reason, host)
             self.inflight.landed()
-            await _discovered(discovering)
+            for work in works:
+                await _alongside_done(work)
         finally:
             if watching is not None:
                 watching.cancel()
@@ -494,31 +464,16 @@ class CrawlLoop:
         for p in polls:
             counts[p.outcome] += 1
         learned = [p for p in polls if p.outcome in _FEEDBACK]  # baselines, errors: none
-        floors: dict[int, float] = {}
-        if self.discovery.pacer:  # watched start pages: read at least as often as they pay
-            floors = self.discovery.start_floors(self.scheduler.capacity)
-            self.constraints.set_floors(self.scheduler, floors)
-        # the URLs discovery watched: a bounded share of the scheduler's polls, together
-        ceilings = self.discovery.watched_ceilings(
-            self.scheduler.capacity, self.scheduler.size, floors
-        )
-        self.constraints.set_ceilings(self.scheduler, ceilings)
-        self.metrics.discovery_watched_ceiling.set(sum(ceilings.values()))
-        capacity = self.settings.effective_capacity(self.scheduler.size)
-        self.metrics.set_discovery_shares(
-            self.discovery.reserved(capacity), len(floors), sum(floors.values())
-        )
-        self.discovery.note_dead([records[p.url_id].url for p in polls if p.status in (404, 410)])
         if learned:
-            self.scheduler.feedback(
+            scheduler.feedback(
                 np.fromiter((p.url_id for p in learned), np.int64, len(learned)),
                 np.fromiter((p.outcome == "hit" for p in learned), bool, len(learned)),
             )
-        health = await self.health.after_slot(self.scheduler, polls, self.constraints.records)
-        failures = self.constraints.after_slot(self.scheduler, polls)  # failures back off
+        polled = Polled(scheduler, polls, records)
+        for step in steps:  # floors and ceilings, health, failures back off, which caps bind
+            await step.after_polls(polled)
         duration = time.monotonic() - started
         overrun = clock.overran(tick.planned) if clock is not None else False
-        await self.caps.report(self.scheduler, self.store, self.metrics)  # which caps bind
         fill = self._wanted_total() / self.scheduler.capacity
         slot = SlotRecord(
             slot=self.scheduler.slot,
@@ -535,8 +490,8 @@ class CrawlLoop:
             capacity=self.scheduler.capacity,
             knapsack_fill=fill,
             deferrals=tally.deferrals(),
-            failures=failures,
-            health_events=health,
+            failures=polled.failures,
+            health_events=polled.health_events,
         )
         self._pending.append((slot, polls, self.scheduler.take_delta()))
         if previous is not None:
@@ -546,8 +501,8 @@ class CrawlLoop:
         self.last_slot_monotonic = time.monotonic()
         self.metrics.observe_slot(time.monotonic() - started, tick.lag_s, overrun)
         self.metrics.set_watch(self.scheduler.size, self.scheduler.capacity, fill)
-        if self.cluster is not None:  # the worker's cluster metrics (in the background)
-            export_cluster_metrics_soon(self.metrics, self.cluster)
+        for step in steps:  # the cluster worker's metrics
+            step.after_slot(slot)
         summary = SlotSummary.of(slot, seq=tick.seq, baselines=counts["baseline"])
         return summary, commit
 
@@ -624,8 +579,8 @@ class CrawlLoop:
             return
         records = stream.records
         self._recent.polled(records, self._outcomes(final, records, tally))
-        for observer in self.observers:  # host caps; discovery's changed start pages
-            observer.observe(final, records)
+        for step in self.steps:  # discovery's changed start pages; host caps
+            step.observe(final, records)
 
     def _not_in_flight(self, ids: IdArray) -> IdArray:
         """``ids`` less the URLs whose poll from an earlier slot is still running (their
@@ -764,8 +719,9 @@ def _halt(
     return halt, asyncio.ensure_future(watch())
 
 
-async def _discovered(task: Awaitable[object]) -> None:
-    """Wait for a slot's discovery; a failure there is logged, never the loop's end."""
+async def _alongside_done(task: Awaitable[object]) -> None:
+    """Wait for what ran alongside a slot's polls (discovery); a failure there is logged,
+    never the loop's end."""
     try:
         await task
     except asyncio.CancelledError:
