@@ -33,6 +33,8 @@ pages and discovery's share, so that a service that nothing holds back still pol
 ordinary page every slot.
 
 Printed: the ordinary pages' polls per slot in both services (ratio; the target is >= 0.9),
+the ordinary pages' polls in the window, that is per minute (ratio; target >= 0.9: a service
+whose slots a hostile host stretches runs fewer of them),
 every process's RSS at the start of the measured window and its peak (target: within 150 MB
 of the start), the main process's peak over the whole run, warm-up included (target: the
 soak's within 100 MB of the control's), restarts (service exits, crawl worker
@@ -506,10 +508,10 @@ async def soak(
     per_minute = results["soak"][1] / max(results["control"][1], 1)
     print(
         f"  slots run, soak / control: {soak_slots / max(control_slots, 1):.3f}; ordinary polls"
-        f" in the window, soak / control: {per_minute:.3f} (a slot the hostile hosts stretch to"
-        " its deadline runs fewer slots a minute: see --slot-deadline)"
+        f" in the window (per minute), soak / control: {per_minute:.3f} (target >="
+        f" {POLLS_RATIO_TARGET}: a slot the hostile hosts stretched would run fewer a minute)"
     )
-    ok = ratio >= POLLS_RATIO_TARGET
+    ok = ratio >= POLLS_RATIO_TARGET and per_minute >= POLLS_RATIO_TARGET
     print("\nRSS (MB) at the start of the window -> peak:")
     for svc in services:
         for pid, start in sorted(svc.start_rss.items()):
@@ -623,8 +625,8 @@ def main() -> None:
         "--slot-deadline",
         type=float,
         default=None,
-        help="the services' slot_deadline_s (default: the setting's default, the larger of the"
-        " slot and the fetch timeout)",
+        help="the services' slot_deadline_s (default: the setting's default, the slot's length;"
+        " polls in flight then go on and land in a later slot)",
     )
     parser.add_argument(
         "--no-discovery",

@@ -6,6 +6,10 @@ in order, to another. A frame is an 8-byte big-endian length, then the payload; 
 payload is a pickled list. Each kind of worker chooses its requests' encoding (the judging
 worker sends page bodies uncopied after a small pickle; the crawl workers send a plain pickle).
 
+A worker may also send frames of its own, unasked (a crawl worker's answers of polls that
+outlived their batch's deadline): their payload is a pickled tuple, never a list, and they
+go to the ``extra`` callback instead of a request's future.
+
 ``PipeWorker`` is the parent's end, driven by the event loop itself: no helper threads.
 ``concurrent.futures.ProcessPoolExecutor`` pickles and writes in a feeder thread and reads in a
 manager thread; both compete with the crawl loop for the GIL (and every hand-over can cost the
@@ -136,7 +140,10 @@ class PipeWorker:
         target: Callable[..., None],
         encode: Callable[[Any], list[bytes]],
         args: tuple[Any, ...] = (),
+        extra: Callable[[Any], None] | None = None,
     ) -> None:
+        """``extra``: sees every frame whose payload is a tuple (not a request's answer: a
+        message the worker sends by itself), and None when the worker is lost."""
         ctx = multiprocessing.get_context("spawn")
         req_r, req_w = ctx.Pipe(duplex=False)
         ans_r, ans_w = ctx.Pipe(duplex=False)
@@ -147,6 +154,7 @@ class PipeWorker:
         ans_w.close()
         self.loop = loop
         self.encode = encode
+        self.extra = extra
         self.out_fd = own_fd(req_w)
         self.in_fd = own_fd(ans_r)
         widen_pipe(self.out_fd)
@@ -177,6 +185,13 @@ class PipeWorker:
         if not self._writing:
             self._flush()
         return future
+
+    def send(self, request: Any) -> None:
+        """Send ``request`` without waiting for an answer (the worker sends none)."""
+        if self.alive:
+            self._out.extend(memoryview(part) for part in self.encode(request) if part)
+            if not self._writing:
+                self._flush()
 
     def _flush(self) -> None:
         """Write what is queued, as far as the pipe takes it without blocking; the event loop
@@ -225,10 +240,14 @@ class PipeWorker:
             chunk = self._in[: self._need]
             del self._in[: self._need]
             self._header = True
+            result = pickle.loads(chunk)
+            if self.extra is not None and type(result) is tuple:
+                self.extra(result)
+                continue
             future, size = self.waiting.popleft()
             self.load -= size
             if not future.done():
-                future.set_result(pickle.loads(chunk))
+                future.set_result(result)
 
     def _lost(self) -> None:
         if not self.alive:
@@ -240,6 +259,8 @@ class PipeWorker:
             if not future.done():
                 future.set_exception(WorkerLostError("worker process exited"))
         self.load = 0
+        if self.extra is not None:
+            self.extra(None)
 
     def _detach(self) -> None:
         if self.loop.is_closed():

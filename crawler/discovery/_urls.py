@@ -188,6 +188,10 @@ class SourceBudget:
         self.pages += 1
         return True
 
+    def refund(self) -> None:
+        """Give back one :meth:`charge` whose fetch was not made (deferred by the caller)."""
+        self.pages = max(0, self.pages - 1)
+
     @property
     def exhausted(self) -> bool:
         return self.pages >= self.scope.page_budget

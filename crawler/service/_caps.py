@@ -81,6 +81,7 @@ import heapq
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -94,7 +95,7 @@ from crawler.schedulers import IdArray
 from crawler.settings import Settings
 from crawler.sites import host_key
 from crawler.store import HostCapRow, Store, StoreError, UrlRecord, save_host_caps, url_hosts
-from crawler.workers import PollAnswer
+from crawler.workers import PollAnswer, PollJob
 
 log = logging.getLogger("crawler.service")
 
@@ -325,6 +326,30 @@ class HostCaps:
             # not answered yet: its first slot also fetches robots.txt, one of its requests
             cap, reason = max(1.0, cap - 1.0), "robots"
         return cap, reason
+
+    def make_room(
+        self, jobs: list[PollJob], running: Counter[str]
+    ) -> tuple[list[PollJob], list[PollJob]]:
+        """(the jobs to send, those held back): each poll of a capped host still running
+        from an earlier slot (``running``, per stored host) takes one of the host's polls of
+        this slot, so that a host's polls in flight stay within its cap."""
+        if not self.enabled or not running or not jobs:
+            return jobs, []
+        room = {
+            host: n for host, n in running.items() if self.cap_of(host_key(host))[0] is not None
+        }
+        if not room:
+            return jobs, []
+        kept: list[PollJob] = []
+        held: list[PollJob] = []
+        for job in jobs:
+            owed = room.get(job.host, 0)
+            if owed > 0:
+                room[job.host] = owed - 1
+                held.append(job)
+            else:
+                kept.append(job)
+        return kept, held
 
     # ----- telling the scheduler ---------------------------------------------------------
 

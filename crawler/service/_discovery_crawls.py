@@ -50,8 +50,10 @@ class SourceCrawls(LeadPolls):
                 urls_this_round.add(url)
             if not wanted:
                 break
-            await self._fetch(slot, sorted(urls_this_round))
+            deferred = await self._fetch(slot, sorted(urls_this_round))
             for source, url in wanted:
+                if source.crawl is None and url in deferred:  # its first read: next slot
+                    continue
                 left[source.row.id] -= 1
                 sid = source.row.id
                 slot.record.polls[sid] = slot.record.polls.get(sid, 0) + 1

@@ -39,8 +39,10 @@ class PageReads(ListingReads):
         when = self._robots.get(url)
         return when is not None and time.monotonic() - when < self._robots_ttl
 
-    async def _fetch(self, slot: SlotWork, urls: list[str]) -> None:
-        """Poll ``urls`` through the service's poller (bodies back, not judged)."""
+    async def _fetch(self, slot: SlotWork, urls: list[str]) -> set[str]:
+        """Poll ``urls`` through the service's poller (bodies back, not judged); returns those
+        deferred (not polled: the slot's deadline came first, say at a polite host's gate
+        behind the scheduler's polls), for the caller to ask for again in a later slot."""
         jobs = []
         for url in urls:
             self._ids += 1
@@ -52,11 +54,13 @@ class PageReads(ListingReads):
             )
         by_id = {job.url_id: job.url for job in jobs}
         answers: list[PollAnswer] = []
+        deferred: set[str] = set()
         async for chunk in self.poller.poll_chunks(jobs, slot.deadline):
             answers.extend(chunk)
         for a in answers:
             url = by_id[a.url_id]
             if a.outcome == "deferred":
+                deferred.add(url)
                 slot.deferred += 1
                 slot.out_of_time = True
                 slot.bodies[url] = None
@@ -99,6 +103,7 @@ class PageReads(ListingReads):
                 self._read.move_to_end(url)
                 while len(self._read) > MAX_READ_PAGES:
                     self._read.popitem(last=False)
+        return deferred
 
     @staticmethod
     def _links(slot: SlotWork, html: str, base: str) -> None:

@@ -243,7 +243,9 @@ class LeadPolls(PageReads):
 
     async def _poll_leads(self, slot: SlotWork, budget: int, stop: asyncio.Event | None) -> None:
         """Poll the leads, oldest first, with discovery's share and each source's budgets;
-        record the new ones."""
+        record the new ones. A lead deferred (not polled by the slot's deadline) is queued
+        again, first, its run budget given back: the start page that linked it answers 304
+        from then on, so it would never be heard again."""
         left = {sid: s.row.spec.budget_per_slot for sid, s in self.sources.items()}
         while self._leads and budget - slot.polls > 0 and not slot.out_of_time:
             if stop is not None and stop.is_set():
@@ -276,7 +278,13 @@ class LeadPolls(PageReads):
                 break
             self._in_flight = {url for url, _, _, _ in batch}
             try:
-                await self._fetch(slot, sorted(self._in_flight))
+                deferred = await self._fetch(slot, sorted(self._in_flight))
+                for url, sid, via, depth in reversed(batch):  # not polled: first, next slot
+                    if url in deferred and (crawl := self.sources[sid].crawl) is not None:
+                        crawl.budget.refund()
+                        self._leads[url] = (sid, via, depth)
+                        self._leads.move_to_end(url, last=False)
+                batch = [lead for lead in batch if lead[0] not in deferred]
                 slot.lead_polls += len(batch)
                 for url, sid, via, depth in batch:
                     slot.record.polls[sid] = slot.record.polls.get(sid, 0) + 1

@@ -8,11 +8,10 @@ the ``Poller``'s (in this process or in crawl workers: the loop does not know wh
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -21,16 +20,16 @@ import numpy as np
 
 from crawler import schedulers
 from crawler.detect import snapshot_limit
-from crawler.fetch import FetchRequest
 from crawler.metrics import CrawlerMetrics
 from crawler.schedulers import FloatArray, IdArray
 from crawler.service._bounds import Constraints
 from crawler.service._caps import HostCaps
 from crawler.service._clock import SlotClock, Tick
-from crawler.service._cluster_metrics import export_cluster_metrics_soon
 from crawler.service._discovery import DiscoverySide
 from crawler.service._health import HealthWatch
+from crawler.service._inflight import InFlight, Stream
 from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
+from crawler.service._steps import Alongside, DiscoveryStep, Polled, SlotStep, default_steps
 from crawler.service._watch import WatchFollower, WatchUpdate, merge_saved
 from crawler.settings import Settings
 from crawler.store import (
@@ -70,6 +69,8 @@ _METRIC_OUTCOME = {
     "baseline": "miss",
     "error": "error",
 }
+#: the outcomes the scheduler learns from (a baseline has no before; a failure says nothing)
+_FEEDBACK = frozenset(("hit", "miss", "not_modified"))
 
 
 class PollPermit(Protocol):
@@ -107,6 +108,24 @@ class SlotSummary:
     #: polls selected but not made (see ``crawler.workers.DEFERRED_REASONS``)
     deferred: int = 0
 
+    @classmethod
+    def of(cls, record: SlotRecord, *, seq: int, baselines: int) -> SlotSummary:
+        """The summary of the slot ``record`` (its commit not done yet)."""
+        return cls(
+            seq=seq,
+            polls=record.polls,
+            hits=record.hits,
+            misses=record.misses,
+            not_modified=record.not_modified,
+            baselines=baselines,
+            errors=record.errors,
+            duration_s=record.duration_s,
+            lag_s=record.lag_s,
+            overrun=record.overrun,
+            committed=False,
+            deferred=sum(n for _, _, n in record.deferrals),
+        )
+
 
 class CrawlLoop:
     """Polls the watched URLs slot after slot and learns which ones change."""
@@ -141,6 +160,10 @@ class CrawlLoop:
         self.cluster: ClusterMember | None = None
         # discovery: a share of each slot's polls follows links from the sources
         self.discovery = DiscoverySide(settings, store, poller, metrics)
+        #: the features' parts of every slot, their hooks called in this order (_steps.py)
+        self.steps: list[SlotStep] = default_steps(self)
+        #: every slot's polls as they are answered; those that outlive their slot
+        self.inflight = InFlight(poller, settings.effective_poll_linger(), GRACE_S)
         #: "may this process poll?", awaited by ``run`` at every slot start before any
         #: request (the service's database lock: _service.py); "skip" leaves the slot out,
         #: "stop" sets the stop event and ends the run
@@ -206,6 +229,9 @@ class CrawlLoop:
                 return False
             ids, importance = await asyncio.to_thread(self.store.active_urls)
             added = self._apply_watch_list(version, ids, importance)
+        if self.cluster is not None:  # polls still running from earlier slots land nothing
+            # (a lost site: the commit's fence is the slot's, the poll's lease older)
+            await self._cut_in_flight("lease")
         await self._apply_constraints(added)
         return True
 
@@ -263,9 +289,13 @@ class CrawlLoop:
         new = ~np.isin(ids, known, assume_unique=True)
         if gone.size:
             self.scheduler.remove(gone)
+            if self.inflight.carrying:  # their polls still running land nothing
+                dropped = set(gone.tolist())
+                for host in self.inflight.drop(lambda url_id: url_id not in dropped):
+                    self.metrics.observe_deferred("timeout", host)
         if new.any():
             self.scheduler.add(ids[new], importance=importance[new])
-        self._set_capacity()
+        self.set_capacity()
         self._watch_version = version
         if gone.size or new.any():
             log.info(
@@ -277,29 +307,7 @@ class CrawlLoop:
             )
         return ids[new]
 
-    async def _with_hinted(self, ids: IdArray) -> IdArray:
-        """``ids`` and the watched URLs whose sitemap or feed ``lastmod`` moved (polled now,
-        out of discovery's share: at most that many a slot, and discovery polls as many
-        fewer)."""
-        assert self.scheduler is not None
-        room = self.discovery.reserved(self.settings.effective_capacity(self.scheduler.size))
-        hinted = self.discovery.take_hinted(room) if room else []
-        if not hinted:
-            return ids
-        try:
-            found = await asyncio.to_thread(self.store.select_urls, hinted)
-        except StoreError as exc:
-            log.warning("lastmod hints not followed: %s", exc)
-            return ids
-        watched, _ = self.scheduler.frequencies()  # a cluster worker: its own URLs only
-        extra = np.array([i for i, _ in found], dtype=np.int64)
-        extra = np.setdiff1d(extra[np.isin(extra, watched)], ids)
-        self.discovery.hint_polls(int(extra.size))
-        if extra.size:
-            log.info("polling %d watched URLs whose lastmod moved", extra.size)
-        return np.union1d(ids, extra)
-
-    def _set_capacity(self) -> None:
+    def set_capacity(self) -> None:
         """The scheduler's polls per slot: the capacity less discovery's share."""
         assert self.scheduler is not None
         capacity = self.settings.effective_capacity(self.scheduler.size)
@@ -308,15 +316,11 @@ class CrawlLoop:
             self.scheduler.set_capacity(wanted)
 
     async def _refresh_discovery(self) -> None:
-        """Re-read the discovery sources; their share changes the scheduler's capacity."""
-        if self.cluster is not None:  # a cluster worker runs the sources of its own sites
-            self.discovery.owns = self.cluster.owns
-        try:
-            await self.discovery.refresh()
-            if self.scheduler is not None:  # discovery's share moves with what it needs
-                self._set_capacity()
-        except StoreError as exc:
-            log.warning("discovery sources not refreshed: %s", exc)
+        """Re-read the discovery sources (its slot step's ``before_select``)."""
+        assert self.scheduler is not None
+        for step in self.steps:
+            if isinstance(step, DiscoveryStep):
+                await step.before_select(self.scheduler)
 
     # ----- the loop ---------------------------------------------------------------------
 
@@ -354,6 +358,7 @@ class CrawlLoop:
                 else:
                     _report(await _committed(summary, commit), on_slot)
         finally:
+            await self._cut_in_flight("shutdown")
             if deferred is not None:
                 _report(await _committed(deferred.summary, deferred.commit), on_slot)
         await self.flush()
@@ -379,15 +384,14 @@ class CrawlLoop:
             await self.sync_watch_list()
         except StoreError as exc:
             log.warning("watch list not refreshed: %s", exc)
-        # host caps (crawler.service._caps): groups still missing after an error; changed caps
-        if self.caps.groups_missing:
-            await self.caps.load_groups(self.scheduler, self.store, None)
-        self.caps.apply(self.scheduler)
-        await self._refresh_discovery()
-        ids = self.scheduler.select()
-        if self.cluster is not None:  # sites just gained, polled at once
-            ids = np.union1d(ids, self.cluster.take_probes(self.scheduler))
-        ids = await self._with_hinted(ids)  # watched URLs a sitemap or feed says changed
+        steps, scheduler = self.steps, self.scheduler
+        for step in steps:  # caps, capacity: what changed since the last slot
+            await step.before_select(scheduler)
+        ids = scheduler.select()
+        for step in steps:  # sites just gained, URLs a sitemap says changed
+            ids = await step.add_picks(scheduler, ids)
+        ids = self._not_in_flight(ids)  # a poll still running from an earlier slot
+        tally = _Tally()
         # the slot's stop: the service's, or the permit's lapse (then nothing more is sent)
         stop, watching = _halt(self._stop, self.permit)
         try:
@@ -400,78 +404,83 @@ class CrawlLoop:
                 records = {}
             settings = self.settings  # a text is kept only when snapshots are kept at all
             keep_text = snapshot_limit(settings.store_snapshots, settings.snapshot_max_bytes) != 0
-            asking = {
-                uid for uid, r in records.items() if asks_for_text(r, keep_text)
-            }  # URLs without a baseline text: fetched and judged as first polls (docs/history.md)
-            requests = [
-                FetchRequest(int(i), r.url, r.etag, r.last_modified)
-                if int(i) not in asking
-                else FetchRequest(int(i), r.url, None, None)
+            # URLs without a baseline text: fetched and judged as first polls (docs/history.md)
+            jobs = [
+                _poll_job(r, asks_for_text(r, keep_text))
                 for i in ids.tolist()
                 if (r := records.get(int(i))) is not None
             ]
-            tally = _Tally()
-            jobs = [_poll_job(r, records[r.url_id], r.url_id in asking) for r in requests]
-            jobs = self.discovery.mark(jobs)  # disc-fix: start pages discovery reads: bodies
-            if self.cluster is not None:  # hosts just gained: their old owner's delay first
-                jobs = self.cluster.mark(jobs)
-            deadline = started + self.settings.effective_slot_deadline()
+            picked = {j.url for j in jobs}  # what runs alongside polls none of them
+            carried = self.inflight.hosts()  # polls still running from earlier slots
+            for step in steps:  # a host's cap; bodies of start pages discovery reads
+                jobs, held = step.admit(jobs, carried)
+                for job in held:
+                    tally.defer(job.host, "politeness")
+                    self.metrics.observe_deferred("politeness", job.host)
+            deadline = (
+                started
+                + self.settings.effective_slot_deadline()
+                - min(tick.lag_s, self.settings.effective_slot_deadline() / 2)
+            )  # on the slot grid: a late start does not push every later slot back
             # discovery's share, alongside and through the same poller, never a URL here
             repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard
-            discovering = asyncio.ensure_future(
-                self.discovery.run_slot(
-                    {r.url for r in requests}, self.scheduler.size, deadline, stop, repolled
-                )
-            )
+            side = Alongside(picked, scheduler.size, deadline, stop, repolled)
+            works = [asyncio.ensure_future(w) for st in steps if (w := st.alongside(side))]
             # outcomes recorded chunk by chunk, as the answers come, while the rest are
-            # fetched; the poller defers what is not done by the deadline; a stop request
+            # fetched; at the deadline the poller defers what is queued and carries what is
+            # in flight (it lands in the slot in which it ends: _inflight.py); a stop request
             # cuts the slot short at once, and so does a poller that overruns its deadline
             # by GRACE_S
+            stream = self.inflight.start(jobs, records, deadline)
             try:
-                async with contextlib.aclosing(self.poller.poll_chunks(jobs, deadline)) as chunks:
-                    async for answers in _until(chunks, stop, deadline + GRACE_S):
-                        self._recent.polled(records, self._outcomes(answers, records, tally))
-                        self.caps.observe(answers, records)  # host caps: what the fetcher learned
-                        self.discovery.heard(answers, _url_of(records))  # changed start pages
+                while not stream.settled:
+                    arrival = await self.inflight.next(deadline + GRACE_S - time.monotonic(), stop)
+                    if arrival is None:
+                        break
+                    self._land(*arrival, tally)
+                for arrival in self.inflight.arrived():  # carried polls that ended meanwhile
+                    self._land(*arrival, tally)
             finally:
                 repolled.set()
-            if len(tally.seen) < len(jobs):  # cut short: not polled
-                reason = "timeout"
-                if self._stop is not None and self._stop.is_set():
-                    reason = "shutdown"
-                elif stop is not None and stop.is_set():
-                    reason = "lease"
-                for job in jobs:
-                    if job.url_id not in tally.seen:
-                        tally.defer(job.host, reason)
-                        self.metrics.observe_deferred(reason, job.host)
-            await _discovered(discovering)
+            reason = "timeout"
+            if self._stop is not None and self._stop.is_set():
+                reason = "shutdown"
+            elif stop is not None and stop.is_set():
+                reason = "lease"
+            if not stream.settled:  # cut short: not polled
+                await self.inflight.close(stream)
+                for job in stream.unanswered():
+                    tally.defer(job.host, reason)
+                    self.metrics.observe_deferred(reason, job.host)
+            self.inflight.keep(stream)
+            if stop is not None and stop.is_set():  # nothing goes on past a stop
+                cut = list(self.inflight.carrying)
+            else:  # a stuck poller's carried polls
+                cut, reason = self.inflight.overdue(), "timeout"
+            for host in await self.inflight.cut(cut):
+                tally.defer(host, reason)
+                self.metrics.observe_deferred(reason, host)
+            self.inflight.landed()
+            for work in works:
+                await _alongside_done(work)
         finally:
             if watching is not None:
                 watching.cancel()
-        polls, fb_ids, fb_hits, counts = tally.polls, tally.fb_ids, tally.fb_hits, tally.counts
-        floors: dict[int, float] = {}
-        if self.discovery.pacer:  # watched start pages: read at least as often as they pay
-            floors = self.discovery.start_floors(self.scheduler.capacity)
-            self.constraints.set_floors(self.scheduler, floors)
-        # the URLs discovery watched: a bounded share of the scheduler's polls, together
-        ceilings = self.discovery.watched_ceilings(
-            self.scheduler.capacity, self.scheduler.size, floors
-        )
-        self.constraints.set_ceilings(self.scheduler, ceilings)
-        self.metrics.discovery_watched_ceiling.set(sum(ceilings.values()))
-        capacity = self.settings.effective_capacity(self.scheduler.size)
-        self.metrics.set_discovery_shares(
-            self.discovery.reserved(capacity), len(floors), sum(floors.values())
-        )
-        self.discovery.note_dead([records[p.url_id].url for p in polls if p.status in (404, 410)])
-        if fb_ids:
-            self.scheduler.feedback(np.array(fb_ids, dtype=np.int64), np.array(fb_hits))
-        health = await self.health.after_slot(self.scheduler, polls, self.constraints.records)
-        failures = self.constraints.after_slot(self.scheduler, polls)  # failures back off
+        polls = tally.polls  # the slot's tallies, all from its poll records
+        counts = dict.fromkeys(OUTCOMES, 0)
+        for p in polls:
+            counts[p.outcome] += 1
+        learned = [p for p in polls if p.outcome in _FEEDBACK]  # baselines, errors: none
+        if learned:
+            scheduler.feedback(
+                np.fromiter((p.url_id for p in learned), np.int64, len(learned)),
+                np.fromiter((p.outcome == "hit" for p in learned), bool, len(learned)),
+            )
+        polled = Polled(scheduler, polls, records)
+        for step in steps:  # floors and ceilings, health, failures back off, which caps bind
+            await step.after_polls(polled)
         duration = time.monotonic() - started
         overrun = clock.overran(tick.planned) if clock is not None else False
-        await self.caps.report(self.scheduler, self.store, self.metrics)  # which caps bind
         fill = self._wanted_total() / self.scheduler.capacity
         slot = SlotRecord(
             slot=self.scheduler.slot,
@@ -488,8 +497,8 @@ class CrawlLoop:
             capacity=self.scheduler.capacity,
             knapsack_fill=fill,
             deferrals=tally.deferrals(),
-            failures=failures,
-            health_events=health,
+            failures=polled.failures,
+            health_events=polled.health_events,
         )
         self._pending.append((slot, polls, self.scheduler.take_delta()))
         if previous is not None:
@@ -499,22 +508,9 @@ class CrawlLoop:
         self.last_slot_monotonic = time.monotonic()
         self.metrics.observe_slot(time.monotonic() - started, tick.lag_s, overrun)
         self.metrics.set_watch(self.scheduler.size, self.scheduler.capacity, fill)
-        if self.cluster is not None:  # the worker's cluster metrics (in the background)
-            export_cluster_metrics_soon(self.metrics, self.cluster)
-        summary = SlotSummary(
-            tick.seq,
-            len(polls),
-            counts["hit"],
-            counts["miss"],
-            counts["not_modified"],
-            counts["baseline"],
-            counts["error"],
-            duration,
-            tick.lag_s,
-            overrun,
-            False,
-            tally.deferred,
-        )
+        for step in steps:  # the cluster worker's metrics
+            step.after_slot(slot)
+        summary = SlotSummary.of(slot, seq=tick.seq, baselines=counts["baseline"])
         return summary, commit
 
     async def flush(self) -> bool:
@@ -580,22 +576,46 @@ class CrawlLoop:
         records.update(read)
         return records
 
+    def _land(self, stream: Stream, answers: Sequence[PollAnswer], tally: _Tally) -> None:
+        """Record a chunk of ``stream``'s answers in this slot (a carried poll's too: it lands
+        in the slot in which it ended); a cut stream's are dropped."""
+        if stream.closed:
+            return
+        final = stream.take(answers)
+        if not final:
+            return
+        records = stream.records
+        self._recent.polled(records, self._outcomes(final, records, tally))
+        for step in self.steps:  # discovery's changed start pages; host caps
+            step.observe(final, records)
+
+    def _not_in_flight(self, ids: IdArray) -> IdArray:
+        """``ids`` less the URLs whose poll from an earlier slot is still running (their
+        picks are dropped: the budget counts a poll in the slot that started it)."""
+        running = self.inflight.url_ids()
+        if not running or not ids.size:
+            return ids
+        return ids[~np.isin(ids, np.fromiter(running, np.int64, len(running)))]
+
+    async def _cut_in_flight(self, reason: str) -> None:
+        """Cut every poll still running from an earlier slot (counted in no slot: the watch
+        list changed, or the loop ends)."""
+        if self.inflight.carrying:
+            hosts = await self.inflight.cut(list(self.inflight.carrying))
+            for host in hosts:
+                self.metrics.observe_deferred(reason, host)
+
     def _outcomes(
         self, answers: Sequence[PollAnswer], records: dict[int, UrlRecord], tally: _Tally
     ) -> list[PollRecord]:
         """The poll records of ``answers`` (also added to ``tally``, with the feedback)."""
         now = datetime.now(UTC)
-        counts = tally.counts
         polls: list[PollRecord] = []
-        fb_ids = tally.fb_ids
-        fb_hits = tally.fb_hits
         keep_text = self.settings.store_snapshots
         observe = self.metrics.observe_poll
-        seen = tally.seen
         for a in answers:
             url_id, fetched, status = a.url_id, a.outcome, a.status
             rec = records[url_id]
-            seen.add(url_id)
             if fetched == "deferred":  # not polled: no record, no feedback, not an error
                 reason = a.deferred or "timeout"
                 tally.defer(rec.host, reason)
@@ -643,12 +663,9 @@ class CrawlLoop:
                     truncated=a.truncated,
                 )
             )
-            counts[outcome] += 1
             if outcome == "hit":
-                _log_change(rec.url, counts["hit"])
-            if outcome in ("hit", "miss", "not_modified"):
-                fb_ids.append(url_id)
-                fb_hits.append(outcome == "hit")
+                tally.hits += 1
+                _log_change(rec.url, tally.hits)
             observe(_METRIC_OUTCOME[outcome], duration, size, kind, rec.host if failed else None)
         tally.polls += polls
         return polls
@@ -656,19 +673,14 @@ class CrawlLoop:
 
 @dataclass(slots=True)
 class _Tally:
-    """A slot's outcomes so far: its poll records, the scheduler's feedback, the counts, the
-    URLs answered and how many of them were deferred (in all, and by host and reason)."""
+    """A slot's outcomes so far: its poll records (its counts and the scheduler's feedback
+    are read from them), and its polls not made, by host and reason."""
 
     polls: list[PollRecord] = field(default_factory=list)
-    fb_ids: list[int] = field(default_factory=list)
-    fb_hits: list[bool] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
-    seen: set[int] = field(default_factory=set)  # the URLs answered (polled or deferred)
-    deferred: int = 0
+    hits: int = 0  # for the change log's first CHANGES_LOGGED_PER_SLOT
     by_host: dict[tuple[str, str], int] = field(default_factory=dict)  # (host, reason) -> n
 
     def defer(self, host: str, reason: str) -> None:
-        self.deferred += 1
         key = (host, reason)
         self.by_host[key] = self.by_host.get(key, 0) + 1
 
@@ -687,35 +699,6 @@ class _Deferred:
 
 async def _committed(summary: SlotSummary, commit: asyncio.Task[bool]) -> SlotSummary:
     return dataclasses.replace(summary, committed=await commit)
-
-
-async def _until(
-    chunks: AsyncIterator[Sequence[PollAnswer]], stop: asyncio.Event | None, hard: float
-) -> AsyncGenerator[Sequence[PollAnswer], None]:
-    """The chunks of ``chunks`` until it ends, ``stop`` is set, or ``time.monotonic()`` passes
-    ``hard``; the chunk being awaited then is cancelled (``chunks`` must then be closed)."""
-    if stop is not None and stop.is_set():
-        return
-    stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
-    try:
-        while stopping is None or not stopping.done():
-            following = asyncio.ensure_future(anext(chunks))
-            waiting = {following} if stopping is None else {following, stopping}
-            left = max(0.0, hard - time.monotonic())
-            await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-            if not following.done():
-                following.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                    await following
-                return
-            try:
-                answers = following.result()
-            except StopAsyncIteration:
-                return
-            yield answers
-    finally:
-        if stopping is not None:
-            stopping.cancel()
 
 
 def _halt(
@@ -743,8 +726,9 @@ def _halt(
     return halt, asyncio.ensure_future(watch())
 
 
-async def _discovered(task: Awaitable[object]) -> None:
-    """Wait for a slot's discovery; a failure there is logged, never the loop's end."""
+async def _alongside_done(task: Awaitable[object]) -> None:
+    """Wait for what ran alongside a slot's polls (discovery); a failure there is logged,
+    never the loop's end."""
     try:
         await task
     except asyncio.CancelledError:
@@ -775,16 +759,15 @@ def _report(summary: SlotSummary, on_slot: Callable[[SlotSummary], None] | None)
         on_slot(summary)
 
 
-def _url_of(records: dict[int, UrlRecord]) -> Callable[[int], str | None]:
-    """disc-fix: a URL id's URL (None if unknown), for ``DiscoverySide.heard``."""
-    return lambda url_id: r.url if (r := records.get(url_id)) is not None else None
-
-
-def _poll_job(request: FetchRequest, record: UrlRecord, asking: bool = False) -> PollJob:
-    """The job of a poll; ``asking`` (``asks_for_text``): judged as a first poll."""
+def _poll_job(record: UrlRecord, asking: bool = False) -> PollJob:
+    """The job of a poll of ``record``'s URL; ``asking`` (``asks_for_text``): judged as a
+    first poll (no validators, no last hashes)."""
     r = record
-    last_hash, last_raw = (None, None) if asking else (r.last_hash, r.last_raw_hash)
+    if asking:
+        return PollJob(
+            r.id, r.url, r.host, None, None, r.selector, tuple(r.ignore_patterns), None, None
+        )
     return PollJob(
-        request.url_id, request.url, r.host, request.etag, request.last_modified, r.selector,
-        tuple(r.ignore_patterns), last_hash, last_raw,
+        r.id, r.url, r.host, r.etag, r.last_modified, r.selector, tuple(r.ignore_patterns),
+        r.last_hash, r.last_raw_hash,
     )  # fmt: skip

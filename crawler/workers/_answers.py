@@ -61,6 +61,15 @@ def deferred_answer(job: PollJob, reason: str) -> PollAnswer:
     )  # fmt: skip
 
 
+def running_answer(job: PollJob) -> PollAnswer:
+    """The placeholder of a poll still in flight at its batch's deadline that goes on (outcome
+    "running": its real answer follows later in the same stream; not a poll yet)."""
+    return PollAnswer(
+        job.url_id, "running", None, None, None, None, None, None, 0.0, 0, None, job.url,
+        None, None, None, None, None,
+    )  # fmt: skip
+
+
 def body_answer(result: FetchResult) -> PollAnswer:
     """The answer of a discovery poll (``PollJob.want_body``): not judged; the body of an "ok"
     fetch comes back with it."""

@@ -9,18 +9,28 @@ flight (a host trickling its headers, a robots.txt that does not come), "timeout
 fetch is cancelled. Queued polls leave the dispatcher at
 once, so a host that cannot keep up holds back neither the other hosts nor the next slot.
 
-The fetch runs under ``asyncio.timeout_at(deadline)`` (~2 us per poll); a batch without a
-deadline runs every poll to its end (the fetcher's own timeouts still bound each one).
+A batch may *linger*: then a poll in flight at the deadline (its request made, not waiting at
+its host's gate) is not cut but *carried*: it is answered "running" at the deadline (a
+placeholder: its answer follows) and goes on for up to ``linger`` seconds more, its real
+answer set when it ends (the fetcher's own timeout usually ends it first). The crawl loop
+lets a slot end on time that way while a trickling host's poll finishes in the background
+and lands in a later slot (docs/pipeline.md).
+
+The fetch runs under ``asyncio.timeout_at`` (~2 us per poll), its timeout kept so that the
+deadline can cut a poll waiting at its gate and a cut can end a carried one (``reschedule``);
+a batch without a deadline runs every poll to its end (the fetcher's own timeouts still bound
+each one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from crawler.fetch import Fetcher, FetchRequest, FetchResult, HostDispatcher
-from crawler.workers._answers import deferred_answer, failed_answer
+from crawler.workers._answers import deferred_answer, failed_answer, running_answer
 from crawler.workers._types import PollAnswer, PollJob
 
 
@@ -28,7 +38,8 @@ class Batch:
     """Jobs, their answers as they come, the in-flight ones, and when all are in."""
 
     __slots__ = (
-        "answers", "done", "expired", "held", "jobs", "left", "running", "sink", "timer", "when",
+        "answers", "carried", "done", "expired", "held", "jobs", "left", "linger", "running",
+        "sink", "timeouts", "timer", "when",
     )  # fmt: skip
 
     def __init__(
@@ -37,9 +48,15 @@ class Batch:
         when: float | None,
         loop: asyncio.AbstractEventLoop,
         sink: Callable[[PollAnswer], None] | None = None,
+        linger: float = 0.0,
     ) -> None:
         self.jobs = jobs
         self.when = when
+        #: seconds a poll in flight at ``when`` may go on (0: cut at the deadline)
+        self.linger = linger
+        #: the jobs in flight at the deadline that go on (answered "running" there)
+        self.carried: set[int] = set()
+        self.timeouts: dict[int, asyncio.Timeout] = {}  # the fetches' own timeouts
         self.answers: list[PollAnswer | None] = [None] * len(jobs)
         self.left = len(jobs)
         self.running: dict[int, asyncio.Task[Any] | None] = {}  # started, not answered: task
@@ -52,12 +69,17 @@ class Batch:
             self.done.set_result(None)
 
     def set(self, j: int, answer: PollAnswer) -> None:
-        """Answer job ``j`` (a second answer, e.g. after the deadline answered it, is ignored)."""
+        """Answer job ``j`` (a second answer, e.g. after the deadline answered it, is ignored).
+        A carried job's answer comes after ``done``: the sink sees it then."""
         if self.answers[j] is not None:
             return
         self.answers[j] = answer
         self.running.pop(j, None)
-        self.left -= 1
+        self.timeouts.pop(j, None)
+        if j in self.carried:
+            self.carried.discard(j)
+        else:
+            self.left -= 1
         if self.sink is not None:
             self.sink(answer)
         if not self.left:
@@ -65,6 +87,20 @@ class Batch:
                 self.timer.cancel()
             if not self.done.done():
                 self.done.set_result(None)
+
+    def carry(self, j: int) -> None:
+        """Job ``j`` goes on past the deadline: "running" now, its answer later."""
+        self.carried.add(j)
+        self.left -= 1
+        if self.sink is not None:
+            self.sink(running_answer(self.jobs[j]))
+        if not self.left and not self.done.done():
+            self.done.set_result(None)
+
+    @property
+    def finished(self) -> bool:
+        """Every job has its answer (carried ones included)."""
+        return not self.left and not self.carried
 
 
 class PollEngine:
@@ -81,12 +117,14 @@ class PollEngine:
         jobs: Sequence[PollJob],
         seconds_left: float | None,
         sink: Callable[[PollAnswer], None] | None = None,
+        linger: float | None = None,
     ) -> Batch:
         """Start polling ``jobs``; whatever is not answered ``seconds_left`` from now (None:
-        no deadline) is deferred."""
+        no deadline) is deferred, except (``linger`` seconds, None or 0: none) the polls then
+        in flight, which are carried (``Batch.carry``)."""
         loop = asyncio.get_running_loop()
         when = None if seconds_left is None else loop.time() + max(0.0, seconds_left)
-        batch = Batch(jobs, when, loop, sink)
+        batch = Batch(jobs, when, loop, sink, max(0.0, linger or 0.0))
         if jobs:
             key = self.fetcher.gate_key
             for job in jobs:
@@ -97,8 +135,9 @@ class PollEngine:
                 batch.timer = loop.call_at(when, self.expire, batch)
         return batch
 
-    def expire(self, batch: Batch) -> None:
-        """Answer what is not answered yet as deferred, and drop its queued polls."""
+    def expire(self, batch: Batch, *, carry: bool = True) -> None:
+        """Answer what is not answered yet as deferred, and drop its queued polls; a
+        lingering batch's polls in flight are carried instead (unless not ``carry``)."""
         if batch.expired:
             return
         batch.expired = True
@@ -106,10 +145,26 @@ class PollEngine:
             batch.timer.cancel()
         self.dispatch.discard(lambda item: item[0] is batch)
         running, jobs, at_gate = batch.running, batch.jobs, self.fetcher.waits_at_gate
+        carry = carry and batch.linger > 0
+        now = asyncio.get_running_loop().time()
         for j, answer in enumerate(batch.answers):
             if answer is None:
                 started = j in running and not at_gate(running[j])
+                if started and carry:
+                    batch.carry(j)
+                    continue
+                if batch.linger > 0:  # cut now (a lingering batch's fetch runs longer)
+                    _cut(batch.timeouts.get(j), now)
                 batch.set(j, deferred_answer(jobs[j], "timeout" if started else "politeness"))
+
+    def cut(self, batch: Batch, reason: str = "timeout") -> None:
+        """End the batch now: what is queued or in flight (carried polls too) is answered
+        deferred (``reason`` for the polls in flight)."""
+        self.expire(batch, carry=False)
+        now = asyncio.get_running_loop().time()
+        for j in list(batch.carried):
+            _cut(batch.timeouts.get(j), now)
+            batch.set(j, deferred_answer(batch.jobs[j], reason))
 
     async def _poll(self, item: tuple[Batch, int]) -> None:
         batch, j = item
@@ -122,9 +177,10 @@ class PollEngine:
             if batch.when is None:
                 result = await self.fetcher.fetch(request)
             else:
-                async with asyncio.timeout_at(batch.when):
+                async with asyncio.timeout_at(batch.when + batch.linger) as timeout:
+                    batch.timeouts[j] = timeout
                     result = await self.fetcher.fetch(request)
-            if not batch.expired:
+            if not batch.expired or j in batch.carried:
                 self.finish(batch, j, result)
         except TimeoutError:  # the deadline (the fetcher itself never raises one)
             batch.set(j, deferred_answer(job, "timeout"))
@@ -134,3 +190,13 @@ class PollEngine:
     def close(self) -> None:
         """Cancel every poll in flight and drop the queued ones."""
         self.dispatch.close()
+
+
+def _cut(timeout: asyncio.Timeout | None, now: float) -> None:
+    """Move a fetch's timeout to ``now`` (one that already fired or ended is left alone)."""
+    if timeout is None or timeout.expired():
+        return
+    when = timeout.when()
+    if when is None or when > now:
+        with contextlib.suppress(RuntimeError):  # left its block meanwhile
+            timeout.reschedule(now)

@@ -108,20 +108,20 @@ class InProcessPoller:
             batch.set(j, kept_body(answer, result, batch.jobs[j]))  # a start page: its body too
 
     async def poll_chunks(
-        self, jobs: Sequence[PollJob], deadline: float | None = None
+        self, jobs: Sequence[PollJob], deadline: float | None = None, linger: float | None = None
     ) -> AsyncGenerator[Sequence[PollAnswer], None]:
         fresh: asyncio.Queue[PollAnswer] = asyncio.Queue()
         left = None if deadline is None else deadline - time.monotonic()
-        batch = self.engine.add(jobs, left, fresh.put_nowait)
-        got = 0
+        batch = self.engine.add(jobs, left, fresh.put_nowait, linger)
+        got = 0  # final answers ("running" is a placeholder: the answer follows)
         try:
             while got < len(jobs):
                 chunk = [await fresh.get()]
                 while not fresh.empty() and len(chunk) < JUDGE_BATCH:
                     chunk.append(fresh.get_nowait())
-                got += len(chunk)
+                got += sum(a.outcome != "running" for a in chunk)
                 yield chunk
         finally:
-            if got < len(jobs):  # closed early: nothing of this batch goes on
+            if not batch.finished:  # closed early: nothing of this batch goes on
                 batch.sink = None
-                self.engine.expire(batch)
+                self.engine.cut(batch)

@@ -27,11 +27,14 @@ class Poller(Protocol):
         """Get ready (start processes, open connections); later polls do not wait for it."""
 
     def poll_chunks(
-        self, jobs: Sequence[PollJob], deadline: float | None = None
+        self, jobs: Sequence[PollJob], deadline: float | None = None, linger: float | None = None
     ) -> AsyncGenerator[Sequence[PollAnswer], None]:
         """Every job's answer, a chunk at a time in no particular order, as they come (an
         async generator). What is not done by ``deadline`` (a ``time.monotonic()`` time; None:
-        none) is answered as deferred right then."""
+        none) is answered as deferred right then; with ``linger`` (seconds), a poll then in
+        flight is answered "running" right then and goes on for up to ``linger`` seconds
+        more, its own answer following in the same stream. Closing the generator early cuts
+        every poll of it (queued, in flight, carried)."""
         ...
 
     async def aclose(self) -> None:

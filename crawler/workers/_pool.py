@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import itertools
 import logging
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any
 
 from crawler.fetch import FetchConfig
 from crawler.ipc import PipeWorker, WorkerLostError
@@ -32,6 +35,16 @@ log = logging.getLogger("crawler.service")
 LOST = "the crawl worker process exited during the poll; the URL is polled again later"
 #: polls per request frame (and answer frame) sent to a worker
 ANSWER_CHUNK = 128
+#: the reason a carried poll cut by its stream's close is answered with (nobody reads it)
+CUT_REASON = "timeout"
+
+
+def _put(
+    queue: asyncio.Queue[tuple[int, list[PollAnswer] | None]],
+    token: int,
+    answers: list[PollAnswer] | None,
+) -> None:
+    queue.put_nowait((token, answers))
 
 
 class CrawlWorkers:
@@ -60,6 +73,9 @@ class CrawlWorkers:
         self._owner: dict[str, int] = {}
         self._load = [0] * size  # polls routed to each worker so far
         self.restarts = 0
+        self._tokens = itertools.count(1)
+        #: token -> (worker, where a carried poll's own answer goes: None when it is lost)
+        self._late: dict[int, tuple[int, Callable[[list[PollAnswer] | None], None]]] = {}
 
     def _worker(self, k: int) -> PipeWorker:
         worker = self._workers[k]
@@ -70,13 +86,33 @@ class CrawlWorkers:
             self.restarts += 1
             log.warning("crawl worker %d exited; starting a new one", k)
         worker = self._workers[k] = PipeWorker(
-            asyncio.get_running_loop(), serve, encode_polls, (self.config, self.text_bytes)
+            asyncio.get_running_loop(),
+            serve,
+            encode_polls,
+            (self.config, self.text_bytes),
+            functools.partial(self._unasked, k),
         )
         return worker
 
+    def _unasked(self, k: int, message: tuple[int, list[tuple[object, ...]]] | None) -> None:
+        """A frame worker ``k`` sent by itself: a carried poll's answer (None: the worker was
+        lost, with every carried poll of it)."""
+        if message is None:
+            for token, (kk, late) in list(self._late.items()):
+                if kk == k:
+                    del self._late[token]
+                    late(None)
+            return
+        token, answers = message
+        entry = self._late.get(token)
+        if entry is not None:  # else: its stream was closed (cut) meanwhile
+            entry[1](answers_of(answers))
+
     async def start(self) -> None:
         """Start every worker and wait until each answers (spawning takes a second or two)."""
-        await asyncio.gather(*(self._worker(k).submit((None, []), 0) for k in range(self.size)))
+        await asyncio.gather(
+            *(self._worker(k).submit((None, None, 0, []), 0) for k in range(self.size))
+        )
 
     def owners(self, hosts: Sequence[str]) -> list[int]:
         """The worker of each host; a new host goes to the worker with the fewest polls so far
@@ -106,23 +142,24 @@ class CrawlWorkers:
         return [a for a in answers if a is not None]
 
     async def poll_chunks(
-        self, jobs: Sequence[PollJob], deadline: float | None = None
+        self, jobs: Sequence[PollJob], deadline: float | None = None, linger: float | None = None
     ) -> AsyncGenerator[Sequence[PollAnswer], None]:
         """The answers of ``jobs`` a chunk at a time, as the workers send them (``Poller``)."""
-        async with contextlib.aclosing(self.indexed_chunks(jobs, deadline)) as chunks:
+        async with contextlib.aclosing(self.indexed_chunks(jobs, deadline, linger)) as chunks:
             async for _, answers in chunks:
                 yield answers
 
     async def indexed_chunks(
-        self, jobs: Sequence[PollJob], deadline: float | None = None
+        self, jobs: Sequence[PollJob], deadline: float | None = None, linger: float | None = None
     ) -> AsyncGenerator[tuple[list[int], list[PollAnswer]], None]:
         """The answers of ``jobs`` a chunk at a time, as the workers send them: (the chunk's
-        indexes in ``jobs``, their answers). A worker that dies fails its outstanding chunks
-        (answers of kind "other"); it is started again for the next call."""
+        indexes in ``jobs``, their answers; a carried poll's own answer comes later, alone).
+        A worker that dies fails its outstanding chunks and carried polls (answers of kind
+        "other"); it is started again for the next call."""
         parts: list[list[int]] = [[] for _ in range(self.size)]
         for j, k in enumerate(self.owners([job.host for job in jobs])):
             parts[k].append(j)
-        pending: dict[asyncio.Future[list[PollAnswer]], tuple[int, list[int]]] = {}
+        pending: dict[asyncio.Future[list[PollAnswer]], tuple[int, list[int], int]] = {}
         step = self.chunk
         for k, part in enumerate(parts):
             if not part:
@@ -133,19 +170,34 @@ class CrawlWorkers:
                 indexes = part[c : c + step]
                 left = None if deadline is None else deadline - time.monotonic()
                 chunk = [jobs[j] for j in indexes]
-                pending[worker.submit((left, chunk), len(chunk))] = (k, indexes)
+                token = next(self._tokens)
+                request = (left, linger, token, chunk)
+                pending[worker.submit(request, len(chunk))] = (k, indexes, token)
         lost: set[int] = set()
+        # carried polls: token -> url_id -> its index in ``jobs``; their answers come here
+        carried: dict[int, dict[int, int]] = {}
+        late: asyncio.Queue[tuple[int, list[PollAnswer] | None]] = asyncio.Queue()
+        if linger:  # before any answer: a carried poll's may follow its chunk's at once
+            for k, _, token in pending.values():
+                self._late[token] = (k, functools.partial(_put, late, token))
         try:
-            while pending:
-                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for future in done:
-                    k, indexes = pending.pop(future)
+            while pending or carried:
+                waits: set[asyncio.Future[Any]] = set(pending)
+                getting = asyncio.ensure_future(late.get()) if carried else None
+                if getting is not None:
+                    waits.add(getting)
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if getting is not None:
+                    done.discard(getting)
+                for future in done:  # first: a chunk's answer comes before its late ones
+                    k, indexes, token = pending.pop(future)
                     error = future.exception()
                     if isinstance(error, WorkerLostError):
+                        self._late.pop(token, None)
                         if k not in lost:
                             lost.add(k)
                             outstanding = len(indexes) + sum(
-                                len(ix) for kk, ix in pending.values() if kk == k
+                                len(ix) for kk, ix, _ in pending.values() if kk == k
                             )
                             log.error(
                                 "crawl worker %d exited with %d polls outstanding", k, outstanding
@@ -154,10 +206,41 @@ class CrawlWorkers:
                     elif error is not None:
                         raise error
                     else:
-                        yield indexes, answers_of(future.result())
+                        answers = answers_of(future.result())
+                        running = {
+                            a.url_id: j
+                            for j, a in zip(indexes, answers, strict=True)
+                            if a.outcome == "running"
+                        }
+                        if running:
+                            carried[token] = running
+                        else:
+                            self._late.pop(token, None)
+                        yield indexes, answers
+                if getting is None:
+                    continue
+                if not getting.done():
+                    getting.cancel()
+                    continue
+                token, got = getting.result()
+                index = carried.get(token, {})
+                if got is None:  # the worker was lost with these polls
+                    got = [failed_answer(jobs[j], LOST) for j in index.values()]
+                got = [a for a in got if a.url_id in index]
+                indexes = [index.pop(a.url_id) for a in got]
+                if not index:
+                    carried.pop(token, None)
+                    self._late.pop(token, None)
+                if got:
+                    yield indexes, got
         finally:
             for future in pending:
                 future.cancel()
+            for token in [*carried, *(t for _, _, t in pending.values())]:
+                entry = self._late.pop(token, None)  # closed early: carried polls end now
+                owner = self._workers[entry[0]] if entry is not None else None
+                if owner is not None:
+                    owner.send((CUT_REASON, None, token, None))
 
     async def aclose(self) -> None:
         """Stop the processes (``Poller``)."""

@@ -7,12 +7,15 @@ coordinator sends a host's URLs to one worker only), so its ``Fetcher`` keeps ex
 politeness, robots.txt and back-off state, as the in-process fetcher does.
 
 Wire format, both ways: ``crawler.ipc``'s frames (an 8-byte big-endian length, then a
-pickle). A request is a list of ``PollJob``s; the answer is the list of
-``PollAnswer``s in the same order (no bodies: only what the service records), both pickled as
-plain tuples (see ``crawler.workers._types``). Batches are
-worked concurrently (their polls share the fetcher's dispatcher) and answered in the order
-they came. The worker leaves when its input
-closes.
+pickle). A request is (seconds to the deadline, seconds a poll in flight then may linger,
+the batch's token, a list of ``PollJob``s); the answer is the list of ``PollAnswer``s in the
+same order (no bodies: only what the service records), both pickled as plain tuples (see
+``crawler.workers._types``). Batches are worked concurrently (their polls share the
+fetcher's dispatcher) and answered in the order they came. A poll carried past its batch's
+deadline is "running" in that answer; its own answer follows in a frame of its own, unasked:
+the tuple (token, [answer]). A request whose jobs are None cuts the batch of its token (its
+carried polls end, answered deferred with the reason in the deadline's place); it has no
+answer. The worker leaves when its input closes.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import contextlib
 import os
 import pickle
 from collections import deque
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -29,18 +33,26 @@ from crawler.detect import judge
 from crawler.fetch import FetchConfig, Fetcher, FetchResult
 from crawler.gc_policy import tune_gc
 from crawler.ipc import encode_pickle, own_fd, read_frame_async, write_frame
-from crawler.workers._answers import answer_of, body_answer, detect_item, kept_body
+from crawler.workers._answers import (
+    answer_of,
+    body_answer,
+    detect_item,
+    kept_body,
+    running_answer,
+)
 from crawler.workers._engine import Batch, PollEngine
 from crawler.workers._types import PollAnswer, PollJob, jobs_of, plain
 
-#: a request frame: (seconds left until the deadline, or None; the jobs)
-Request = tuple[float | None, list[PollJob]]
+#: a request frame: (seconds left until the deadline, or None; seconds a poll in flight at
+#: the deadline may go on, or None; the batch's token; the jobs, or None: cut that batch, the
+#: deadline's place holding the reason)
+Request = tuple[float | str | None, float | None, int, list[PollJob] | None]
 
 
 def encode_polls(request: Request) -> list[bytes]:
     """A request frame as parts for ``os.writev``."""
-    left, jobs = request
-    return encode_pickle((left, plain(jobs)))
+    left, linger, token, jobs = request
+    return encode_pickle((left, linger, token, None if jobs is None else plain(jobs)))
 
 
 def poll_answer(result: FetchResult, job: PollJob, text_bytes: int | None) -> PollAnswer:
@@ -62,35 +74,65 @@ class _Worker:
     def __init__(self, fetcher: Fetcher, text_bytes: int | None) -> None:
         self.text_bytes = text_bytes
         self.engine = PollEngine(fetcher, self._finish)
-        self.batches: deque[Batch] = deque()
+        self.batches: deque[tuple[int, Batch]] = deque()
+        self.carrying: dict[int, Batch] = {}  # token -> a batch whose polls outlive it
         self.more = asyncio.Event()
 
     def _finish(self, batch: Batch, j: int, result: FetchResult) -> None:
         batch.set(j, poll_answer(result, batch.jobs[j], self.text_bytes))
 
-    def add(self, left: float | None, jobs: list[PollJob]) -> None:
+    def add(
+        self, left: float | None, jobs: list[PollJob], linger: float | None = None, token: int = 0
+    ) -> None:
         """Start polling a batch."""
-        self.batches.append(self.engine.add(jobs, left))
+        self.batches.append((token, self.engine.add(jobs, left, None, linger)))
         self.more.set()
+
+    def cut(self, token: int, reason: str) -> None:
+        """End the carried polls of the batch ``token`` now."""
+        batch = self.carrying.pop(token, None)
+        if batch is None:  # not answered yet (the service stopped waiting early)
+            batch = next((b for t, b in self.batches if t == token), None)
+        if batch is not None:
+            self.engine.cut(batch, reason)
 
     async def read(self, reader: asyncio.StreamReader) -> None:
         """Start every batch as it arrives, until the input closes."""
         while (payload := await read_frame_async(reader)) is not None:
-            left, jobs = pickle.loads(payload)
-            self.add(left, jobs_of(jobs))
+            left, linger, token, jobs = pickle.loads(payload)
+            if jobs is None:
+                self.cut(token, str(left))
+            else:
+                self.add(left, jobs_of(jobs), linger, token)
 
     async def write(self, sink_fd: int) -> None:
         """Answer the batches in the order they came (blocking writes: the service reads its
-        end of the pipe all the time; a closed end ends this process)."""
+        end of the pipe all the time; a closed end ends this process); then the answers of
+        their carried polls, one frame each, as they come."""
         while True:
             while not self.batches:
                 self.more.clear()
                 await self.more.wait()
-            batch = self.batches[0]
+            token, batch = self.batches[0]
             await batch.done
             self.batches.popleft()
-            answers: list[Any] = batch.answers
+            jobs = batch.jobs
+            answers: list[Any] = [
+                a if a is not None else running_answer(jobs[j]) for j, a in enumerate(batch.answers)
+            ]
             write_frame(sink_fd, pickle.dumps(plain(answers), pickle.HIGHEST_PROTOCOL))
+            if batch.carried:
+                self.carrying[token] = batch
+                batch.sink = self._late_writer(sink_fd, token, batch)
+
+    def _late_writer(self, sink_fd: int, token: int, batch: Batch) -> Callable[[PollAnswer], None]:
+        def late(answer: PollAnswer) -> None:
+            frame = (token, plain([answer]))
+            write_frame(sink_fd, pickle.dumps(frame, pickle.HIGHEST_PROTOCOL))
+            if batch.finished:
+                self.carrying.pop(token, None)
+
+        return late
 
 
 async def _serve(source_fd: int, sink_fd: int, config: FetchConfig, text_bytes: int | None) -> None:

@@ -55,10 +55,11 @@ class PollAnswer(NamedTuple):
     """What the service records of one poll (no body). The five verdict fields are None
     unless ``outcome`` is "ok"; ``text`` is the readable text of a changed page or of a first
     poll (a line per block element: docs/history.md), when kept. A poll not
-    made has ``outcome`` "deferred" and the reason in ``deferred``."""
+    made has ``outcome`` "deferred" and the reason in ``deferred``; a poll still in flight at
+    a lingering deadline has ``outcome`` "running" (a placeholder: its answer follows)."""
 
     url_id: int
-    #: the fetch outcome: "ok", "not_modified" or "error"
+    #: the fetch outcome: "ok", "not_modified" or "error" (or "deferred", "running")
     outcome: str
     status: int | None
     content_type: str | None

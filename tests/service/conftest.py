@@ -29,6 +29,11 @@ def service_settings(database_url: str, **overrides: Any) -> Settings:
         "seed": 3,
     }
     values.update(overrides)
+    if "slot_deadline_s" not in overrides:
+        # 50 ms slots on a loaded machine: a slot's polls may take up to the fetch timeout,
+        # as the default allowed before polls outlived their slot (tests of today's
+        # default, the slot's length, pass slot_deadline_s=None)
+        values["slot_deadline_s"] = max(values["slot_seconds"], values["fetch_timeout_s"])
     return load_settings(values)
 
 

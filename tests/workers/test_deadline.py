@@ -106,3 +106,48 @@ async def test_a_robots_txt_cut_by_the_deadline_is_still_loaded_once_for_later_s
             assert slow.served["/robots.txt"] == 1 and slow.served["/page/1"] == 0
         finally:
             await poller.aclose()
+
+
+@pytest.mark.parametrize("kind", ["crawl-workers", "in-process"])
+async def test_a_poll_in_flight_at_a_lingering_deadline_goes_on_and_is_answered_later(
+    hosts: tuple[HostileServer, HostileServer, HostileServer], kind: str
+) -> None:
+    ordinary, trickling, _ = hosts
+    config = FetchConfig(
+        user_agent="crawler-tests/1.0", timeout_s=1.5, per_host_min_delay_s=0.0,
+        allow_private_addresses=True, retries=0,
+    )  # fmt: skip
+    poller: Poller = (
+        CrawlWorkers(1, config, None, chunk=8)
+        if kind == "crawl-workers"
+        else InProcessPoller(config, None, ChangeDetector(workers=0))
+    )
+    await poller.start()
+    try:
+        jobs = [job(k, ordinary, f"/page/{k}") for k in range(10)]
+        jobs += [job(100, trickling, "/trickle")]
+        t0 = time.monotonic()
+        seen: list[tuple[float, PollAnswer]] = []
+        async for chunk in poller.poll_chunks(jobs, t0 + 0.6, linger=10.0):
+            seen += [(time.monotonic() - t0, a) for a in chunk]
+        took = time.monotonic() - t0
+        by_id: dict[int, list[tuple[float, PollAnswer]]] = {}
+        for at, a in seen:
+            by_id.setdefault(a.url_id, []).append((at, a))
+        assert [by_id[k][0][1].outcome for k in range(10)] == ["ok"] * 10
+        (placeholder_at, placeholder), (final_at, final) = by_id[100]
+        assert placeholder.outcome == "running" and placeholder_at < 1.2  # at the deadline
+        # its own answer after the deadline: the fetcher's own timeout ended it, not the slot's
+        assert final.outcome == "error" and final.error_kind == "timeout", final
+        assert 1.3 < final_at < 3.5 and took < 4.0
+
+        # a stream closed early cuts its carried poll: nothing more of it arrives
+        t0 = time.monotonic()
+        stream = poller.poll_chunks([job(101, trickling, "/trickle")], t0 + 0.3, linger=10.0)
+        first = await anext(stream)
+        assert [a.outcome for a in first] == ["running"]
+        await stream.aclose()
+        again = await answers_of(poller, [job(1, ordinary, "/page/1")], time.monotonic() + 1.5)
+        assert again[0].outcome == "ok"
+    finally:
+        await poller.aclose()
