@@ -258,13 +258,8 @@ def test_drift_within_the_margin_moves_nothing(store: Store, database_url: str) 
     margin) keeps them, round after round, though another worker has room for its lightest
     site: before, the packing shed that site at every round the weights wobbled over the
     capacity, whatever the worker's automaton chose."""
-    store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(10)])
-    ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
-    coordinator = Coordinator(_settings(database_url), store, ids[0])
+    coordinator, ids, held = _settled_three(store, database_url)
     try:
-        assert coordinator.tick() is not None
-        coordinator._observing_since = time.monotonic() - coordinator.settle_s  # settled
-        held = {wid: sorted(s for s, (o, _) in _epochs(store).items() if o == wid) for wid in ids}
         assert [len(sites) for sites in held.values()] == [2, 2, 2]
         # a 4% over its capacity, its light site fitting in b's room; c 3.5% over
         weights = {"a": [3.96, 0.2], "b": [1.85, 1.85], "c": [2.07, 2.07]}
@@ -285,13 +280,8 @@ def test_an_automaton_steps_once_per_report(store: Store, database_url: str) -> 
     """The rounds run every heartbeat, the weights are reported every few slots: an
     overloaded worker's automaton steps once per report, not once per round (before, a
     5 s overload reported once climbed 16 rounds of 0.3 s and made the move certain)."""
-    store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(10)])
-    ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
-    coordinator = Coordinator(_settings(database_url), store, ids[0])
+    coordinator, ids, held = _settled_three(store, database_url)
     try:
-        assert coordinator.tick() is not None
-        coordinator._observing_since = time.monotonic() - coordinator.settle_s  # settled
-        held = {wid: sorted(s for s, (o, _) in _epochs(store).items() if o == wid) for wid in ids}
         weights = {"a": [2.6, 2.4], "b": [2.0, 1.5], "c": [2.0, 1.5]}  # a 25% over
         for wid, name in zip(ids, weights, strict=True):
             store.report_site_weights(wid, dict(zip(held[wid], weights[name], strict=True)), 1.0)
@@ -325,3 +315,17 @@ def test_sites_written_before_any_worker_was_ready_are_placed_at_once(
         assert {owner for owner, _ in _epochs(store).values()} == {a}
     finally:
         coordinator.stop()
+
+
+def _settled_three(
+    store: Store, database_url: str
+) -> tuple[Coordinator, list[str], dict[str, list[str]]]:
+    """Six sites of 10 URLs on three workers of capacity 4, placed by a coordinator past its
+    settling time: (the coordinator, the workers, each one's sites)."""
+    store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(10)])
+    ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
+    coordinator = Coordinator(_settings(database_url), store, ids[0])
+    assert coordinator.tick() is not None
+    coordinator._observing_since = time.monotonic() - coordinator.settle_s  # settled
+    held = {wid: sorted(s for s, (o, _) in _epochs(store).items() if o == wid) for wid in ids}
+    return coordinator, ids, held
