@@ -79,7 +79,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crawler import cluster
-from crawler.service._loop import GRACE_S
+from crawler.service._inflight import GRACE_S
 from crawler.settings import Settings
 from crawler.sites import host_key
 from crawler.store import (

@@ -171,7 +171,7 @@ class DiscoverySide(SourceCrawls):
         budget = self.reserved(self.settings.effective_capacity(watched))
         budget, self._hint_polls = max(0, budget - self._hint_polls), 0  # hinted re-polls
         self._slot_no += 1
-        slot = SlotWork(set(picked), deadline)
+        slot = SlotWork(set(picked), deadline, stop)
         slot.dead, self._dead = self._dead, set()
         for source in self.sources.values():
             if source.crawl is not None:

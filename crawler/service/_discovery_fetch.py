@@ -27,8 +27,9 @@ from crawler.service._discovery_parts import (
     SlotWork,
     page_of,
 )
+from crawler.service._inflight import GRACE_S, InFlight
 from crawler.sites import site_of
-from crawler.workers import PollAnswer, PollJob
+from crawler.workers import PollAnswer, PollJob, deferred_answer
 
 
 class PageReads(ListingReads):
@@ -55,8 +56,16 @@ class PageReads(ListingReads):
         by_id = {job.url_id: job.url for job in jobs}
         answers: list[PollAnswer] = []
         deferred: set[str] = set()
-        async for chunk in self.poller.poll_chunks(jobs, slot.deadline):
-            answers.extend(chunk)
+        # the loop's own wait: up to the deadline (plus the grace for a poller that overruns
+        # it), cut at once by the slot's stop; what is then not answered is deferred
+        flight = InFlight(self.poller, None, GRACE_S)
+        stream = flight.start(jobs, {}, slot.deadline)
+        async for _, chunk in flight.poll_until(stream, slot.deadline, slot.stop):
+            answers.extend(stream.take(chunk))
+        if not stream.settled:
+            await flight.close(stream)
+            reason = "shutdown" if slot.stop is not None and slot.stop.is_set() else "timeout"
+            answers.extend(deferred_answer(job, reason) for job in stream.unanswered())
         for a in answers:
             url = by_id[a.url_id]
             if a.outcome == "deferred":

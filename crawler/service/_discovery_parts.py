@@ -3,6 +3,7 @@ scope of a source and what it reads of a page. (The behaviour: ``crawler.service
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from yarl import URL
@@ -108,6 +109,8 @@ class SlotWork:
 
     picked: set[str]
     deadline: float
+    #: the slot's stop (the service's, or a lapsed cluster permit): no poll goes on past it
+    stop: asyncio.Event | None = None
     bodies: dict[str, str | None] = field(default_factory=dict)  # polled here: html or None
     # a sitemap or feed read (in the listing worker) or why it could not be, and
     # the URLs answered 304 to a conditional poll or with the same listing body as last time

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,12 +41,18 @@ from crawler.workers import PollAnswer, Poller, PollJob
 #: what the inbox holds: the stream a chunk of answers belongs to, and the chunk
 Arrival = tuple["Stream", Sequence[PollAnswer]]
 
+#: how long past its deadline a slot waits for a poller that overruns it (a crawl worker
+#: that is stuck) before it cuts the slot's polls that are still queued
+GRACE_S = 5.0
+
 
 @dataclass(eq=False, slots=True)
 class Stream:
     """One slot's polls as they are answered."""
 
     jobs: Sequence[PollJob]
+    #: the URL records its answers are recorded against (empty for polls recorded
+    #: elsewhere: discovery's)
     records: dict[int, UrlRecord]
     #: when its carried polls are given up (a ``time.monotonic()`` time)
     expires: float
@@ -77,18 +83,25 @@ class Stream:
             if a.url_id in dropped:
                 continue
             if a.outcome == "running":
-                running[a.url_id] = self.records[a.url_id].host
+                running[a.url_id] = self._host(a.url_id)
                 continue
             running.pop(a.url_id, None)
             self.answered.add(a.url_id)
             final.append(a)
         return final
 
+    def _host(self, url_id: int) -> str:
+        if (record := self.records.get(url_id)) is not None:
+            return record.host
+        return next(j.host for j in self.jobs if j.url_id == url_id)
+
 
 class InFlight:
     """Every slot's answer stream, read in the background into one inbox."""
 
-    def __init__(self, poller: Poller, linger_s: float, grace_s: float) -> None:
+    def __init__(self, poller: Poller, linger_s: float | None, grace_s: float) -> None:
+        """``linger_s``: how long a poll in flight at its slot's deadline may go on (None:
+        none, it is answered deferred at the deadline)."""
         self.poller = poller
         self.linger_s = linger_s
         self.grace_s = grace_s
@@ -100,7 +113,7 @@ class InFlight:
         self, jobs: Sequence[PollJob], records: dict[int, UrlRecord], deadline: float
     ) -> Stream:
         """Poll ``jobs`` (deadline: a ``time.monotonic()`` time); answers go to the inbox."""
-        stream = Stream(jobs, records, deadline + self.linger_s + self.grace_s)
+        stream = Stream(jobs, records, deadline + (self.linger_s or 0.0) + self.grace_s)
         chunks = self.poller.poll_chunks(jobs, deadline, self.linger_s)
         stream.task = asyncio.ensure_future(self._read(stream, chunks))
         return stream
@@ -134,6 +147,19 @@ class InFlight:
         with contextlib.suppress(asyncio.CancelledError):
             await getting
         return None
+
+    async def poll_until(
+        self, stream: Stream, deadline: float, stop: asyncio.Event | None
+    ) -> AsyncIterator[Arrival]:
+        """The arrivals in the inbox (``stream``'s, and carried polls' of earlier streams)
+        until ``stream`` is settled, or ``deadline`` plus the grace has passed (a poller that
+        overruns its deadline), or ``stop`` is set. What of ``stream`` is then neither
+        answered nor running is the caller's to cut (``close``) and count as not polled."""
+        while not stream.settled:
+            arrival = await self.next(deadline + self.grace_s - time.monotonic(), stop)
+            if arrival is None:
+                return
+            yield arrival
 
     def arrived(self) -> list[Arrival]:
         """What is in the inbox now (without waiting)."""

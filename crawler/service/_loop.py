@@ -27,7 +27,7 @@ from crawler.service._caps import HostCaps
 from crawler.service._clock import SlotClock, Tick
 from crawler.service._discovery import DiscoverySide
 from crawler.service._health import HealthWatch
-from crawler.service._inflight import InFlight, Stream
+from crawler.service._inflight import GRACE_S, InFlight, Stream
 from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
 from crawler.service._steps import Alongside, DiscoveryStep, Polled, SlotStep, default_steps
 from crawler.service._watch import WatchFollower, WatchUpdate, merge_saved
@@ -52,9 +52,6 @@ log = logging.getLogger("crawler.service")
 
 #: slots kept in memory while the database refuses commits
 MAX_PENDING_SLOTS = 10_000
-#: how long past a slot's deadline the loop waits for a poller's deferred answers before it
-#: counts the missing ones as deferred itself (a crawl worker stuck on one page's judging)
-GRACE_S = 5.0
 #: changes logged one by one (at INFO, with the URL) per slot; the slot line counts them all
 CHANGES_LOGGED_PER_SLOT = 50
 
@@ -433,10 +430,7 @@ class CrawlLoop:
             # by GRACE_S
             stream = self.inflight.start(jobs, records, deadline)
             try:
-                while not stream.settled:
-                    arrival = await self.inflight.next(deadline + GRACE_S - time.monotonic(), stop)
-                    if arrival is None:
-                        break
+                async for arrival in self.inflight.poll_until(stream, deadline, stop):
                     self._land(*arrival, tally)
                 for arrival in self.inflight.arrived():  # carried polls that ended meanwhile
                     self._land(*arrival, tally)

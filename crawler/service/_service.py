@@ -23,7 +23,8 @@ from crawler.gc_policy import tune_gc
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
 from crawler.service._cluster import ClusterMember
-from crawler.service._loop import GRACE_S, CrawlLoop, SlotSummary, Verdict
+from crawler.service._inflight import GRACE_S
+from crawler.service._loop import CrawlLoop, SlotSummary, Verdict
 from crawler.service._pollers import build_poller
 from crawler.service._startup import in_thread, waiting_for_database
 from crawler.settings import Settings

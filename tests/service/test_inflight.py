@@ -60,3 +60,49 @@ async def test_a_watch_list_change_cuts_only_the_carried_polls_of_urls_it_remove
     inflight.landed()
     assert not inflight.carrying
     await inflight.aclose()
+
+
+class Silent:
+    """Never answers (a poller stuck past its deadline); records when it is closed."""
+
+    def __init__(self) -> None:
+        self.closed = asyncio.Event()
+
+    async def poll_chunks(
+        self, jobs: Sequence[PollJob], deadline: float | None = None, linger: float | None = None
+    ) -> AsyncGenerator[Sequence[PollAnswer], None]:
+        try:
+            await asyncio.Event().wait()
+            yield []
+        finally:
+            self.closed.set()
+
+
+async def test_poll_until_ends_at_the_stop_and_leaves_the_unanswered_to_cut() -> None:
+    poller = Silent()
+    inflight = InFlight(poller, linger_s=None, grace_s=60.0)
+    jobs = [_job(1, "a.example"), _job(2, "b.example")]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    stream = inflight.start(jobs, {}, deadline=loop.time() + 60.0)
+    loop.call_later(0.05, stop.set)
+    started = loop.time()
+    got = [a async for a in inflight.poll_until(stream, loop.time() + 60.0, stop)]
+    assert not got and loop.time() - started < 5.0  # the stop, not the deadline, ended it
+    assert not stream.settled and [j.url_id for j in stream.unanswered()] == [1, 2]
+    await inflight.close(stream)
+    assert poller.closed.is_set()  # closing the stream cut the poller's batch
+
+
+async def test_poll_until_gives_a_poller_past_its_deadline_only_the_grace() -> None:
+    inflight = InFlight(Silent(), linger_s=None, grace_s=0.1)
+    loop = asyncio.get_running_loop()
+    stream = inflight.start([_job(1, "a.example")], {}, deadline=loop.time())
+    started = loop.time()
+    got = [a async for a in inflight.poll_until(stream, loop.time(), None)]
+    assert not got and 0.05 < loop.time() - started < 5.0
+    await inflight.close(stream)
+
+
+def _job(url_id: int, host: str) -> PollJob:
+    return PollJob(url_id, f"http://{host}/{url_id}", host, None, None, None, (), None, None)
