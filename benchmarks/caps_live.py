@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 from sqlalchemy import func, select
 
 from crawler.schedulers import Limits, constrained_limit, limit
-from crawler.store import NewUrl, Store, host_caps
+from crawler.store import NewUrl, Store
 from crawler.store.models import slots as slots_table
 from crawler.testsite import ChangingSite, zipf_rates
 
@@ -193,7 +193,7 @@ async def run_side(cfg: Config, caps: bool, sites: list[ChangingSite], tmp: Path
                 .order_by(slots_table.c.slot)
             )
             side.overran = [(int(slot), float(took)) for slot, took in rows]
-        saved = host_caps(store)
+        saved = store.host_caps()
     side.host_caps = {h: r.cap for h, r in saved.items()}
     side.binding = sorted(h for h, r in saved.items() if r.binding)
     side.truth = sum(s.truth.true_changes_seen for s in sites)

@@ -356,34 +356,34 @@ def replay(url: str, n_workers: int, repeat: int) -> None:
     lock, as now and as before."""
     with Store(url) as store:
         engine = store.engine
-        hosts = sorted(store.site_url_counts())
-        wid = store.register_worker(10.0, name="replay")
-        store.claim_coordinator(wid)
+        hosts = sorted(store.cluster.site_url_counts())
+        wid = store.cluster.register_worker(10.0, name="replay")
+        store.cluster.claim_coordinator(wid)
         own = hosts[: max(1, len(hosts) // n_workers)]
-        store.assign_leases(dict.fromkeys(own, wid), wid)
+        store.cluster.assign_leases(dict.fromkeys(own, wid), wid)
         version = store.watch_list_version()
-        leases = store.leases_of(wid)
+        leases = store.cluster.leases_of(wid)
         gained = own[:1]
 
         def bump_now() -> None:
-            store.active_urls_of(own)
+            store.cluster.active_urls_of(own)
             store.url_rules(own), store.url_failures(own), store.revived_since(version - 1, own)
 
         def bump_before() -> None:
-            store.active_urls_of(own)
+            store.cluster.active_urls_of(own)
             store.url_rules(), store.url_failures(), store.revived_since(version - 1)
 
         def lease_now() -> None:
-            store.leases_of(wid)
-            store.active_urls_of(gained)
+            store.cluster.leases_of(wid)
+            store.cluster.active_urls_of(gained)
             store.url_rules(own), store.url_failures(own), store.revived_since(version - 1, own)
 
         def lease_before() -> None:
-            store.leases_of(wid)
-            store.active_urls_of(own)
+            store.cluster.leases_of(wid)
+            store.cluster.active_urls_of(own)
             store.url_rules(), store.url_failures(), store.revived_since(version - 1)
 
-        counts = store.site_url_counts()  # once: not once per site
+        counts = store.cluster.site_url_counts()  # once: not once per site
         urls_own = sum(counts[h] for h in own)
         say(f"replayed for one worker of {n_workers}: {len(own):,} sites, {urls_own:,} URLs")
         for label, fn in (
@@ -418,17 +418,17 @@ def replay(url: str, n_workers: int, repeat: int) -> None:
                 f"  a commit's lease lock, {label}: {median_ms(lock, repeat):.2f} ms "
                 f"({len(sites):,} rows)"
             )
-        store.deregister_worker(wid)
+        store.cluster.deregister_worker(wid)
 
 
 @contextmanager
 def simulated(store: Store, n: int, capacity: float) -> Iterator[list[str]]:
-    ids = [store.register_worker(capacity, name=f"sim-{k}") for k in range(n)]
+    ids = [store.cluster.register_worker(capacity, name=f"sim-{k}") for k in range(n)]
     try:
         yield ids
     finally:
         for w in ids:
-            store.deregister_worker(w)
+            store.cluster.deregister_worker(w)
 
 
 def rounds(url: str, n_workers: int, label: str, kill: bool) -> None:
@@ -438,7 +438,7 @@ def rounds(url: str, n_workers: int, label: str, kill: bool) -> None:
     )
     with Store(url) as store:
         engine = store.engine
-        counts = store.site_url_counts()
+        counts = store.cluster.site_url_counts()
         total = sum(counts.values())
         with simulated(store, n_workers, max(1.0, total / n_workers)) as ids:
             coordinator = Coordinator(settings, store, ids[0])
@@ -446,7 +446,7 @@ def rounds(url: str, n_workers: int, label: str, kill: bool) -> None:
             def beat(skip: str | None = None) -> None:
                 for w in ids:
                     if w != skip:
-                        store.heartbeat(w, 0, 0.0, None, 1)
+                        store.cluster.heartbeat(w, 0, 0.0, None, 1)
 
             def timed(what: str, skip: str | None = None) -> None:
                 beat(skip)

@@ -208,18 +208,18 @@ def replay_ms(urls: list[str], repeat: int = 200) -> dict[str, float]:
     """Median milliseconds of the per-slot cluster statements, replayed on a fresh schema
     holding the same watch list and one worker's leases of every site."""
     with watched_schema(urls) as url, Store(url) as st:
-        hosts = sorted(st.site_url_counts())
-        wid = st.register_worker(100.0, name="replay")
-        st.claim_coordinator(wid)
-        st.assign_leases(dict.fromkeys(hosts, wid), wid, weights=dict.fromkeys(hosts, 1.0))
-        fence = Fence(wid, st.leases_of(wid))
+        hosts = sorted(st.cluster.site_url_counts())
+        wid = st.cluster.register_worker(100.0, name="replay")
+        st.cluster.claim_coordinator(wid)
+        st.cluster.assign_leases(dict.fromkeys(hosts, wid), wid, weights=dict.fromkeys(hosts, 1.0))
+        fence = Fence(wid, st.cluster.leases_of(wid))
         out: dict[str, list[float]] = {"cluster_version": [], "cluster_state": [], "fence": []}
         for _ in range(repeat):
             t = time.perf_counter()
-            st.cluster_version()
+            st.cluster.cluster_version()
             out["cluster_version"].append(time.perf_counter() - t)
             t = time.perf_counter()
-            st.cluster_state()
+            st.cluster.cluster_state()
             out["cluster_state"].append(time.perf_counter() - t)
             t = time.perf_counter()
             with st.engine.begin() as conn:
@@ -234,7 +234,7 @@ def replay_ms(urls: list[str], repeat: int = 200) -> dict[str, float]:
         beat: list[float] = []
         for _ in range(repeat):
             t = time.perf_counter()
-            st.heartbeat(wid, len(hosts), 100.0, None, 1)
+            st.cluster.heartbeat(wid, len(hosts), 100.0, None, 1)
             beat.append(time.perf_counter() - t)
     result = {k: statistics.median(v) * 1000 for k, v in out.items()}
     result["heartbeat"] = statistics.median(beat) * 1000

@@ -67,7 +67,7 @@ from crawler.delivery import Deliverer, DeliveryProcess, generate_secret
 from crawler.service import CrawlService, tune_gc
 from crawler.service._loop import SlotSummary
 from crawler.settings import Settings
-from crawler.store import DELIVERED, DestinationSpec, NewUrl, OutboxStore, Store
+from crawler.store import DELIVERED, DestinationSpec, NewUrl, Store
 from crawler.store.models import deliveries, events
 
 # ----- the receiver (a child process) ------------------------------------------------------
@@ -276,7 +276,7 @@ async def bench(
     store = Store.from_settings(settings)
     store.upgrade()
     store.add_urls([NewUrl(u) for u in urls])
-    OutboxStore(store).add_destination(DestinationSpec(receiver_url, secret))
+    store.outbox.add_destination(DestinationSpec(receiver_url, secret))
     run = Run()
     async with CrawlService(settings, store=store) as service:
         baselines = 0
@@ -359,7 +359,7 @@ async def bad_receiver_bench(
     store = Store.from_settings(settings)
     store.upgrade()
     store.add_urls([NewUrl(u) for u in urls])
-    OutboxStore(store).add_destination(DestinationSpec(receiver_url, secret))
+    store.outbox.add_destination(DestinationSpec(receiver_url, secret))
     out: list[tuple[str, int, float]] = []
     async with CrawlService(settings, store=store) as service:
         deliverer = DeliveryProcess(settings, exclusive_lock=False)

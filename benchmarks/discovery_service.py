@@ -48,7 +48,7 @@ from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
 from crawler.service._discovery import DiscoverySummary
 from crawler.settings import load_settings
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from crawler.testsite._graph import generate
 from crawler.testsite._graphserver import EPOCH, GraphSite
 
@@ -202,7 +202,7 @@ async def run_acceptance(
             pages = [0] if marked == "front" else sorted(sections)
             with Store(database_url) as store:
                 for page in pages:
-                    DiscoveryStore(store).add_source(
+                    store.discovery.add_source(
                         SourceSpec(validate_url(site.url(page)), budget_per_slot=10, max_depth=3)
                     )
             site.served.clear()
@@ -230,7 +230,7 @@ async def run_acceptance(
             discovery.clock = lambda: EPOCH.timestamp() + site.now
             await service.run(asyncio.Event(), warmup + slots, on_slot)
         with Store(database_url) as store:
-            found_rows = DiscoveryStore(store).discovered()
+            found_rows = store.discovery.discovered()
     finally:
         await site.stop()
     end = site.now - SLOT  # the simulated time of the last slot

@@ -133,9 +133,8 @@ def service_view(store: Store, settings: Settings) -> tuple[Settings, str]:
     """``settings`` with the running (or last) service's recorded settings in place of the
     command's own (slot length, scheduler, default bounds...: what ``crawler run`` used), and
     a note saying whose they are. The database URL stays the command's."""
-    from crawler.store import service_settings
 
-    record = service_settings(store)
+    record = store.service_settings()
     if not record:
         return settings, "no service has run on this database: figures use this command's settings"
     fields = Settings.model_fields.keys() - {"database_url"}

@@ -276,7 +276,6 @@ def list_urls(
     """Watched URLs with importance, wanted frequency, bounds, pause, last poll, hits,
     misses, errors."""
     from crawler.sites import host_key
-    from crawler.store import host_caps
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
@@ -288,7 +287,7 @@ def list_urls(
         rows = store.list_urls(include_removed=removed)
         wanted = learned_frequencies(store, settings)
         rules = _rules.url_rules(store, settings)
-        caps = host_caps(store)  # the politeness caps the service last wrote
+        caps = store.host_caps()  # the politeness caps the service last wrote
     docs: list[dict[str, Any]] = []
     for row in rows:
         doc = row.as_dict()

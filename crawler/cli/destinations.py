@@ -77,7 +77,7 @@ def destinations_add(
         is_webhook,
     )
     from crawler.fetch import AddressPolicy
-    from crawler.store import DestinationSpec, OutboxStore
+    from crawler.store import DestinationSpec
 
     settings = settings_from(config, database_url=database_url)
     webhook = is_webhook(url)
@@ -114,7 +114,7 @@ def destinations_add(
         None if webhook else template,
     )
     with store_errors():
-        new = OutboxStore(open_store(settings)).add_destination(spec)
+        new = open_store(settings).outbox.add_destination(spec)
     if as_json:
         print_json({"id": new, "url": canonical, "secret": secret or None})
         return
@@ -132,11 +132,10 @@ def destinations_list(
     """The destinations, their filters and whether they are disabled (secrets hidden: no
     signing secret, and the URL's passwords and tokens masked)."""
     from crawler.delivery import masked_url
-    from crawler.store import OutboxStore
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        rows = OutboxStore(open_store(settings)).destinations()
+        rows = open_store(settings).outbox.destinations()
     if as_json:
         docs = [d.as_json() | {"url": masked_url(d.spec.url)} for d in rows]
         print_json({"destinations": docs})
@@ -164,11 +163,10 @@ def destinations_remove(
     database_url: str | None = DatabaseOption,
 ) -> None:
     """Stop sending to a destination and forget its delivery state (exit 1 if unknown)."""
-    from crawler.store import OutboxStore
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        gone = OutboxStore(open_store(settings)).remove_destination(destination_id)
+        gone = open_store(settings).outbox.remove_destination(destination_id)
     if not gone:
         fail(f"no destination {destination_id} (see crawler destinations list)")
     err_console.print(f"removed destination {destination_id}")
@@ -185,11 +183,10 @@ def destinations_test(
     print the answer (exit 1 unless 2xx / sent)."""
     from crawler.delivery import NotifySender, WebhookSender, signed_headers, test_body
     from crawler.fetch import AddressPolicy
-    from crawler.store import OutboxStore
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        found = OutboxStore(open_store(settings)).destination(destination_id)
+        found = open_store(settings).outbox.destination(destination_id)
     if found is None:
         fail(f"no destination {destination_id} (see crawler destinations list)")
     now = datetime.now(UTC)

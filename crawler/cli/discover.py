@@ -126,7 +126,7 @@ def sources_add(
     from crawler.cli._validate import check_url
     from crawler.discovery import compile_pattern
     from crawler.fetch import AddressPolicy
-    from crawler.store import DiscoveryStore, SourceSpec
+    from crawler.store import SourceSpec
 
     settings = settings_from(config, database_url=database_url)
     try:
@@ -157,7 +157,7 @@ def sources_add(
     if any(compile_pattern(p).search(canonical) for p in spec.exclude):
         fail(f"{canonical} matches its own --exclude pattern", USAGE)
     with store_errors():
-        source_id, new = DiscoveryStore(open_store(settings)).add_source(spec)
+        source_id, new = open_store(settings).discovery.add_source(spec)
     if as_json:
         print_json({"url": canonical, "id": source_id, "added": new})
         return
@@ -172,7 +172,6 @@ def sources_remove(
 ) -> None:
     """Stop discovering from URL (what it found stays listed; exit 1 if not a source)."""
     from crawler.fetch import validate_url
-    from crawler.store import DiscoveryStore
 
     settings = settings_from(config, database_url=database_url)
     try:
@@ -180,7 +179,7 @@ def sources_remove(
     except ValueError as exc:
         fail(str(exc), USAGE)
     with store_errors():
-        removed = DiscoveryStore(open_store(settings)).remove_source(canonical)
+        removed = open_store(settings).discovery.remove_source(canonical)
     if not removed:
         fail(f"not a source: {canonical}")
     err_console.print(f"removed source {escape(canonical)}")
@@ -203,13 +202,12 @@ def sources_list(
     settings, as it recorded them at its start)."""
     from crawler.discovery import start_report, starved_reason
     from crawler.service import source_problem
-    from crawler.store import DiscoveryStore
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
         store = open_store(settings, read_only=True)
         settings, whose = service_view(store, settings)
-        rows = DiscoveryStore(store).sources()
+        rows = store.discovery.sources()
         watched = int(store.active_urls()[0].size) if settings.capacity is None else 0
     total = sum(r.polls for r in rows)
     rule = (
@@ -309,7 +307,6 @@ def discovered(
 ) -> None:
     """Pages discovery found new, newest first (expired ones marked)."""
     from crawler.fetch import validate_url
-    from crawler.store import DiscoveryStore
 
     try:
         after = parse_since(since) if since is not None else None
@@ -319,7 +316,7 @@ def discovered(
     _check_range(limit, "--limit", 1, "the number of pages")
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        rows = DiscoveryStore(open_store(settings, read_only=True)).discovered(
+        rows = open_store(settings, read_only=True).discovery.discovered(
             since=after, source=wanted, limit=limit
         )
     if as_json:

@@ -40,11 +40,10 @@ def events(
     """The latest deliveries: event id, type, URL, destination, status, attempts."""
     if ctx.invoked_subcommand is not None:
         return
-    from crawler.store import OutboxStore
 
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        rows = OutboxStore(open_store(settings)).list_deliveries(failed=failed, limit=limit)
+        rows = open_store(settings).outbox.list_deliveries(failed=failed, limit=limit)
     if as_json:
         print_json({"deliveries": [r.as_json() for r in rows]})
         return
@@ -74,7 +73,6 @@ def events_replay(
     """Send again: one event to every destination that had it, or (--failed) every
     dead-lettered delivery. The running service sends them (same ids) at its next pass."""
     from crawler.delivery import parse_message_id
-    from crawler.store import OutboxStore
 
     if (event_id is None) == (not failed):
         fail("give an event id or --failed (not both)", USAGE)
@@ -84,7 +82,7 @@ def events_replay(
         fail(str(exc), USAGE)
     settings = settings_from(config, database_url=database_url)
     with store_errors():
-        n = OutboxStore(open_store(settings)).replay(wanted)
+        n = open_store(settings).outbox.replay(wanted)
     if wanted is not None and n == 0:
         fail(f"no delivery of msg_{wanted} (see crawler events)")
     err_console.print(f"{n} deliver{'y' if n == 1 else 'ies'} queued again")

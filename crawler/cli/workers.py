@@ -221,7 +221,11 @@ def workers(
         try:
             store.upgrade()
             doc = cluster_document(
-                store.cluster_workers(), store.leases(), store.cluster_state(), timeout_s, leases
+                store.cluster.cluster_workers(),
+                store.cluster.leases(),
+                store.cluster.cluster_state(),
+                timeout_s,
+                leases,
             )
         finally:
             store.close()

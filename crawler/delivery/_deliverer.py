@@ -151,7 +151,7 @@ class Deliverer:
         if self._stopping.is_set():
             return
         self.store = Store(self.settings.database_url)  # its own engine and connections
-        self.outbox = OutboxStore(self.store)
+        self.outbox = self.store.outbox
         self.sender = WebhookSender(
             AddressPolicy(self.settings.allow_private_addresses),
             self.settings.delivery_timeout_s,

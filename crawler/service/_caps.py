@@ -94,7 +94,7 @@ from crawler.metrics import CrawlerMetrics
 from crawler.schedulers import IdArray
 from crawler.settings import Settings
 from crawler.sites import host_key
-from crawler.store import HostCapRow, Store, StoreError, UrlRecord, save_host_caps, url_hosts
+from crawler.store import HostCapRow, Store, StoreError, UrlRecord
 from crawler.workers import PollAnswer, PollJob
 
 log = logging.getLogger("crawler.service")
@@ -247,7 +247,7 @@ class HostCaps:
         try:
             site_list = list(self.scope.sites()) if whole and self.scope is not None else None
             ids, hosts = await asyncio.to_thread(
-                url_hosts, store, None if whole else added, site_list
+                store.url_hosts, None if whole else added, site_list
             )
         except StoreError as exc:
             self._groups_missing = True
@@ -450,7 +450,7 @@ class HostCaps:
             return
         try:
             owner = None if self.scope is None else self.scope.worker_id
-            await asyncio.to_thread(save_host_caps, store, rows, owner)
+            await asyncio.to_thread(store.save_host_caps, rows, owner)
         except StoreError as exc:
             log.warning("host caps not saved (retried later): %s", exc)
             self._status_due = True

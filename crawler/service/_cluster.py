@@ -26,7 +26,7 @@ module is what the crawl loop and the service call in that mode (``CrawlLoop.clu
   at once if the loop has committed its previous slot (``committed``), else in the
   transaction of this slot's commit (``Fence.release``); their polls, changes and
   learning land. A site revoked the old way (epoch bumped: the coordinator
-  took it back) is acknowledged at the next slot start (``Store.release_leases``). A site
+  took it back) is acknowledged at the next slot start (``ClusterStore.release_leases``). A site
   lost and regained between two syncs (its epoch changed) is a loss and a gain: its URLs
   are dropped and taken again with their saved rows (``WatchUpdate.replaced``).
 * **Joining, static membership, liveness.** A worker registers as joining and is made
@@ -166,7 +166,7 @@ class ClusterMember:
         wid = self._pending_id
         sent = time.monotonic()
         self.progress_at = sent
-        self.worker_id = self.store.register_worker(
+        self.worker_id = self.store.cluster.register_worker(
             self.capacity, name=self.name, metrics_url=self.metrics_url, worker_id=wid,
             state=JOINING,
         )  # fmt: skip
@@ -183,11 +183,11 @@ class ClusterMember:
         """The worker has loaded its scheduler and started its poller: the coordinator may
         give it sites from now on (a joining worker gets none: it could not poll them),
         and it takes over the leases of an earlier incarnation under the same name (static
-        membership, ``Store.worker_ready``). Waits for the database, as every step does."""
+        membership, ``ClusterStore.worker_ready``). Waits for the database, as every step does."""
         delay = 0.1
         while not self._stop.is_set():
             try:
-                taken = self.store.worker_ready(self.worker_id, self.name)
+                taken = self.store.cluster.worker_ready(self.worker_id, self.name)
             except StoreError as exc:
                 log.warning("cluster worker %s not marked ready yet (retrying): %s",
                             self.worker_id, exc)  # fmt: skip
@@ -208,7 +208,7 @@ class ClusterMember:
         does not fire when the session is not idle (the server blocked sending a result
         the stopped client does not read, or waiting inside a pipeline): the sessions are
         therefore named after the worker (``application_name``) and the coordinator ends
-        those of a worker it finds dead (``Store.end_worker_sessions``)."""
+        those of a worker it finds dead (``ClusterStore.end_worker_sessions``)."""
         engine = self.store.engine
         if engine.dialect.name != "postgresql":
             return
@@ -237,7 +237,7 @@ class ClusterMember:
             self._thread.join(timeout=10)
         if self.worker_id:
             try:
-                freed = self.store.deregister_worker(self.worker_id)
+                freed = self.store.cluster.deregister_worker(self.worker_id)
                 log.info("cluster worker %s left; %d site(s) freed", self.worker_id, freed)
             except StoreError as exc:
                 log.warning("could not deregister (the others time this worker out): %s", exc)
@@ -270,12 +270,12 @@ class ClusterMember:
             log.warning("cluster worker %s: its crawl loop runs again", self.worker_id)
             self._stalled = False
         try:
-            if not self.store.heartbeat(self.worker_id, sites, weight, multiplier, slot):
+            if not self.store.cluster.heartbeat(self.worker_id, sites, weight, multiplier, slot):
                 if self._replaced():
                     return
                 log.warning("cluster worker %s was forgotten; registering again", self.worker_id)
                 sent = time.monotonic()
-                self.store.register_worker(
+                self.store.cluster.register_worker(
                     self.capacity,
                     name=self.name,
                     metrics_url=self.metrics_url,
@@ -293,7 +293,7 @@ class ClusterMember:
         restart under the same name while this one still ran: two workers with one name).
         It stays out: it stops heartbeating, so it stops polling at its renew deadline."""
         try:
-            others = [w for w in self.store.cluster_workers() if w.name == self.name]
+            others = [w for w in self.store.cluster.cluster_workers() if w.name == self.name]
         except StoreError:
             return False
         if not others:
@@ -374,7 +374,7 @@ class ClusterMember:
         and loads the rows of each site it gains (``sync``)."""
         slot = state.slot
         try:
-            live = self.store.live_workers(self.settings.effective_worker_timeout())
+            live = self.store.cluster.live_workers(self.settings.effective_worker_timeout())
             slot = max([slot, *(w.slot for w in live if w.worker_id != self.worker_id)])
         except StoreError:
             pass
@@ -389,7 +389,7 @@ class ClusterMember:
         """The saved state of scheduler ``name`` to start from: its scalars only (read
         without a single per-URL row: a worker starts with no site, and reading the whole
         ``url_state`` would cost every worker the whole crawl's memory), ``aligned``."""
-        state = self.store.load_url_states(name, [])
+        state = self.store.cluster.load_url_states(name, [])
         return None if state is None else self.aligned(state)
 
     def sites(self) -> list[str]:
@@ -398,7 +398,7 @@ class ClusterMember:
         return sorted(self.leases)
 
     def _versions(self) -> tuple[int, int]:
-        return self.store.watch_list_version(), self.store.cluster_version()
+        return self.store.watch_list_version(), self.store.cluster.cluster_version()
 
     def owns(self, url: str) -> bool:
         """Whether this worker leases the site of ``url`` (its discovery sources run here)."""
@@ -407,8 +407,8 @@ class ClusterMember:
     def watch_list(self) -> tuple[object, IdArray, FloatArray]:
         """(version, ids, importances) of the leased sites' URLs (at start-up)."""
         version = self._versions()
-        leases = self.store.leases_of(self.worker_id)
-        ids, importance, site_list = self.store.active_urls_of(sorted(leases))
+        leases = self.store.cluster.leases_of(self.worker_id)
+        ids, importance, site_list = self.store.cluster.active_urls_of(sorted(leases))
         self._adopt(leases, ids, site_list, importance)
         return version, ids, importance
 
@@ -432,7 +432,9 @@ class ClusterMember:
         version = await asyncio.to_thread(self._versions)
         update: WatchUpdate | None = None
         if force or version != seen:
-            leases, revoked = await asyncio.to_thread(self.store.held_leases, self.worker_id)
+            leases, revoked = await asyncio.to_thread(
+                self.store.cluster.held_leases, self.worker_id
+            )
             ids, importance, site_list = await self._urls_of(leases, seen, version, force)
             # a site lost and regained since the last sync (its epoch changed): a loss
             # (what this worker learned of it since is fenced) and a gain (the rows saved
@@ -476,7 +478,7 @@ class ClusterMember:
                             scheduler.slot)  # fmt: skip
             try:
                 await asyncio.to_thread(
-                    self.store.report_site_weights, self.worker_id, weights, multiplier
+                    self.store.cluster.report_site_weights, self.worker_id, weights, multiplier
                 )
             except StoreError as exc:
                 log.warning("site weights not reported: %s", exc)
@@ -493,10 +495,12 @@ class ClusterMember:
 
         same_list = isinstance(seen, tuple) and seen[0] == version[0]
         if force or not same_list:
-            return await asyncio.to_thread(self.store.active_urls_of, sorted(leases))
+            return await asyncio.to_thread(self.store.cluster.active_urls_of, sorted(leases))
         gained = sorted(leases.keys() - self.leases.keys())
         lost = self.leases.keys() - leases.keys()
-        new_ids, new_imp, new_sites = await asyncio.to_thread(self.store.active_urls_of, gained)
+        new_ids, new_imp, new_sites = await asyncio.to_thread(
+            self.store.cluster.active_urls_of, gained
+        )
         codes = [k for k, name in enumerate(self._site_names) if name not in lost]
         keep = np.isin(self._site_codes, np.asarray(codes, dtype=np.int64))
         names = self._site_names
@@ -524,7 +528,7 @@ class ClusterMember:
             return dict(asked)
         try:
             released = await asyncio.to_thread(
-                self.store.release_revoked_leases, self.worker_id, asked
+                self.store.cluster.release_revoked_leases, self.worker_id, asked
             )
         except StoreError as exc:
             log.warning("asked sites not released yet (with the next commit): %s", exc)
@@ -538,7 +542,9 @@ class ClusterMember:
         import asyncio
 
         try:
-            self.sites_released_total += await asyncio.to_thread(self.store.release_leases, held)
+            self.sites_released_total += await asyncio.to_thread(
+                self.store.cluster.release_leases, held
+            )
         except StoreError as exc:
             log.warning("lost sites not acknowledged (handed over after the grace): %s", exc)
 
@@ -556,7 +562,7 @@ class ClusterMember:
             return None
         try:
             saved = await asyncio.to_thread(
-                self.store.load_url_states, scheduler.name, new.tolist()
+                self.store.cluster.load_url_states, scheduler.name, new.tolist()
             )
         except StoreError as exc:
             log.warning("saved rows of the gained sites not loaded (they restart): %s", exc)
@@ -593,7 +599,7 @@ class ClusterMember:
         chosen = _ids_of(ids, site_list, gained)
         try:
             last = await asyncio.to_thread(
-                self.store.last_polled, chosen.tolist(), HANDED_OVER_KEEP_S
+                self.store.cluster.last_polled, chosen.tolist(), HANDED_OVER_KEEP_S
             )
         except StoreError as exc:
             log.warning("last polls of the gained sites not read (waiting from now): %s", exc)

@@ -57,7 +57,7 @@ def export_cluster_metrics(metrics: CrawlerMetrics, member: ClusterMember) -> No
         overloads=coordinator.overloads_total if coordinator is not None else 0,
     )
     try:
-        state = member.store.cluster_state()
+        state = member.store.cluster.cluster_state()
     except StoreError as exc:
         log.debug("cluster metrics: cluster_state not read: %s", exc)
         return

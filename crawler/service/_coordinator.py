@@ -349,7 +349,7 @@ class Coordinator:
             log.warning("cannot try for the coordinator lock: %s", exc)
             return False
         try:
-            self.store.claim_coordinator(self.worker_id)
+            self.store.cluster.claim_coordinator(self.worker_id)
         except StoreError as exc:
             lock.release()
             log.warning("cannot claim the coordinator role: %s", exc)
@@ -375,10 +375,10 @@ class Coordinator:
         now = time.monotonic()
         if self._observing_since is None:
             self._observing_since = now  # (again) able to read the database from now on
-        registered = self.store.cluster_workers()
+        registered = self.store.cluster.cluster_workers()
         live = [w for w in registered if w.ready and w.heartbeat_age_s <= timeout]
-        counts = self.store.site_url_counts()
-        leases = {lease.site: lease for lease in self.store.leases()}
+        counts = self.store.cluster.site_url_counts()
+        leases = {lease.site: lease for lease in self.store.cluster.leases()}
         site_list = sorted(counts)
         suspects = self._suspects(registered, live, leases, timeout, now)
         # the sites of a worker that is silent but not yet presumed dead stay where they are;
@@ -538,7 +538,7 @@ class Coordinator:
             "moves_total": moved_live,
         }
         site_weight = {s: float(w) for s, w in zip(site_list, weights.tolist(), strict=True)}
-        changed = self.store.assign_leases(
+        changed = self.store.cluster.assign_leases(
             owners, self.worker_id, weights=site_weight, figures=figures, revoke=revoke
         )
         if changed:
@@ -554,7 +554,7 @@ class Coordinator:
         if now - self._observing_since >= FORGET_AFTER_TIMEOUTS * timeout:
             # (only once this coordinator has seen them silent that long: a long stall of
             # the database must not forget every worker and so free every lease)
-            self.store.forget_workers(FORGET_AFTER_TIMEOUTS * timeout)
+            self.store.cluster.forget_workers(FORGET_AFTER_TIMEOUTS * timeout)
         return Round(
             live_workers=len(live),
             sites=len(site_list),
@@ -639,7 +639,7 @@ class Coordinator:
         if not dead:
             return
         try:
-            ended = self.store.end_worker_sessions(dead)
+            ended = self.store.cluster.end_worker_sessions(dead)
         except StoreError as exc:
             log.warning("could not end the sessions of dead worker(s): %s", exc)
             return
@@ -758,7 +758,7 @@ class Coordinator:
         """No live worker: every site loses its owner (it stays unpolled until one is)."""
         owners: dict[str, str | None] = dict.fromkeys(site_list)
         owners.update({s: None for s, lease in leases.items() if lease.worker_id is not None})
-        self.store.assign_leases(
+        self.store.cluster.assign_leases(
             owners, self.worker_id, figures={"live_workers": 0, "total_capacity": 0.0}
         )
         return Round(0, len(site_list), 0, 0, 0.0, 0.0, 0, 0.0)

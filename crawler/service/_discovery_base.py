@@ -49,7 +49,7 @@ from crawler.service._pollers import fetch_config
 from crawler.service._trap_caps import NewPageCaps
 from crawler.settings import Settings
 from crawler.sites import url_host_key
-from crawler.store import DiscoveryStore, Found, SlotDiscovery, SourceSpec, Store
+from crawler.store import Found, SlotDiscovery, SourceSpec, Store
 from crawler.workers import Poller
 
 log = logging.getLogger("crawler.service")
@@ -67,7 +67,7 @@ class DiscoveryState:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        self.store = DiscoveryStore(store)
+        self.store = store.discovery
         self._store = store
         self.poller = poller
         self.metrics = metrics

@@ -29,12 +29,10 @@ from crawler.service._pollers import build_poller
 from crawler.service._startup import in_thread, waiting_for_database
 from crawler.settings import Settings
 from crawler.store import (
-    OutboxStore,
     ServiceLock,
     ServiceLockLost,
     Store,
     StoreError,
-    save_service_settings,
 )
 
 #: seconds a starting service waits for its delivery process to have started
@@ -141,7 +139,7 @@ class CrawlService:
         # the admin commands show bounds and shares with the running service's settings
         settings = recorded_settings(self.settings)
         await self._waiting(
-            "record the settings", functools.partial(save_service_settings, self.store, settings)
+            "record the settings", functools.partial(self.store.save_service_settings, settings)
         )
         # the lock's fencing token: from now on, a holder that lost the lock commits nothing
         lock = self._lock
@@ -302,7 +300,7 @@ class CrawlService:
         if removed:
             log.info("pruned %d poll-log rows older than %s", removed, cutoff.isoformat())
         try:  # the outbox: delivered events (pending and dead ones stay)
-            gone = await asyncio.to_thread(OutboxStore(self.store).prune, cutoff)
+            gone = await asyncio.to_thread(self.store.outbox.prune, cutoff)
         except StoreError as exc:
             log.warning("outbox not pruned: %s", exc)
         else:

@@ -5,6 +5,15 @@
 
 Sync SQLAlchemy 2 (SQLite with WAL, or PostgreSQL via psycopg 3); the service calls it from
 a worker thread. Migrations ship in ``crawler/store/migrations`` (see ``migrations/README.md``).
+
+One pattern, two layers. ``Store`` owns the engine and the core (URLs, the slot's commit,
+the scheduler's state, history); each other part is a class over the same engine reached
+from it: ``store.cluster`` (workers, leases, fencing), ``store.discovery`` (sources and the
+pages they found), ``store.outbox`` (events, destinations, deliveries). A method of the
+store or of a part is one transaction. Below them, the private modules hold the SQL as
+functions that take a ``Connection`` (or the engine), so that several compose inside one
+transaction: the slot's commit writes its polls, changes, fenced leases and outbox events
+together.
 """
 
 from crawler.store._bounds import UrlRules, check_tag
@@ -30,7 +39,7 @@ from crawler.store._discovery import (
 from crawler.store._engine import sync_url
 from crawler.store._fence import FencedOut
 from crawler.store._history import ChangeInfo, ChangeText, PruneReport
-from crawler.store._host_caps import HostCapRow, host_caps, save_host_caps, url_hosts
+from crawler.store._host_caps import HostCapRow
 from crawler.store._lock import ServiceLock, ServiceLockHeld, ServiceLockLost, owner_info
 from crawler.store._migrate import alembic_config, head_revision
 from crawler.store._outbox import PAGE_CHANGED, PAGE_DISCOVERED, OutboxStore, change_key
@@ -45,7 +54,6 @@ from crawler.store._outbox_types import (
     DueDelivery,
     EventRow,
 )
-from crawler.store._service_settings import save_service_settings, service_settings
 from crawler.store._store import (
     Store,
     change_texts_in,
@@ -136,13 +144,8 @@ __all__ = [
     "decompress_diff",
     "decompress_snapshot",
     "head_revision",
-    "host_caps",
     "owner_info",
-    "save_host_caps",
-    "save_service_settings",
-    "service_settings",
     "session_name",
     "site_host",
     "sync_url",
-    "url_hosts",
 ]

@@ -1,5 +1,5 @@
 """The cluster's tables: membership, site leases with fencing tokens, the
-coordinator's state. A mixin of ``Store``; the service's worker and coordinator
+coordinator's state. Reached as ``store.cluster``; the service's worker and coordinator
 (``crawler/service/_cluster.py``, ``_coordinator.py``) are the only writers.
 
 Decisions:
@@ -75,6 +75,7 @@ from crawler.store.models import (
 )
 
 if TYPE_CHECKING:
+    from crawler.store._store import Store
     from crawler.store._types import PollRecord
 
 log = logging.getLogger(__name__)
@@ -405,9 +406,11 @@ def _utc(value: Any) -> datetime:
 
 
 class ClusterStore:
-    """The cluster's part of ``Store`` (needs ``self.engine``)."""
+    """The cluster's reads and writes on a ``Store``'s engine (``store.cluster``; sync: run
+    it in a thread)."""
 
-    engine: Engine
+    def __init__(self, store: Store) -> None:
+        self.engine: Engine = store.engine
 
     # ----- membership --------------------------------------------------------------------
 

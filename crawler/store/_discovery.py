@@ -1,6 +1,6 @@
 """Discovery in the database: the sources, the pages they found new, and their expiry.
 
->>> ds = DiscoveryStore(store)
+>>> ds = store.discovery
 >>> ds.add_source(SourceSpec("https://example.org/news/", auto_watch=True))
 >>> ds.record_slot(SlotDiscovery(polls={source_id: 10}, found=[Found(...)]))
 

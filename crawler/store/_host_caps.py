@@ -4,7 +4,7 @@ The service groups its URLs by host for the scheduler (``crawler.service._caps``
 each watched URL's host, at start for all of them and at each watch-list change for the new
 ones, without the rest of a URL's record (a lean join, scanned in chunks). It writes its
 current caps to ``host_caps`` when they change, for ``crawler list`` and ``crawler stats``,
-which run in other processes: ``host_caps(store)`` reads them back.
+which run in other processes: ``Store.host_caps`` reads them back.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import delete, insert, select
+from sqlalchemy import Engine, delete, insert, select
 
 from crawler.store._engine import reading, translate_errors
 from crawler.store._scan import scan
@@ -24,9 +23,6 @@ from crawler.store._sql import among
 from crawler.store._upsert import upsert
 from crawler.store.models import host_caps as host_caps_table
 from crawler.store.models import sites, urls
-
-if TYPE_CHECKING:
-    from crawler.store._store import Store
 
 _ALL_HOSTS = (
     "SELECT u.id, s.host FROM urls u JOIN sites s ON s.id = u.site_id "
@@ -55,7 +51,7 @@ class HostCapRow:
 
 
 def url_hosts(
-    store: Store,
+    engine: Engine,
     ids: Sequence[int] | NDArray[np.int64] | None = None,
     site_list: Sequence[str] | None = None,
 ) -> tuple[NDArray[np.int64], list[str]]:
@@ -67,7 +63,7 @@ def url_hosts(
     # a whole scan streams through a server-side cursor (a transaction); a worker's share is
     # read outside one (``reading``)
     whole = ids is None and site_list is None
-    opened = store.engine.connect() if whole else reading(store.engine)
+    opened = engine.connect() if whole else reading(engine)
     with translate_errors("loading the hosts of URLs"), opened as conn:
         if ids is None and site_list is not None:
             query = (
@@ -101,7 +97,9 @@ def url_hosts(
     return np.array(out_ids, dtype=np.int64), out_hosts
 
 
-def save_host_caps(store: Store, rows: Sequence[HostCapRow], worker_id: str | None = None) -> None:
+def save_host_caps(
+    engine: Engine, rows: Sequence[HostCapRow], worker_id: str | None = None
+) -> None:
     """Replace the table's rows by ``rows`` (the service's current caps), in one transaction.
     A cluster worker (``worker_id``) replaces only its own: its rows are written (a host it
     took over from another worker changes hands) and those it wrote before for hosts it no
@@ -120,19 +118,19 @@ def save_host_caps(store: Store, rows: Sequence[HostCapRow], worker_id: str | No
         for r in rows
     ]
     if worker_id is not None:
-        _save_own(store, values, worker_id)
+        _save_own(engine, values, worker_id)
         return
-    with translate_errors("saving the host caps"), store.engine.begin() as conn:
+    with translate_errors("saving the host caps"), engine.begin() as conn:
         conn.execute(delete(host_caps_table))
         if values:
             conn.execute(insert(host_caps_table), values)
 
 
-def _save_own(store: Store, values: Sequence[Mapping[str, object]], worker_id: str) -> None:
+def _save_own(engine: Engine, values: Sequence[Mapping[str, object]], worker_id: str) -> None:
     """A cluster worker's caps: upsert its hosts' rows, delete its other rows."""
     t = host_caps_table
     hosts = [str(v["host"]) for v in values]
-    with translate_errors("saving the host caps"), store.engine.begin() as conn:
+    with translate_errors("saving the host caps"), engine.begin() as conn:
         stale = delete(t).where(t.c.worker_id == worker_id)
         if hosts:
             stale = stale.where(~among(conn, t.c.host, hosts))
@@ -143,11 +141,11 @@ def _save_own(store: Store, values: Sequence[Mapping[str, object]], worker_id: s
         upsert(conn, t, rows, ["host"], [k for k in rows[0] if k != "host"])
 
 
-def host_caps(store: Store) -> dict[str, HostCapRow]:
+def host_caps(engine: Engine) -> dict[str, HostCapRow]:
     """The caps the service last wrote, by host (empty when none, or no service ran)."""
     t = host_caps_table
     query = select(t.c.host, t.c.cap, t.c.planned, t.c.binding, t.c.reason, t.c.until)
-    with translate_errors("reading the host caps"), store.engine.connect() as conn:
+    with translate_errors("reading the host caps"), engine.connect() as conn:
         return {
             row.host: HostCapRow(
                 row.host, row.cap, row.planned, bool(row.binding), row.reason, row.until

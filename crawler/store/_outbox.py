@@ -1,7 +1,7 @@
 """The outbox in the database: events written with what they report, destinations, and each
 destination's delivery state.
 
->>> outbox = OutboxStore(store)
+>>> outbox = store.outbox
 >>> outbox.add_destination(DestinationSpec("https://example.org/hook", secret))
 
 Decisions (crawler/delivery's docstring has the whole design):

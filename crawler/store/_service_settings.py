@@ -14,33 +14,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 
 from crawler.store._engine import translate_errors
 from crawler.store._upsert import upsert
 from crawler.store.models import meta as _meta
 
-if TYPE_CHECKING:
-    from crawler.store._store import Store
-
 #: the ``meta`` key of the record
 SERVICE_SETTINGS = "service_settings"
 
 
-def save_service_settings(store: Store, document: Mapping[str, Any]) -> None:
+def save_service_settings(engine: Engine, document: Mapping[str, Any]) -> None:
     """Record the running service's settings (replacing the last service's)."""
     text = json.dumps(dict(document), sort_keys=True, default=str)
-    with translate_errors("recording the service's settings"), store.engine.begin() as conn:
+    with translate_errors("recording the service's settings"), engine.begin() as conn:
         upsert(
             conn, _meta, [{"key": SERVICE_SETTINGS, "text_value": text}], ["key"], ["text_value"]
         )
 
 
-def service_settings(store: Store) -> dict[str, Any] | None:
+def service_settings(engine: Engine) -> dict[str, Any] | None:
     """The settings the last service started on this database recorded (None: none did)."""
-    with translate_errors("reading the service's settings"), store.engine.connect() as conn:
+    with translate_errors("reading the service's settings"), engine.connect() as conn:
         text = conn.execute(
             select(_meta.c.text_value).where(_meta.c.key == SERVICE_SETTINGS)
         ).scalar()

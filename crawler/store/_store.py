@@ -7,6 +7,7 @@ import logging
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,10 +27,23 @@ from sqlalchemy import (
 from crawler.schedulers import SchedulerState
 from crawler.sites import site_of
 from crawler.snapshots import collapse_whitespace, cut_snapshot
-from crawler.store import _admin, _bounds, _fence, _history, _outbox, _pg, _sqlite, _state
+from crawler.store import (
+    _admin,
+    _bounds,
+    _fence,
+    _history,
+    _host_caps,
+    _outbox,
+    _pg,
+    _service_settings,
+    _sqlite,
+    _state,
+)
 from crawler.store._admin import parse_patterns
 from crawler.store._cluster import ClusterStore, Fence, fence_rows, release_revoked
+from crawler.store._discovery import DiscoveryStore
 from crawler.store._engine import make_engine, reading, sync_url, translate_errors
+from crawler.store._host_caps import HostCapRow
 from crawler.store._scan import scan
 from crawler.store._sql import among, is_postgres
 from crawler.store._types import (
@@ -118,7 +132,7 @@ def change_texts_in(conn: Connection, ids: Sequence[int]) -> dict[int, _history.
     return _history.read_change_texts(conn, ids, decompress_snapshot)
 
 
-class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py
+class Store:
     """The crawler's database. ``database_url``: ``sqlite:///PATH``, ``postgresql://``,
     ``postgresql+psycopg://`` or ``postgresql+asyncpg://`` (mapped to psycopg: the store
     is synchronous). ``snapshot_max_bytes`` truncates change snapshots before compression
@@ -138,6 +152,50 @@ class Store(ClusterStore):  # the cluster's tables: crawler/store/_cluster.py
         self.snapshot_max_bytes = snapshot_max_bytes
         #: (role, generation) of the service lock this store commits under (``_fence.py``)
         self.service_fence: tuple[str, int] | None = None
+
+    # ----- the parts: each a class over this store's engine (docs in crawler.store) -------
+
+    @cached_property
+    def cluster(self) -> ClusterStore:
+        """Workers, leases and the cluster's fencing."""
+        return ClusterStore(self)
+
+    @cached_property
+    def discovery(self) -> DiscoveryStore:
+        """Sources, the pages they found, and their new URLs."""
+        return DiscoveryStore(self)
+
+    @cached_property
+    def outbox(self) -> _outbox.OutboxStore:
+        """Events, destinations and deliveries."""
+        return _outbox.OutboxStore(self)
+
+    # ----- the hosts' politeness caps and the running service's settings ------------------
+
+    def url_hosts(
+        self,
+        ids: Sequence[int] | NDArray[np.int64] | None = None,
+        site_list: Sequence[str] | None = None,
+    ) -> tuple[NDArray[np.int64], list[str]]:
+        """(ids, hosts as stored) of the given URLs, or of every watched URL of the sites
+        ``site_list`` (None: of every site), in id order (``_host_caps.url_hosts``)."""
+        return _host_caps.url_hosts(self.engine, ids, site_list)
+
+    def host_caps(self) -> dict[str, HostCapRow]:
+        """The politeness caps the service last wrote, by host."""
+        return _host_caps.host_caps(self.engine)
+
+    def save_host_caps(self, rows: Sequence[HostCapRow], worker_id: str | None = None) -> None:
+        """Replace the service's (or the cluster worker ``worker_id``'s) caps by ``rows``."""
+        _host_caps.save_host_caps(self.engine, rows, worker_id)
+
+    def service_settings(self) -> dict[str, Any] | None:
+        """The settings the last service started on this database recorded (None: none)."""
+        return _service_settings.service_settings(self.engine)
+
+    def save_service_settings(self, document: Mapping[str, Any]) -> None:
+        """Record the running service's settings (replacing the last service's)."""
+        _service_settings.save_service_settings(self.engine, document)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Store:

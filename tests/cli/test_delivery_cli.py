@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from crawler.cli import app
-from crawler.store import DeliveryOutcome, OutboxStore, Store
+from crawler.store import DeliveryOutcome, Store
 from tests.delivery.conftest import Receiver, running
 from tests.store._helpers import add, poll, slot_record
 
@@ -74,7 +74,7 @@ def test_events_list_and_replay(cli: CliRunner, database_url: str) -> None:
         ids = add(store, 2)
         polls = [poll(i, "hit", content_hash=f"h{i}") for i in ids]
         store.commit_slot(slot_record(1, polls), polls)
-        outbox = OutboxStore(store)
+        outbox = store.outbox
         dest = int(json.loads(cli.invoke(app, ["destinations", "add", "https://h.example.org/",
                                                "--json"]).stdout)["id"])  # fmt: skip
         outbox.fan_out(lambda d, e: True)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from crawler.cli import app
 from crawler.cli._rules import parse_since
-from crawler.store import DiscoveryStore, Found, SlotDiscovery, SourceSpec, Store
+from crawler.store import Found, SlotDiscovery, SourceSpec, Store
 
 NEWS = "https://example.org/news/"
 
@@ -33,7 +33,7 @@ def test_sources_add_list_remove(cli: CliRunner, database_url: str) -> None:
     assert json.loads(added.stdout)["url"] == NEWS and json.loads(added.stdout)["added"]
     cli.invoke(app, ["sources", "add", "https://example.org/shop/"])
     with Store(database_url) as store:
-        ds = DiscoveryStore(store)
+        ds = store.discovery
         ids = {r.url: r.id for r in ds.sources()}
         now = datetime.now(UTC)
         ds.record_slot(
@@ -84,7 +84,7 @@ def test_sources_list_starts_shows_which_start_pages_pay(cli: CliRunner, databas
         "starts": {sections[2]: [3.0, 50.0, 8.0]},
     }
     with Store(database_url) as store:
-        ds = DiscoveryStore(store)
+        ds = store.discovery
         (source,) = ds.sources()
         ds.record_slot(SlotDiscovery(polls={source.id: 5}, states={source.id: json.dumps(state)}))
     listing = cli.invoke(app, ["sources", "list", "--starts", "--json"])
@@ -209,7 +209,7 @@ def test_a_saved_source_re2_refuses_is_listed_as_skipped(
     """Saved before ``add`` checked patterns with RE2: the list says the service skips it."""
     monkeypatch.setenv("COLUMNS", "200")
     with Store(database_url) as store:
-        DiscoveryStore(store).add_source(SourceSpec(NEWS, exclude=("(?=x)",)))
+        store.discovery.add_source(SourceSpec(NEWS, exclude=("(?=x)",)))
     (doc,) = json.loads(cli.invoke(app, ["sources", "list", "--json"]).stdout)["sources"]
     assert doc["problem"].startswith("exclude pattern '(?=x)' is not a linear-time (RE2)")
     table = cli.invoke(app, ["sources", "list"]).stdout

@@ -15,12 +15,10 @@ from crawler.cli import app
 from crawler.service._service import recorded_settings
 from crawler.settings import Settings
 from crawler.store import (
-    DiscoveryStore,
     Found,
     SlotDiscovery,
     SourceSpec,
     Store,
-    save_service_settings,
 )
 from tests.cli.test_operator_output import crawler
 
@@ -30,7 +28,7 @@ ARTICLE = SOURCE + "2026/11/26/an-article-whose-name-goes-on-well-past-the-width
 
 def _record(database_url: str, **service: object) -> None:
     with Store(database_url) as store:
-        save_service_settings(store, recorded_settings(Settings.model_validate(service)))
+        store.save_service_settings(recorded_settings(Settings.model_validate(service)))
 
 
 @pytest.mark.slow  # real processes: about 5 s each on a busy machine
@@ -50,7 +48,7 @@ def test_sources_list_and_discovered_never_break_a_url_at_80_columns(tmp_path: P
     db = {"CRAWLER_DATABASE_URL": url}
     assert crawler(tmp_path, "sources", "add", SOURCE, env=db)[0] == 0
     with Store(url) as store:
-        ds = DiscoveryStore(store)
+        ds = store.discovery
         (row,) = ds.sources()
         now = datetime.now(UTC)
         ds.record_slot(
@@ -76,7 +74,7 @@ def test_sources_list_shows_the_running_services_share_and_why_it_gets_no_polls(
     monkeypatch.delenv("CRAWLER_DISCOVERY_SHARE", raising=False)
     monkeypatch.delenv("CRAWLER_CAPACITY", raising=False)
     with Store(database_url) as store:
-        DiscoveryStore(store).add_source(SourceSpec("https://example.org/news/"))
+        store.discovery.add_source(SourceSpec("https://example.org/news/"))
     runner = CliRunner()
     args = ["sources", "list", "--database-url", database_url]
     before = json.loads(runner.invoke(app, [*args, "--json"]).stdout)

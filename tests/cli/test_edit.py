@@ -211,13 +211,13 @@ def test_add_with_tags(database_url: str) -> None:
 
 
 def test_list_shows_whether_the_hosts_cap_binds(database_url: str) -> None:
-    from crawler.store import HostCapRow, save_host_caps
+    from crawler.store import HostCapRow
 
     other = "https://example.com:8443/x"
     with Store(database_url) as store:
         store.add_urls([NewUrl(A), NewUrl(other)])
         # what the running service writes (crawler/service/_caps.py): one row per host key
-        save_host_caps(store, [HostCapRow("example.org", 1.8, 1.8, True, "delay", None)])
+        store.save_host_caps([HostCapRow("example.org", 1.8, 1.8, True, "delay", None)])
     code, out = _run(database_url, "list", "--json")
     assert code == 0, out
     by_url = {u["url"]: u for u in json.loads(out)["urls"]}

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from crawler import __version__
 from crawler.cli import app
 from crawler.settings import Settings
-from crawler.store import NewUrl, Store, save_service_settings
+from crawler.store import NewUrl, Store
 
 LONG = "https://www.example.org/news/2026/11/a-rather-long-article-name-that-goes-on-and-on.html"
 
@@ -126,7 +126,7 @@ def test_list_and_show_use_the_running_services_settings(
         {"slot_seconds": 1.0, "default_min_interval_s": 60.0, "scheduler": "lakg"}
     )
     with Store(database_url) as store:
-        save_service_settings(store, recorded_settings(service))
+        store.save_service_settings(recorded_settings(service))
     after = json.loads(
         runner.invoke(app, ["list", "--json", "--database-url", database_url]).stdout
     )
@@ -170,7 +170,7 @@ def test_edit_compares_a_minimum_interval_with_the_services_slot(
 
     with Store(database_url) as store:
         store.add_urls([NewUrl(url)])
-        save_service_settings(store, recorded_settings(service))
+        store.save_service_settings(recorded_settings(service))
     args = ["edit", url, "--min-interval", "5s", "--database-url", database_url]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

@@ -24,9 +24,11 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 def test_workers_shows_heartbeats_leases_coordinator_and_shortfall(
     cli: CliRunner, store: Store, database_url: str
 ) -> None:
-    w1 = store.register_worker(40.0, name="alpha", metrics_url="http://10.0.0.2:9410/metrics")
-    w2 = store.register_worker(40.0, name="beta")
-    dead = store.register_worker(40.0, name="gamma")
+    w1 = store.cluster.register_worker(
+        40.0, name="alpha", metrics_url="http://10.0.0.2:9410/metrics"
+    )
+    w2 = store.cluster.register_worker(40.0, name="beta")
+    dead = store.cluster.register_worker(40.0, name="gamma")
     with store.engine.begin() as conn:  # gamma last heard from a minute ago
         conn.execute(
             text(
@@ -35,8 +37,8 @@ def test_workers_shows_heartbeats_leases_coordinator_and_shortfall(
             ),
             {"w": dead},
         )
-    store.claim_coordinator(w1)
-    store.assign_leases(
+    store.cluster.claim_coordinator(w1)
+    store.cluster.assign_leases(
         {"a.example": w1, "b.example": w1, "c.example": w2, "d.example": None},
         w1,
         weights={"a.example": 30.0, "b.example": 25.0, "c.example": 20.0, "d.example": 25.0},
@@ -50,8 +52,8 @@ def test_workers_shows_heartbeats_leases_coordinator_and_shortfall(
             "states": 8,
         },
     )
-    store.assign_leases({"b.example": w2}, w1)  # b moves: its epoch grows to 2
-    store.assign_leases({"b.example": w1}, w1)  # and back: 3
+    store.cluster.assign_leases({"b.example": w2}, w1)  # b moves: its epoch grows to 2
+    store.cluster.assign_leases({"b.example": w1}, w1)  # and back: 3
 
     result = cli.invoke(
         app, ["workers", "--json", "--leases", "--timeout", "10", "--database-url", database_url]

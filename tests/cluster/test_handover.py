@@ -32,22 +32,22 @@ def _settings(database_url: str) -> Any:
 
 def _revoked(store: Store) -> list[LeaseRow]:
     """The leases asked of their owners (a move between live workers)."""
-    return [lease for lease in store.leases() if lease.revoked_age_s is not None]
+    return [lease for lease in store.cluster.leases() if lease.revoked_age_s is not None]
 
 
 def _spread_then_join(store: Store, database_url: str) -> tuple[Coordinator, str, str, str]:
     """Two workers share 6 sites; a third joins: sites are revoked from the first two."""
     store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(5)])
-    a_id = store.register_worker(4.0, name="a")
-    b_id = store.register_worker(4.0, name="b")
+    a_id = store.cluster.register_worker(4.0, name="a")
+    b_id = store.cluster.register_worker(4.0, name="b")
     coordinator = Coordinator(_settings(database_url), store, a_id)
     assert coordinator.handover_grace_s > 60
     assert coordinator.tick() is not None
-    assert {lease.worker_id for lease in store.leases()} == {a_id, b_id}
+    assert {lease.worker_id for lease in store.cluster.leases()} == {a_id, b_id}
     # as if it had read the database for its settling time already (it moves nothing
     # held before: tests/cluster/test_membership.py)
     coordinator._observing_since = time.monotonic() - coordinator.settle_s
-    c_id = store.register_worker(4.0, name="c")
+    c_id = store.cluster.register_worker(4.0, name="c")
     done = coordinator.tick()
     assert done is not None and done.moved > 0
     assert len(_revoked(store)) == done.moved
@@ -59,14 +59,14 @@ def test_a_revoked_site_is_handed_over_once_its_old_owner_acknowledges(
 ) -> None:
     coordinator, _, _, c_id = _spread_then_join(store, database_url)
     try:
-        before = {lease.site: lease for lease in store.leases()}
+        before = {lease.site: lease for lease in store.cluster.leases()}
         revoked = {lease.site for lease in _revoked(store)}
         assert all(before[s].worker_id is not None for s in revoked)  # owner and epoch kept
         # not released: the sites stay with their owners (the grace is minutes long here)
         assert coordinator.tick() is not None
         assert {lease.site for lease in _revoked(store)} == revoked
         assert {s: (x.worker_id, x.epoch) for s, x in before.items()} == {
-            x.site: (x.worker_id, x.epoch) for x in store.leases()
+            x.site: (x.worker_id, x.epoch) for x in store.cluster.leases()
         }
         # the old owners release them in a slot's commit, with the epochs they held
         from crawler.store import Fence
@@ -77,13 +77,13 @@ def test_a_revoked_site_is_handed_over_once_its_old_owner_acknowledges(
             mine = {s: before[s].epoch for s in revoked if before[s].worker_id == owner}
             wrong = {s: e - 1 for s, e in mine.items()}  # an older epoch: not this one
             store.commit_slot(slot_record(1, []), [], fence=Fence(owner, {}, release=wrong))
-            assert not any(x.released for x in store.leases() if x.site in mine)
+            assert not any(x.released for x in store.cluster.leases() if x.site in mine)
             store.commit_slot(slot_record(1, []), [], fence=Fence(owner, {}, release=mine))
-        released = {x.site: x for x in store.leases() if x.released}
+        released = {x.site: x for x in store.cluster.leases() if x.released}
         assert set(released) == revoked
         assert all(released[s].epoch == before[s].epoch + 1 for s in revoked)
         assert coordinator.tick() is not None
-        after = {lease.site: lease for lease in store.leases()}
+        after = {lease.site: lease for lease in store.cluster.leases()}
         assert {after[s].worker_id for s in revoked} == {c_id}
         assert all(after[s].epoch == before[s].epoch + 2 for s in revoked)
         assert not any(lease.released for lease in after.values())
@@ -102,9 +102,9 @@ def test_a_site_revoked_from_a_worker_now_dead_is_handed_over_at_once(
         assert set(sources) == revoked
         time.sleep(1.3)  # past the worker timeout for everybody
         for wid in (a_id, c_id):
-            store.heartbeat(wid, 0, 0.0, None, 0)
+            store.cluster.heartbeat(wid, 0, 0.0, None, 0)
         assert coordinator.tick() is not None
-        after = {lease.site: lease for lease in store.leases()}
+        after = {lease.site: lease for lease in store.cluster.leases()}
         for site in revoked:
             if sources[site] == b_id:  # its old owner is dead: placed anew at once
                 assert after[site].worker_id in (a_id, c_id)
@@ -119,7 +119,7 @@ def test_the_sessions_of_a_dead_worker_are_ended(store: Store, database_url: str
     """A paused worker's session holding its lease rows FOR SHARE is ended, so the
     coordinator can move its sites."""
     store.add_urls([NewUrl("http://s0.test/p0")])
-    a_id = store.register_worker(4.0, name="a")
+    a_id = store.cluster.register_worker(4.0, name="a")
     coordinator = Coordinator(_settings(database_url), store, a_id)
     try:
         assert coordinator.tick() is not None
@@ -128,8 +128,8 @@ def test_the_sessions_of_a_dead_worker_are_ended(store: Store, database_url: str
         )
         conn = engine.connect()
         conn.execute(text("SELECT * FROM cluster_leases FOR SHARE")).all()  # held, open
-        assert store.end_worker_sessions(["someone-else"]) == 0
-        assert store.end_worker_sessions([a_id]) == 1
+        assert store.cluster.end_worker_sessions(["someone-else"]) == 0
+        assert store.cluster.end_worker_sessions([a_id]) == 1
         with pytest.raises(Exception):  # noqa: B017 - the driver's "terminated" error
             conn.execute(text("SELECT 1"))
         conn.invalidate()

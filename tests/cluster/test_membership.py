@@ -44,7 +44,7 @@ def _settings(database_url: str, **extra: Any) -> Any:
 
 
 def _epochs(store: Store) -> dict[str, tuple[str | None, int]]:
-    return {lease.site: (lease.worker_id, lease.epoch) for lease in store.leases()}
+    return {lease.site: (lease.worker_id, lease.epoch) for lease in store.cluster.leases()}
 
 
 def _silence(store: Store, seconds: float) -> None:
@@ -58,20 +58,20 @@ def _silence(store: Store, seconds: float) -> None:
 
 def test_a_joining_worker_gets_sites_only_once_ready(store: Store, database_url: str) -> None:
     store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(4) for i in range(3)])
-    a = store.register_worker(4.0, name="a")
-    b = store.register_worker(4.0, name="b", state=JOINING)
+    a = store.cluster.register_worker(4.0, name="a")
+    b = store.cluster.register_worker(4.0, name="b", state=JOINING)
     coordinator = Coordinator(_settings(database_url), store, a)
     try:
         first = coordinator.tick()
         assert first is not None and first.live_workers == 1
         assert {owner for owner, _ in _epochs(store).values()} == {a}
-        assert store.worker_ready(b, "b") == 0
-        store.heartbeat(a, 0, 0.0, None, 0)
+        assert store.cluster.worker_ready(b, "b") == 0
+        store.cluster.heartbeat(a, 0, 0.0, None, 0)
         second = coordinator.tick()
         assert second is not None and second.moved == 0  # its first timeout: nothing moves
         coordinator._observing_since = time.monotonic() - coordinator.settle_s  # settled
-        store.heartbeat(a, 0, 0.0, None, 0)
-        store.heartbeat(b, 0, 0.0, None, 0)
+        store.cluster.heartbeat(a, 0, 0.0, None, 0)
+        store.cluster.heartbeat(b, 0, 0.0, None, 0)
         second = coordinator.tick()
         assert second is not None and second.live_workers == 2 and second.moved > 0
     finally:
@@ -80,21 +80,21 @@ def test_a_joining_worker_gets_sites_only_once_ready(store: Store, database_url:
 
 def test_a_worker_restarted_under_its_name_keeps_its_sites(store: Store, database_url: str) -> None:
     store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(4) for i in range(3)])
-    old = store.register_worker(4.0, name="a")
-    b = store.register_worker(4.0, name="b")
+    old = store.cluster.register_worker(4.0, name="a")
+    b = store.cluster.register_worker(4.0, name="b")
     coordinator = Coordinator(_settings(database_url), store, b)
     try:
         assert coordinator.tick() is not None
         before = _epochs(store)
         held = {s for s, (owner, _) in before.items() if owner == old}
         assert held
-        new = store.register_worker(4.0, name="a", state=JOINING)  # the restart
-        assert store.worker_ready(new, "a") == len(held)
+        new = store.cluster.register_worker(4.0, name="a", state=JOINING)  # the restart
+        assert store.cluster.worker_ready(new, "a") == len(held)
         after = _epochs(store)
         assert {s for s, (owner, _) in after.items() if owner == new} == held
         assert all(after[s][1] == before[s][1] + 1 for s in held)  # the old one is fenced
-        assert old not in {w.worker_id for w in store.cluster_workers()}
-        store.heartbeat(b, 0, 0.0, None, 0)
+        assert old not in {w.worker_id for w in store.cluster.cluster_workers()}
+        store.cluster.heartbeat(b, 0, 0.0, None, 0)
         assert coordinator.tick() is not None
         assert _epochs(store) == after  # nothing moves
     finally:
@@ -105,7 +105,7 @@ def test_a_database_stall_moves_no_site(
     store: Store, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(3)])
-    ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
+    ids = [store.cluster.register_worker(4.0, name=n) for n in ("a", "b", "c")]
     settings = _settings(database_url)
     first = Coordinator(settings, store, ids[0])
     try:
@@ -122,10 +122,10 @@ def test_a_database_stall_moves_no_site(
         assert done is not None and done.live_workers == 0
         assert _epochs(store) == before  # it cannot tell a stall from deaths yet
         for wid in ids:  # the workers are back within a timeout
-            store.heartbeat(wid, 0, 0.0, None, 0)
+            store.cluster.heartbeat(wid, 0, 0.0, None, 0)
         time.sleep(TIMEOUT)
         for wid in ids:
-            store.heartbeat(wid, 0, 0.0, None, 0)
+            store.cluster.heartbeat(wid, 0, 0.0, None, 0)
         assert coordinator.tick() is not None
         assert _epochs(store) == before
         assert "presumed dead" not in caplog.text  # nothing was placed anew
@@ -138,7 +138,7 @@ def test_most_holders_silent_together_wait_then_move(
     store: Store, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(3)])
-    ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
+    ids = [store.cluster.register_worker(4.0, name=n) for n in ("a", "b", "c")]
     coordinator = Coordinator(_settings(database_url), store, ids[0])
     try:
         assert coordinator.tick() is not None
@@ -147,7 +147,7 @@ def test_most_holders_silent_together_wait_then_move(
         began = time.monotonic()
         moved_at = None
         while time.monotonic() - began < (MASS_STALE_HOLD_TIMEOUTS + 3) * TIMEOUT:
-            store.heartbeat(ids[0], 0, 0.0, None, 0)
+            store.cluster.heartbeat(ids[0], 0, 0.0, None, 0)
             assert coordinator.tick() is not None
             owners = {owner for owner, _ in _epochs(store).values()}
             if owners <= {ids[0], None}:
@@ -202,21 +202,21 @@ def test_a_site_lost_and_regained_between_two_syncs_is_a_loss_and_a_gain(
     from crawler import schedulers
 
     store.add_urls([NewUrl(f"http://{s}.test/p{i}") for s in ("x", "y") for i in range(3)])
-    a = store.register_worker(4.0, name="a")
-    b = store.register_worker(4.0, name="b")
-    store.claim_coordinator(a)
-    store.assign_leases({"x.test": a, "y.test": a}, a)
+    a = store.cluster.register_worker(4.0, name="a")
+    b = store.cluster.register_worker(4.0, name="b")
+    store.cluster.claim_coordinator(a)
+    store.cluster.assign_leases({"x.test": a, "y.test": a}, a)
     member = ClusterMember(_settings(database_url), store)
     member.worker_id = a
     scheduler = schedulers.create("bayes", capacity=1.0, seed=1)
     first = asyncio.run(member.sync(scheduler, None))
     assert first is not None and first.ids.size == 6
     scheduler.add(first.ids, importance=first.importance)
-    store.assign_leases({"x.test": b, "y.test": a}, a)  # x lost ...
-    store.assign_leases({"x.test": a, "y.test": a}, a)  # ... and regained, before a syncs
+    store.cluster.assign_leases({"x.test": b, "y.test": a}, a)  # x lost ...
+    store.cluster.assign_leases({"x.test": a, "y.test": a}, a)  # ... and regained, before a syncs
     second = asyncio.run(member.sync(scheduler, first.version))
     assert second is not None and second.replaced is not None
-    x_ids, _, _ = store.active_urls_of(["x.test"])
+    x_ids, _, _ = store.cluster.active_urls_of(["x.test"])
     assert sorted(second.replaced.tolist()) == sorted(x_ids.tolist())
     assert member.leases == {"x.test": 3, "y.test": 1}
     assert member.sites_lost_total == 1 and member.sites_gained_total == 3
@@ -232,9 +232,9 @@ def test_an_asked_site_is_released_once_the_slots_that_polled_it_committed(
     from crawler import schedulers
 
     store.add_urls([NewUrl(f"http://{s}.test/p{i}") for s in ("x", "y") for i in range(3)])
-    a = store.register_worker(4.0, name="a")
-    store.claim_coordinator(a)
-    store.assign_leases({"x.test": a, "y.test": a}, a)
+    a = store.cluster.register_worker(4.0, name="a")
+    store.cluster.claim_coordinator(a)
+    store.cluster.assign_leases({"x.test": a, "y.test": a}, a)
     member = ClusterMember(_settings(database_url), store)
     member.worker_id = a
     scheduler = schedulers.create("bayes", capacity=1.0, seed=1)
@@ -242,14 +242,14 @@ def test_an_asked_site_is_released_once_the_slots_that_polled_it_committed(
     assert first is not None
     scheduler.add(first.ids, importance=first.importance)
     scheduler.select()  # slot 1 polls x and y; its commit is still pending
-    store.assign_leases({"x.test": a, "y.test": a}, a, revoke=["x.test"])
+    store.cluster.assign_leases({"x.test": a, "y.test": a}, a, revoke=["x.test"])
     second = asyncio.run(member.sync(scheduler, first.version))
     assert second is not None and member.leases == {"y.test": 1}
     assert dict(member.fence(scheduler.slot + 1).release) == {"x.test": 1}  # with slot 2
-    assert store.held_leases(a) == ({"y.test": 1}, {"x.test": 1})
+    assert store.cluster.held_leases(a) == ({"y.test": 1}, {"x.test": 1})
     member.committed(scheduler.slot)  # slot 1 landed: the next sync releases at once
     asyncio.run(member.sync(scheduler, None, force=True))
-    x = {lease.site: lease for lease in store.leases()}["x.test"]
+    x = {lease.site: lease for lease in store.cluster.leases()}["x.test"]
     assert x.worker_id is None and x.released and x.epoch == 2
 
 
@@ -264,11 +264,13 @@ def test_drift_within_the_margin_moves_nothing(store: Store, database_url: str) 
         # a 4% over its capacity, its light site fitting in b's room; c 3.5% over
         weights = {"a": [3.96, 0.2], "b": [1.85, 1.85], "c": [2.07, 2.07]}
         for wid, name in zip(ids, weights, strict=True):
-            store.report_site_weights(wid, dict(zip(held[wid], weights[name], strict=True)), 1.0)
+            store.cluster.report_site_weights(
+                wid, dict(zip(held[wid], weights[name], strict=True)), 1.0
+            )
         before = _epochs(store)
         for _ in range(40):  # every automaton would have chosen to move by now
             for wid in ids:
-                store.heartbeat(wid, 2, 4.0, 1.0, 0)
+                store.cluster.heartbeat(wid, 2, 4.0, 1.0, 0)
             done = coordinator.tick()
             assert done is not None and done.moved == 0 and done.overloaded == 0
         assert _epochs(store) == before
@@ -284,10 +286,12 @@ def test_an_automaton_steps_once_per_report(store: Store, database_url: str) -> 
     try:
         weights = {"a": [2.6, 2.4], "b": [2.0, 1.5], "c": [2.0, 1.5]}  # a 25% over
         for wid, name in zip(ids, weights, strict=True):
-            store.report_site_weights(wid, dict(zip(held[wid], weights[name], strict=True)), 1.0)
+            store.cluster.report_site_weights(
+                wid, dict(zip(held[wid], weights[name], strict=True)), 1.0
+            )
         for _ in range(20):
             for wid in ids:
-                store.heartbeat(wid, 2, 4.0, 1.0, 0)
+                store.cluster.heartbeat(wid, 2, 4.0, 1.0, 0)
             assert coordinator.tick() is not None
         # one step up (Th = 1 -> 3), though a was over in 20 rounds, unless it moved then
         assert coordinator._automaton.get(ids[0], 1) <= 3, coordinator._automaton
@@ -303,14 +307,14 @@ def test_sites_written_before_any_worker_was_ready_are_placed_at_once(
     so it must not wait a hand-over grace (60 s slots here: minutes) once workers are
     ready. Before, it did: the throughput benchmark's two workers polled nothing."""
     store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(4) for i in range(3)])
-    a = store.register_worker(4.0, name="a", state=JOINING)
+    a = store.cluster.register_worker(4.0, name="a", state=JOINING)
     coordinator = Coordinator(_settings(database_url, slot_seconds=60.0), store, a)
     try:
         first = coordinator.tick()
         assert first is not None and first.live_workers == 0
         assert {owner for owner, _ in _epochs(store).values()} == {None}
-        store.worker_ready(a, "a")
-        store.heartbeat(a, 0, 0.0, None, 0)
+        store.cluster.worker_ready(a, "a")
+        store.cluster.heartbeat(a, 0, 0.0, None, 0)
         assert coordinator.tick() is not None
         assert {owner for owner, _ in _epochs(store).values()} == {a}
     finally:
@@ -323,7 +327,7 @@ def _settled_three(
     """Six sites of 10 URLs on three workers of capacity 4, placed by a coordinator past its
     settling time: (the coordinator, the workers, each one's sites)."""
     store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(6) for i in range(10)])
-    ids = [store.register_worker(4.0, name=n) for n in ("a", "b", "c")]
+    ids = [store.cluster.register_worker(4.0, name=n) for n in ("a", "b", "c")]
     coordinator = Coordinator(_settings(database_url), store, ids[0])
     assert coordinator.tick() is not None
     coordinator._observing_since = time.monotonic() - coordinator.settle_s  # settled

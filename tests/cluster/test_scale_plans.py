@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy import event, text
 
 from crawler import schedulers
-from crawler.store import Fence, NewUrl, Store, _cluster, url_hosts
+from crawler.store import Fence, NewUrl, Store, _cluster
 from crawler.store._cluster import fence_rows
 
 pytestmark = pytest.mark.slow
@@ -95,10 +95,10 @@ def _fill(store: Store) -> tuple[str, list[str], dict[str, list[int]]]:
     with store.engine.connect() as conn:
         conn.execute(text("ANALYZE"))
         conn.commit()
-    wid = store.register_worker(10.0, name="w")
-    store.claim_coordinator(wid)
+    wid = store.cluster.register_worker(10.0, name="w")
+    store.cluster.claim_coordinator(wid)
     own = hosts[:OWN]
-    store.assign_leases({h: (wid if h in own else None) for h in hosts}, wid)
+    store.cluster.assign_leases({h: (wid if h in own else None) for h in hosts}, wid)
     return wid, own, by_site
 
 
@@ -109,20 +109,22 @@ def test_a_worker_with_a_small_share_never_scans_every_url(
     version = store.watch_list_version()
     polled = sorted(i for h in own for i in by_site[h][:5])
     with captured(store) as per_bump:
-        store.leases_of(wid)
-        store.active_urls_of(own)
+        store.cluster.leases_of(wid)
+        store.cluster.active_urls_of(own)
         store.url_rules(own)
         store.url_failures(own)
         store.revived_since(version - 1, own)
-        url_hosts(store, None, own)
-        store.load_url_states("bayes", by_site[own[0]])
+        store.url_hosts(None, own)
+        store.cluster.load_url_states("bayes", by_site[own[0]])
     with captured(store) as per_slot:
-        store.cluster_version()
+        store.cluster.cluster_version()
         store.watch_list_version()
         store.url_records(polled)
         with store.engine.begin() as conn:
             polls: Any = [SimpleNamespace(url_id=i) for i in polled]
-            kept, _, dropped, _ = fence_rows(conn, Fence(wid, store.leases_of(wid)), polls, None)
+            kept, _, dropped, _ = fence_rows(
+                conn, Fence(wid, store.cluster.leases_of(wid)), polls, None
+            )
         assert dropped == 0 and len(kept) == len(polled)
     # the coordinator's reads go through the driver's cursor (``_cluster._rows``)
     per_round: list[tuple[str, Any]] = []
@@ -133,20 +135,20 @@ def test_a_worker_with_a_small_share_never_scans_every_url(
         return rows(conn, sql)
 
     monkeypatch.setattr(_cluster, "_rows", spy)
-    store.site_url_counts()
-    store.leases()
+    store.cluster.site_url_counts()
+    store.cluster.leases()
     assert len(per_bump) >= 7 and len(per_slot) >= 4 and len(per_round) >= 2
     for statement, scanned in plans(store, per_bump + per_slot):
         assert not SCANNED & set(scanned), f"scans {scanned}: {statement}"
     for statement, scanned in plans(store, per_round):
         assert "urls" not in scanned, f"the coordinator scans urls: {statement}"
     # and they read what the worker owns: its sites' URLs, their rules and failures
-    ids, _, site_list = store.active_urls_of(own)
+    ids, _, site_list = store.cluster.active_urls_of(own)
     assert ids.size == OWN * PER_SITE and set(site_list) == set(own)
     own_ids = np.asarray(sorted(i for h in own for i in by_site[h]))
     rules = store.url_rules(own)
     assert rules.ids.size and np.isin(rules.ids, own_ids).all()
     failing = [row.url_id for _, row in store.url_failures(own)]
     assert failing and set(failing) <= set(own_ids.tolist())
-    counts = store.site_url_counts()
+    counts = store.cluster.site_url_counts()
     assert len(counts) == SITES and set(counts.values()) == {PER_SITE}

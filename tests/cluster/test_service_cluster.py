@@ -130,7 +130,7 @@ def site_names(sites: list[ChangingSite]) -> set[str]:
 
 
 async def owners(store: Store) -> dict[str, str | None]:
-    return {lease.site: lease.worker_id for lease in await asyncio.to_thread(store.leases)}
+    return {lease.site: lease.worker_id for lease in await asyncio.to_thread(store.cluster.leases)}
 
 
 @pytest.mark.slow
@@ -170,7 +170,7 @@ async def test_workers_share_the_sites_fail_over_and_keep_what_was_learned(
             30,
             "every URL polled",
         )
-        state = await asyncio.to_thread(store.cluster_state)
+        state = await asyncio.to_thread(store.cluster.cluster_state)
         assert state is not None and state.coordinator in ids
         assert state.live_workers == 3 and state.threshold == 1 and state.states == 32
 
@@ -184,7 +184,7 @@ async def test_workers_share_the_sites_fail_over_and_keep_what_was_learned(
         survivors = {w.id for w in workers}
 
         async def moved() -> bool:
-            st = await asyncio.to_thread(store.cluster_state)
+            st = await asyncio.to_thread(store.cluster.cluster_state)
             now = await owners(store)
             return (
                 st is not None
@@ -230,9 +230,9 @@ async def test_workers_share_the_sites_fail_over_and_keep_what_was_learned(
         store.close()
     # leaving frees the leases (epochs bumped)
     with Store(database_url) as st:
-        assert all(lease.worker_id is None for lease in st.leases())
+        assert all(lease.worker_id is None for lease in st.cluster.leases())
         # only the dead one's row is left (forgotten after 10 timeouts)
-        assert [w.name for w in st.cluster_workers()] == [coordinator.service.cluster.name]  # type: ignore[union-attr]
+        assert [w.name for w in st.cluster.cluster_workers()] == [coordinator.service.cluster.name]  # type: ignore[union-attr]
 
 
 def _learning_counts(store: Store, site_set: set[str]) -> dict[int, float]:
@@ -248,7 +248,7 @@ def _learning_counts(store: Store, site_set: set[str]) -> dict[int, float]:
                 {"h": sorted(site_set)},
             )
         ]
-    saved = store.load_url_states("bayes", ids)
+    saved = store.cluster.load_url_states("bayes", ids)
     assert saved is not None and saved.ids.size > 0
     total = np.asarray(saved.rows["hit_count"]) + np.asarray(saved.rows["miss_count"])
     return dict(zip(saved.ids.tolist(), total.tolist(), strict=True))

@@ -60,7 +60,7 @@ def _registered(database_url: str, name: str, proc: subprocess.Popen[bytes], log
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text()
-            if name in {w.name for w in probe.cluster_workers()}:
+            if name in {w.name for w in probe.cluster.cluster_workers()}:
                 return
             time.sleep(0.1)
     pytest.fail(f"{name} never registered: {log.read_text()}")
@@ -92,8 +92,8 @@ def test_cluster_workers_and_a_single_service_refuse_each_other(
         for proc, name in zip(procs, ("p1", "p2"), strict=True):
             assert proc.wait(30) == 0, (tmp_path / f"{name}.log").read_text()
         with Store(database_url) as probe:
-            assert probe.cluster_workers() == []
-            state = probe.cluster_state()
+            assert probe.cluster.cluster_workers() == []
+            state = probe.cluster.cluster_state()
             assert state is not None and state.coordinator is not None
     finally:
         for proc in procs:

@@ -119,14 +119,14 @@ def _cluster_settings(database_url: str) -> Any:
 def test_coordinator_failover_when_its_connection_dies(store: Store, database_url: str) -> None:
     store.add_urls([NewUrl(f"http://s{k}.test/p{i}") for k in range(4) for i in range(5)])
     settings = _cluster_settings(database_url)
-    a_id = store.register_worker(4.0, name="a")
-    b_id = store.register_worker(4.0, name="b")
+    a_id = store.cluster.register_worker(4.0, name="a")
+    b_id = store.cluster.register_worker(4.0, name="b")
     a, b = Coordinator(settings, store, a_id), Coordinator(settings, store, b_id)
     try:
         first = a.tick()
         assert first is not None and first.live_workers == 2 and first.sites == 4
         assert b.tick() is None  # the lock is a's
-        leases = store.leases()
+        leases = store.cluster.leases()
         assert {lease.worker_id for lease in leases} == {a_id, b_id}  # spread over both
         assert all(lease.epoch == 1 for lease in leases)
         # a's lock session is killed (its connection dies)
@@ -145,16 +145,16 @@ def test_coordinator_failover_when_its_connection_dies(store: Store, database_ur
         assert b.tick() is not None  # b's next try takes over
         assert a.tick() is None  # a finds the lock taken and steps down
         assert not a.is_coordinator and b.is_coordinator
-        state = store.cluster_state()
+        state = store.cluster.cluster_state()
         assert state is not None and state.coordinator == b_id
         with pytest.raises(NotCoordinator):  # a's late writes are refused
-            store.assign_leases({"s0.test": a_id}, a_id)
+            store.cluster.assign_leases({"s0.test": a_id}, a_id)
         # a's heartbeat stops: after the timeout its sites move to b, epochs bumped
         time.sleep(1.2)
-        store.heartbeat(b_id, 0, 0.0, None, 0)
+        store.cluster.heartbeat(b_id, 0, 0.0, None, 0)
         done = b.tick()
         assert done is not None and done.live_workers == 1
-        after = store.leases()
+        after = store.cluster.leases()
         assert {lease.worker_id for lease in after} == {b_id}
         moved = {lease.site for lease in leases if lease.worker_id == a_id}
         assert all(lease.epoch == 2 for lease in after if lease.site in moved)
@@ -189,20 +189,20 @@ def test_a_site_heavier_than_any_worker_is_reported_as_a_shortfall(
     store.add_urls([NewUrl(f"http://big.test/p{i}") for i in range(10)])
     store.add_urls([NewUrl("http://small.test/p0")])
     settings = _cluster_settings(database_url)
-    a_id = store.register_worker(1.0, name="a")
-    b_id = store.register_worker(1.0, name="b")
+    a_id = store.cluster.register_worker(1.0, name="a")
+    b_id = store.cluster.register_worker(1.0, name="b")
     coordinator = Coordinator(settings, store, a_id)
     try:
         done = coordinator.tick()
         assert done is not None and done.total_capacity == 2.0
         assert done.total_weight == pytest.approx(2.0)
-        state = store.cluster_state()
+        state = store.cluster.cluster_state()
         assert state is not None
         # one more worker, big enough for the big site: 10 of the 11 URLs' share of 2
         assert state.shortfall_workers == 1
         assert state.shortfall_capacity == pytest.approx(2.0 * 10 / 11)
         # every site still has an owner (the overflow goes where the most room is)
-        assert {lease.worker_id for lease in store.leases()} <= {a_id, b_id}
-        assert all(lease.worker_id is not None for lease in store.leases())
+        assert {lease.worker_id for lease in store.cluster.leases()} <= {a_id, b_id}
+        assert all(lease.worker_id is not None for lease in store.cluster.leases())
     finally:
         coordinator.stop()

@@ -37,8 +37,8 @@ def test_a_round_longer_than_the_worker_timeout_still_commits(
         database_url, cluster=True, capacity=4.0, heartbeat_s=0.2, worker_timeout_s=TIMEOUT
     )
     slow_store, other_store = Store(database_url), Store(database_url)
-    a_id = store.register_worker(4.0, name="a")
-    b_id = store.register_worker(4.0, name="b")
+    a_id = store.cluster.register_worker(4.0, name="a")
+    b_id = store.cluster.register_worker(4.0, name="b")
     real = slow_store.site_url_counts
 
     def slow_counts() -> Any:
@@ -77,9 +77,9 @@ def test_a_round_longer_than_the_worker_timeout_still_commits(
         assert took > 2 * TIMEOUT
         assert result is not None, "the slow round's write was refused"
         assert a.is_coordinator and not any(b_took)
-        state = store.cluster_state()
+        state = store.cluster.cluster_state()
         assert state is not None and state.coordinator == a_id
-        assert {lease.worker_id for lease in store.leases()} == {a_id, b_id}
+        assert {lease.worker_id for lease in store.cluster.leases()} == {a_id, b_id}
     finally:
         done.set()
         a.stop()

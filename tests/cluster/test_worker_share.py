@@ -36,7 +36,7 @@ def _settings(database_url: str) -> Any:
 
 def _owners_by_host(store: Store) -> dict[str, set[str | None]]:
     out: dict[str, set[str | None]] = {}
-    for lease in store.leases():
+    for lease in store.cluster.leases():
         out.setdefault(host_key(lease.site), set()).add(lease.worker_id)
     return out
 
@@ -47,12 +47,12 @@ def test_the_ports_of_one_host_are_leased_to_one_worker(store: Store, database_u
     sites = [f"h{k}.test:{8000 + p}" for k in range(3) for p in range(3)]
     sites += [f"single{k}.test" for k in range(6)]
     store.add_urls([NewUrl(f"http://{s}/p{i}") for s in sites for i in range(4)])
-    workers = [store.register_worker(10.0, name=f"w{k}") for k in range(3)]
+    workers = [store.cluster.register_worker(10.0, name=f"w{k}") for k in range(3)]
     coordinator = Coordinator(_settings(database_url), store, workers[0])
     try:
         for _ in range(3):
             for w in workers:
-                store.heartbeat(w, 0, 0.0, None, 1)
+                store.cluster.heartbeat(w, 0, 0.0, None, 1)
             assert coordinator.tick() is not None
         owners = _owners_by_host(store)
         assert len(owners) == 9
@@ -65,25 +65,25 @@ def test_the_ports_of_one_host_are_leased_to_one_worker(store: Store, database_u
 
 
 def test_each_worker_replaces_only_its_own_host_caps(store: Store) -> None:
-    from crawler.store import HostCapRow, host_caps, save_host_caps
+    from crawler.store import HostCapRow
 
     def row(host: str, cap: float) -> HostCapRow:
         return HostCapRow(host, cap, cap / 2, False, "delay", None)
 
-    save_host_caps(store, [row("a.test", 1.0), row("b.test", 2.0)], "worker-a")
-    save_host_caps(store, [row("c.test", 3.0)], "worker-b")
-    assert set(host_caps(store)) == {"a.test", "b.test", "c.test"}
+    store.save_host_caps([row("a.test", 1.0), row("b.test", 2.0)], "worker-a")
+    store.save_host_caps([row("c.test", 3.0)], "worker-b")
+    assert set(store.host_caps()) == {"a.test", "b.test", "c.test"}
     # a loses b.test (b takes it over): a's save drops its own b.test row only
-    save_host_caps(store, [row("b.test", 2.5), row("c.test", 3.0)], "worker-b")
-    save_host_caps(store, [row("a.test", 1.5)], "worker-a")
-    caps = host_caps(store)
+    store.save_host_caps([row("b.test", 2.5), row("c.test", 3.0)], "worker-b")
+    store.save_host_caps([row("a.test", 1.5)], "worker-a")
+    caps = store.host_caps()
     assert {h: r.cap for h, r in caps.items()} == {"a.test": 1.5, "b.test": 2.5, "c.test": 3.0}
     # a worker with no capped host any more leaves the others' rows alone
-    save_host_caps(store, [], "worker-a")
-    assert set(host_caps(store)) == {"b.test", "c.test"}
+    store.save_host_caps([], "worker-a")
+    assert set(store.host_caps()) == {"b.test", "c.test"}
     # a single service (no worker) replaces the whole table, as before
-    save_host_caps(store, [row("d.test", 4.0)])
-    assert set(host_caps(store)) == {"d.test"}
+    store.save_host_caps([row("d.test", 4.0)])
+    assert set(store.host_caps()) == {"d.test"}
 
 
 def test_a_lease_change_reads_only_the_gained_sites_urls(store: Store, database_url: str) -> None:
@@ -101,23 +101,23 @@ def test_a_lease_change_reads_only_the_gained_sites_urls(store: Store, database_
     store.add_urls([NewUrl(f"http://{s}/p{i}", importance=0.5 + k / 20) for k, s in
                     enumerate(sites) for i in range(5)])  # fmt: skip
     member = ClusterMember(_settings(database_url), store)
-    member.worker_id = store.register_worker(10.0, name="m")
-    store.claim_coordinator(member.worker_id)
-    store.assign_leases({s: member.worker_id for s in sites[:3]}, member.worker_id)
+    member.worker_id = store.cluster.register_worker(10.0, name="m")
+    store.cluster.claim_coordinator(member.worker_id)
+    store.cluster.assign_leases({s: member.worker_id for s in sites[:3]}, member.worker_id)
     version, ids, importance = member.watch_list()
     scheduler = schedulers.create("bayes", capacity=5.0, seed=1)
     scheduler.add(ids, importance=importance)
     read: list[list[str]] = []
-    full = store.active_urls_of
+    full = store.cluster.active_urls_of
 
     def spy(site_list: Any) -> Any:
         read.append(list(site_list))
         return full(site_list)
 
-    store.active_urls_of = spy  # type: ignore[method-assign]
+    store.cluster.active_urls_of = spy  # type: ignore[method-assign]
     # s0 moves away, s3 and s4 come: only the assignment's version moves
     owner = {s: member.worker_id for s in sites[1:5]} | {sites[0]: None, sites[5]: None}
-    store.assign_leases(owner, member.worker_id)
+    store.cluster.assign_leases(owner, member.worker_id)
     update = asyncio.run(member.sync(scheduler, version))
     assert update is not None
     assert read == [["s3.test", "s4.test"]]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
+from crawler.store import DestinationSpec, NewUrl, Store
 from crawler.store.models import events
 from crawler.testsite import ChangingSite, zipf_rates
 from tests.cluster._harness import Worker, worker_env
@@ -55,7 +55,7 @@ async def test_a_killed_deliverer_is_replaced_and_nothing_is_lost(
         with Store(database_url) as store:
             store.upgrade()
             store.add_urls([NewUrl(u) for site in sites for u in site.urls()])
-            OutboxStore(store).add_destination(DestinationSpec(receiver.url, receiver.secret))
+            store.outbox.add_destination(DestinationSpec(receiver.url, receiver.secret))
         extra = {
             "CRAWLER_HEARTBEAT_S": "0.3",
             "CRAWLER_LOG_LEVEL": "INFO",

@@ -149,7 +149,7 @@ async def test_the_worker_that_gains_a_site_continues_its_silence_test(
 
 def _gain_time(store: Store, site: str) -> float:
     """When the site's current lease was granted (wall clock, seconds)."""
-    lease = next(x for x in store.leases() if x.site == site)
+    lease = next(x for x in store.cluster.leases() if x.site == site)
     assert lease.assigned_at is not None
     return lease.assigned_at.timestamp()
 

@@ -16,7 +16,7 @@ from aiohttp import web
 from sqlalchemy import select
 
 from crawler.service import CrawlService, SlotSummary
-from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
+from crawler.store import DestinationSpec, NewUrl, Store
 from crawler.store.models import events
 from tests.delivery.conftest import Receiver
 from tests.delivery.test_webhooks_e2e import wait_delivered
@@ -90,7 +90,7 @@ async def test_failing_recovered_and_stopped_changing(
     site = health_site
     with Store(database_url) as store:
         store.add_urls([NewUrl(site.url("flaky")), NewUrl(site.url("price"), selector="#price")])
-        OutboxStore(store).add_destination(DestinationSpec(receiver.url, receiver.secret))
+        store.outbox.add_destination(DestinationSpec(receiver.url, receiver.secret))
     settings = service_settings(
         database_url,
         scheduler="bayes",

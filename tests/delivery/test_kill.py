@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import select
 
-from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
+from crawler.store import DestinationSpec, NewUrl, Store
 from crawler.store.models import changes, deliveries, events, slots
 from crawler.testsite import ChangingSite, zipf_rates
 from tests.delivery.conftest import Receiver
@@ -65,7 +65,7 @@ async def test_kill_9_between_commit_and_delivery_loses_no_event(
     try:
         with Store(database_url) as store:
             store.add_urls([NewUrl(u) for u in site.urls()])
-            OutboxStore(store).add_destination(DestinationSpec(receiver.url, receiver.secret))
+            store.outbox.add_destination(DestinationSpec(receiver.url, receiver.secret))
         env = crawler_env(database_url, "bayes") | {
             "CRAWLER_DELIVERY_RETRY_SCHEDULE": "[0, 0.2, 0.5, 1, 1, 1, 1, 1, 1, 1]",
             "CRAWLER_DELIVERY_TIMEOUT_S": "30",

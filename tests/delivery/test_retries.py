@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from crawler.service import CrawlService
-from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
+from crawler.store import DestinationSpec, NewUrl, Store
 from crawler.store.models import changes, deliveries
 from crawler.testsite import ChangingSite, zipf_rates
 from tests.delivery.conftest import Receiver
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 def setup_watch(database_url: str, site: ChangingSite, receiver: Receiver) -> None:
     with Store(database_url) as store:
         store.add_urls([NewUrl(u) for u in site.urls()])
-        OutboxStore(store).add_destination(DestinationSpec(receiver.url, receiver.secret))
+        store.outbox.add_destination(DestinationSpec(receiver.url, receiver.secret))
 
 
 def in_order_per_url(receiver: Receiver) -> dict[str, list[int]]:

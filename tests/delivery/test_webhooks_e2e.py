@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from crawler.delivery import message_id
 from crawler.service import CrawlService
-from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store, decompress_diff
+from crawler.store import DestinationSpec, NewUrl, Store, decompress_diff
 from crawler.store.models import changes, deliveries
 from crawler.testsite import ChangingSite, zipf_rates
 from tests.delivery.conftest import Receiver
@@ -25,7 +25,7 @@ from tests.service.conftest import service_settings
 async def wait_delivered(database_url: str, timeout: float = 30.0) -> None:
     """Until no delivery is pending (and every event is fanned out)."""
     with Store(database_url) as store:
-        outbox = OutboxStore(store)
+        outbox = store.outbox
         for _ in range(int(timeout / 0.1)):
             depth, _ = await asyncio.to_thread(outbox.backlog)
             if depth == 0:
@@ -45,7 +45,7 @@ async def test_one_signed_event_per_true_change(database_url: str, receiver: Rec
     try:
         with Store(database_url) as store:
             ids = dict(store.add_urls([NewUrl(u) for u in site.urls()]).added)
-            outbox = OutboxStore(store)
+            outbox = store.outbox
             outbox.add_destination(DestinationSpec(receiver.url, receiver.secret))
             # a second destination wants only pages 1 to 3, by an RE2 pattern on the URL
             outbox.add_destination(
@@ -113,7 +113,7 @@ async def test_one_signed_event_per_true_change(database_url: str, receiver: Rec
     assert any(d["expected_interval_s"] for d in some)
     # each diff turns the text before the change (the URL's previous snapshot) into the new
     with Store(database_url) as store:
-        outbox = OutboxStore(store)
+        outbox = store.outbox
         for url, datas in by_url.items():
             for d in datas[1:]:
                 before, after = outbox.change_texts(

@@ -23,7 +23,7 @@ import yaml
 
 from crawler.service import CrawlService
 from crawler.settings import load_settings
-from crawler.store import DestinationSpec, NewUrl, OutboxStore, Store
+from crawler.store import DestinationSpec, NewUrl, Store
 from crawler.testsite import ChangingSite, zipf_rates
 from tests.delivery.conftest import Receiver
 from tests.deploy._util import REPO, load_json, load_yaml, require_tool
@@ -134,7 +134,7 @@ async def running_service(tmp_path: Path) -> AsyncIterator[int]:
     with Store(settings.database_url) as store:
         store.upgrade()
         store.add_urls([NewUrl(u) for u in [*site.urls(), "http://127.0.0.1:9/down"]])
-        OutboxStore(store).add_destination(DestinationSpec(receiver.url, receiver.secret))
+        store.outbox.add_destination(DestinationSpec(receiver.url, receiver.secret))
     stop = asyncio.Event()
     try:
         async with CrawlService(settings) as service:

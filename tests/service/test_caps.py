@@ -15,7 +15,7 @@ from crawler import schedulers
 from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
 from crawler.service._caps import DRIFT_EVERY, HEADROOM, MIN_CAP, HostCaps, derive_cap
-from crawler.store import NewUrl, Store, UrlRecord, host_caps
+from crawler.store import NewUrl, Store, UrlRecord
 from crawler.testsite import ChangingSite, zipf_rates
 from crawler.testsite.hostile import HostileServer
 from crawler.workers import PollAnswer
@@ -235,7 +235,7 @@ async def test_the_loop_applies_groups_and_caps_after_restore_and_watch_list_cha
         assert all(cap == pytest.approx(1.8, rel=0.02) for cap, _ in status.values())
         # the host caps table says what binds: 1.8 polls a slot each (of the 4 polls)
         with Store(database_url) as store:
-            saved = host_caps(store)
+            saved = store.host_caps()
         assert set(saved) == {"127.0.0.1", "127.0.0.2"}
         assert all(row.binding and row.reason == "delay" for row in saved.values())
     polls = [s.polls for s in summaries]
@@ -272,7 +272,7 @@ async def test_without_caps_the_scheduler_knows_no_hosts(
         await service.run(asyncio.Event(), 2)
         assert _planned_by_host(service) == {}
     with Store(database_url) as store:
-        assert host_caps(store) == {}
+        assert store.host_caps() == {}
 
 
 async def test_a_backed_off_host_is_not_selected_until_its_retry_after_ends(

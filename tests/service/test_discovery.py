@@ -14,7 +14,7 @@ from aiohttp import web
 from sqlalchemy import select
 
 from crawler.service import CrawlService
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from crawler.store.models import urls
 from crawler.testsite._graph import LinkGraph, generate
 from crawler.testsite._graphserver import EPOCH, GraphSite
@@ -84,7 +84,7 @@ async def test_service_finds_new_pages_within_its_share(
     watched = [site.url(p) for p in range(20, 40)]
     with Store(database_url) as store:
         store.add_urls([NewUrl(u) for u in watched])
-        DiscoveryStore(store).add_source(
+        store.discovery.add_source(
             SourceSpec(site.url(0), budget_per_slot=10, max_depth=3, auto_watch=True)
         )
     settings = service_settings(
@@ -128,7 +128,7 @@ async def test_service_finds_new_pages_within_its_share(
     graph = site.graph
     appeared = {site.url(p) for p in range(graph.size) if 0 < graph.created[p] <= site.now}
     with Store(database_url) as store:
-        found = DiscoveryStore(store).discovered()
+        found = store.discovery.discovered()
         with store.engine.connect() as conn:
             rows = conn.execute(select(urls.c.url, urls.c.polls, urls.c.removed_at)).all()
     found_urls = {d.url for d in found}
@@ -168,7 +168,7 @@ async def test_dead_pages_expire_and_leave_the_watch_list_and_state_survives_a_r
 ) -> None:
     site = graph_site
     with Store(database_url) as store:
-        DiscoveryStore(store).add_source(SourceSpec(site.url(0), auto_watch=True))
+        store.discovery.add_source(SourceSpec(site.url(0), auto_watch=True))
     settings = service_settings(
         database_url,
         capacity=CAPACITY,
@@ -181,7 +181,7 @@ async def test_dead_pages_expire_and_leave_the_watch_list_and_state_survives_a_r
         await _run_slots(service, site, 1, 12)
         assert service.loop.discovery.sources[1].started_from == "page"
     with Store(database_url) as store:
-        ds = DiscoveryStore(store)
+        ds = store.discovery
         found = [d.url for d in ds.discovered()]
         (source,) = ds.sources()
     assert len(found) >= 10
@@ -202,7 +202,7 @@ async def test_dead_pages_expire_and_leave_the_watch_list_and_state_survives_a_r
         assert len(set(restored) - entries) <= 1, (len(restored), len(entries))
         await _run_slots(service, site, 14, 40)
     with Store(database_url) as store:
-        rows = {d.url: d for d in DiscoveryStore(store).discovered()}
+        rows = {d.url: d for d in store.discovery.discovered()}
         watched = {r.url for r in store.list_urls()}
     dead_urls = {site.url(p) for p in dying}
     expired = {u for u, d in rows.items() if d.expire_reason == "dead"}
@@ -221,7 +221,7 @@ async def test_without_sources_or_share_the_scheduler_keeps_the_whole_capacity(
         assert service.loop.scheduler is not None
         assert service.loop.scheduler.capacity == CAPACITY  # no source: nothing reserved
         with Store(database_url) as store:
-            DiscoveryStore(store).add_source(SourceSpec("http://127.0.0.1:9/"))
+            store.discovery.add_source(SourceSpec("http://127.0.0.1:9/"))
         await service.loop._refresh_discovery()
         assert service.loop.scheduler.capacity == CAPACITY - 10
     off = service_settings(database_url, capacity=CAPACITY, discovery_share=0.0)
@@ -238,7 +238,7 @@ async def test_a_source_costs_at_most_its_run_budget_then_frees_its_share(
     site = graph_site
     with Store(database_url) as store:
         store.add_urls([NewUrl("http://127.0.0.1:9/elsewhere")])  # the scheduler's only URL
-        DiscoveryStore(store).add_source(SourceSpec(site.url(0), budget_per_run=15))
+        store.discovery.add_source(SourceSpec(site.url(0), budget_per_run=15))
     settings = service_settings(
         database_url, capacity=CAPACITY, discovery_share=SHARE, discovery_watch_starts=False
     )  # every request the site sees is discovery's (no start page on the watch list)
@@ -252,6 +252,6 @@ async def test_a_source_costs_at_most_its_run_budget_then_frees_its_share(
             capacities.append(service.loop.scheduler.capacity)
     assert sum(site.served.values()) <= 15  # every request the site saw was discovery's
     with Store(database_url) as store:
-        (source,) = DiscoveryStore(store).sources()
+        (source,) = store.discovery.sources()
     assert source.polls == sum(site.served.values())  # (a 304 is counted as served too)
     assert capacities[0] == CAPACITY - 10 and capacities[-1] == CAPACITY  # share given back

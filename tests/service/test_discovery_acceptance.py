@@ -30,7 +30,7 @@ from aiohttp import web
 from benchmarks.discovery_service import SLOT, run_acceptance
 from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from crawler.testsite._graph import generate
 from crawler.testsite._graphserver import EPOCH, GraphSite, TrapSite
 from tests.service.conftest import service_settings
@@ -108,7 +108,7 @@ async def test_the_trap_site_costs_at_most_its_page_budget(
     try:
         with Store(database_url) as store:
             store.add_urls([NewUrl(validate_url(f"{site.base}/watched"))])
-            DiscoveryStore(store).add_source(
+            store.discovery.add_source(
                 SourceSpec(validate_url(site.start_url), budget_per_slot=10, budget_per_run=60)
             )
         settings = service_settings(
@@ -121,7 +121,7 @@ async def test_the_trap_site_costs_at_most_its_page_budget(
         async with CrawlService(settings) as service:
             await service.run(asyncio.Event(), 40, lambda s: repolls.append(s.polls))
         with Store(database_url) as store:
-            sources = DiscoveryStore(store).sources()
+            sources = store.discovery.sources()
     finally:
         await site.stop()
     # 40 slots x 10 discovery polls offered; the source's run budget is 60 pages. With its
@@ -148,7 +148,7 @@ async def test_a_sitemap_or_feed_source_through_the_service(database_url: str, s
                 [NewUrl(validate_url(site.url(p))) for p in range(graph.size) if graph.exists(p, 0)]
             )
             path = source.removesuffix(".gz")
-            DiscoveryStore(store).add_source(SourceSpec(validate_url(site.base + path)))
+            store.discovery.add_source(SourceSpec(validate_url(site.base + path)))
         settings = service_settings(
             database_url,
             capacity=20.0,
@@ -168,7 +168,7 @@ async def test_a_sitemap_or_feed_source_through_the_service(database_url: str, s
 
             await service.run(asyncio.Event(), 16, advance)
         with Store(database_url) as store:
-            found = {row.url for row in DiscoveryStore(store).discovered()}
+            found = {row.url for row in store.discovery.discovered()}
     finally:
         await site.stop()
     end = site.now - SLOT
@@ -225,7 +225,7 @@ async def test_hostile_sitemaps_through_the_service_are_recorded_not_fatal(
     try:
         with Store(database_url) as store:
             store.add_urls([NewUrl(validate_url(f"{base}/watched"))])
-            DiscoveryStore(store).add_source(SourceSpec(validate_url(f"{base}/sitemap.xml")))
+            store.discovery.add_source(SourceSpec(validate_url(f"{base}/sitemap.xml")))
         settings = service_settings(
             database_url,
             capacity=20.0,
@@ -238,7 +238,7 @@ async def test_hostile_sitemaps_through_the_service_are_recorded_not_fatal(
             await service.run(asyncio.Event(), 6)
             crawls = [s.crawl for s in service.loop.discovery.sources.values() if s.crawl]
         with Store(database_url) as store:
-            found = {row.url for row in DiscoveryStore(store).discovered()}
+            found = {row.url for row in store.discovery.discovered()}
     finally:
         await runner.cleanup()
     assert found == {f"{base}/new/1"}  # the good sitemap's page, nothing else

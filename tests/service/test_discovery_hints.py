@@ -9,7 +9,7 @@ from aiohttp import web
 
 from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from tests.service.conftest import service_settings
 
 WATCHED = 10  # pages listed in the sitemap
@@ -51,7 +51,7 @@ async def test_a_moved_lastmod_gets_the_watched_page_polled_at_once(database_url
             urls = [f"{base}/p/{k}" for k in range(WATCHED)]
             urls += [f"{base}/f/{k}" for k in range(FILLER)]
             store.add_urls([NewUrl(validate_url(u)) for u in urls])
-            DiscoveryStore(store).add_source(SourceSpec(validate_url(f"{base}/sitemap.xml")))
+            store.discovery.add_source(SourceSpec(validate_url(f"{base}/sitemap.xml")))
         settings = service_settings(
             database_url,
             capacity=10.0,

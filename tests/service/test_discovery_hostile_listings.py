@@ -26,7 +26,7 @@ from aiohttp import web
 from benchmarks.listing_reads import big_feed, sitemap_bomb
 from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from tests.service.conftest import service_settings
 
 ORDINARY_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -124,7 +124,7 @@ async def _run(database_url: str, servers: Servers, source: str | None, **extra:
     with Store(database_url) as store:
         store.add_urls([NewUrl(validate_url(u)) for u in servers.ordinary])
         if source is not None:
-            DiscoveryStore(store).add_source(SourceSpec(validate_url(servers.hostile + source)))
+            store.discovery.add_source(SourceSpec(validate_url(servers.hostile + source)))
     settings = service_settings(
         database_url,
         slot_seconds=SLOT_S,
@@ -198,7 +198,7 @@ async def test_a_refused_or_looping_listing_backs_off_and_warns_once(
     doubling intervals. Either way: one WARNING per URL, the rest at DEBUG."""
     with Store(database_url) as store:
         store.add_urls([NewUrl(validate_url(u)) for u in servers.ordinary])
-        sources = DiscoveryStore(store)
+        sources = store.discovery
         for path in ("/refused.xml", "/loop.xml"):
             sources.add_source(SourceSpec(validate_url(servers.hostile + path)))
     settings = service_settings(

@@ -20,7 +20,7 @@ import pytest
 from crawler.service import CrawlService, SlotSummary
 from crawler.service._discovery import DiscoverySummary
 from crawler.service._discovery_parts import OWN_FIRST_READS
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from crawler.testsite._graph import generate
 from crawler.testsite._graphserver import EPOCH, GraphSite
 from tests.service.conftest import service_settings
@@ -62,7 +62,7 @@ async def test_the_pages_that_list_new_links_are_read(database_url: str, marked:
             await service.run(asyncio.Event(), WARMUP)
             with Store(database_url) as store:  # then the operator marks the sources
                 for url in sections[:1] if marked == "front" else sections:
-                    DiscoveryStore(store).add_source(SourceSpec(url, budget_per_slot=10))
+                    store.discovery.add_source(SourceSpec(url, budget_per_slot=10))
             discovery = service.loop.discovery
             discovery.clock = lambda: EPOCH.timestamp() + site.now
             run_slot = discovery.run_slot
@@ -83,7 +83,7 @@ async def test_the_pages_that_list_new_links_are_read(database_url: str, marked:
         with Store(database_url) as store:
             found = {
                 int(r.url.rsplit("/", 1)[1]): r.found_at.timestamp() - EPOCH.timestamp()
-                for r in DiscoveryStore(store).discovered()
+                for r in store.discovery.discovered()
             }
     finally:
         await site.stop()

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from crawler.service import CrawlService
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from crawler.testsite._graph import generate
 from crawler.testsite._graphserver import EPOCH, GraphSite
 from tests.service.conftest import service_settings
@@ -32,7 +32,7 @@ async def test_a_marked_section_is_read_at_its_own_pace(database_url: str, news:
     section = news.url(1)
     with Store(database_url) as store:
         store.add_urls([NewUrl(news.url(p)) for p in (300, 301)])
-        DiscoveryStore(store).add_source(SourceSpec(section, budget_per_slot=5))
+        store.discovery.add_source(SourceSpec(section, budget_per_slot=5))
     settings = service_settings(database_url, capacity=4.0)
     async with CrawlService(settings) as service:
         discovery = service.loop.discovery

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from crawler.service import CrawlService
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from crawler.workers import PollAnswer, Poller, PollJob, deferred_answer
 from tests.service.conftest import service_settings
 
@@ -90,7 +90,7 @@ async def test_a_deferred_first_read_and_deferred_leads_are_polled_later(
 ) -> None:
     with Store(database_url) as store:
         store.add_urls([NewUrl(f"{news_site}/one.html"), NewUrl(f"{news_site}/two.html")])
-        DiscoveryStore(store).add_source(SourceSpec(f"{news_site}/news/"))
+        store.discovery.add_source(SourceSpec(f"{news_site}/news/"))
     settings = service_settings(database_url, capacity=4.0, fetch_workers=0)
     async with CrawlService(settings) as service:
         discovery = service.loop.discovery
@@ -100,7 +100,7 @@ async def test_a_deferred_first_read_and_deferred_leads_are_polled_later(
         (source,) = discovery.sources.values()
         started_from = source.started_from
     with Store(database_url) as store:
-        found = {d.url.rsplit("/", 1)[-1] for d in DiscoveryStore(store).discovered()}
+        found = {d.url.rsplit("/", 1)[-1] for d in store.discovery.discovered()}
     assert set(ARTICLES) == found, (
         f"found {sorted(found)} of {ARTICLES}: a poll of discovery's deferred at the slot's "
         "deadline must be asked for again in a later slot (LeadPolls._poll_leads, "
@@ -117,7 +117,7 @@ async def test_a_polite_host_with_slot_long_delays_still_gives_every_new_page(
 ) -> None:
     with Store(database_url) as store:
         store.add_urls([NewUrl(f"{news_site}/one.html"), NewUrl(f"{news_site}/two.html")])
-        DiscoveryStore(store).add_source(SourceSpec(f"{news_site}/news/"))
+        store.discovery.add_source(SourceSpec(f"{news_site}/news/"))
     settings = service_settings(
         database_url,
         slot_seconds=SLOT_S,
@@ -131,7 +131,7 @@ async def test_a_polite_host_with_slot_long_delays_still_gives_every_new_page(
     async with CrawlService(settings) as service:
         await service.run(asyncio.Event(), 25)
     with Store(database_url) as store:
-        found = {d.url.rsplit("/", 1)[-1] for d in DiscoveryStore(store).discovered()}
+        found = {d.url.rsplit("/", 1)[-1] for d in store.discovery.discovered()}
     assert set(ARTICLES) <= found, (
         f"found {sorted(found)} of {ARTICLES} in 25 slots: a lead deferred at the slot's "
         "deadline must stay queued for a later slot (see LeadPolls._poll_leads)"

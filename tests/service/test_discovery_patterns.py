@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from crawler.cli import app
 from crawler.discovery import compile_pattern
 from crawler.service import CrawlService, SlotSummary
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from crawler.testsite.hostile import HostileServer
 from tests.service.conftest import service_settings
 
@@ -94,7 +94,7 @@ async def test_a_backtracking_include_pattern_cannot_hold_the_service(
 
     assert hostile.served["/news-links"] >= 1  # the source was read, its links matched
     with Store(database_url) as store:
-        found = {d.url for d in DiscoveryStore(store).discovered()}
+        found = {d.url for d in store.discovery.discovered()}
         watched = {r.url for r in store.list_urls()}
     assert not any(hostile.served[f"/{'a' * n}/"] for n in range(25, 41))
     assert set(news) <= found | watched
@@ -117,7 +117,7 @@ async def test_a_saved_source_whose_pattern_re2_refuses_is_skipped(
     ordinary, hostile = servers
     with Store(database_url) as store:
         store.add_urls([NewUrl(ordinary[0].url("/page/1"))])
-        ds = DiscoveryStore(store)
+        ds = store.discovery
         ds.add_source(SourceSpec(hostile.url("/news-links"), include=(r"(news)\1",)))
         ds.add_source(SourceSpec(ordinary[1].url("/page/7")))
     settings = service_settings(database_url, slot_seconds=0.05, capacity=6.0, discovery_share=0.5)

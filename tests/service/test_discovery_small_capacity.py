@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from crawler.service import CrawlService
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from crawler.testsite._graph import generate
 from crawler.testsite._graphserver import EPOCH, GraphSite
 from tests.service.conftest import service_settings
@@ -32,7 +32,7 @@ async def news() -> AsyncIterator[GraphSite]:
 def _setup(database_url: str, site: GraphSite) -> None:
     with Store(database_url) as store:
         store.add_urls([NewUrl(site.url(p)) for p in (30, 31)])
-        DiscoveryStore(store).add_source(SourceSpec(site.url(0), budget_per_slot=5))
+        store.discovery.add_source(SourceSpec(site.url(0), budget_per_slot=5))
 
 
 async def test_capacity_4_and_one_source_gets_polls(database_url: str, news: GraphSite) -> None:
@@ -52,7 +52,7 @@ async def test_capacity_4_and_one_source_gets_polls(database_url: str, news: Gra
     assert sum(polls) >= 1 and max(polls) <= 1, polls
     assert news.served[0] >= 1  # the source's page was read
     with Store(database_url) as store:
-        (row,) = DiscoveryStore(store).sources()
+        (row,) = store.discovery.sources()
     assert row.polls == sum(polls)
 
 

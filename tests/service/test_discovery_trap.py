@@ -25,7 +25,7 @@ import pytest
 
 from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
-from crawler.store import DiscoveryStore, NewUrl, SourceSpec, Store
+from crawler.store import NewUrl, SourceSpec, Store
 from crawler.testsite._session_trap import BusyPages, SessionTrapSite
 from tests.service.conftest import service_settings
 
@@ -115,11 +115,11 @@ async def test_a_session_trap_with_auto_watch_stays_bounded_and_takes_no_ones_po
             store.add_urls([NewUrl(validate_url(p.url("/page/1"))) for p in pages])
         control = await run_service(database_url, pages, **caps)
         with Store(database_url) as store:
-            DiscoveryStore(store).add_source(SourceSpec(trap.url("/"), auto_watch=True))
+            store.discovery.add_source(SourceSpec(trap.url("/"), auto_watch=True))
         trapped = await run_service(database_url, pages, **caps)
         with Store(database_url) as store:
             watched = [r.url for r in store.list_urls()]
-            found = DiscoveryStore(store).discovered()
+            found = store.discovery.discovered()
     finally:
         for server in (*pages, trap):
             await server.stop()

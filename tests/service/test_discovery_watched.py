@@ -11,7 +11,7 @@ import pytest
 
 from crawler.service import CrawlService, SlotSummary
 from crawler.service._discovery import DiscoverySummary
-from crawler.store import DiscoveryStore, SourceSpec, Store
+from crawler.store import SourceSpec, Store
 from crawler.testsite._graph import generate
 from crawler.testsite._graphserver import EPOCH, GraphSite
 from tests.service.conftest import service_settings
@@ -32,7 +32,7 @@ async def test_the_schedulers_polls_of_start_pages_feed_discovery(
     repolls: list[int] = []
     try:
         with Store(database_url) as store:
-            DiscoveryStore(store).add_source(SourceSpec(site.url(0), budget_per_slot=10))
+            store.discovery.add_source(SourceSpec(site.url(0), budget_per_slot=10))
         settings = service_settings(
             database_url,
             capacity=40.0,
@@ -72,7 +72,7 @@ async def test_the_schedulers_polls_of_start_pages_feed_discovery(
             assert floors is not None and 0 < floors <= 0.5 * 40
         with Store(database_url) as store:
             watched = {r.url for r in store.list_urls()}
-            found = DiscoveryStore(store).discovered()
+            found = store.discovery.discovered()
     finally:
         await site.stop()
     starts = {site.url(c) for c in range(6)}
@@ -110,7 +110,7 @@ async def test_what_the_pacer_learned_survives_a_restart(database_url: str) -> N
     await site.start()
     try:
         with Store(database_url) as store:
-            DiscoveryStore(store).add_source(SourceSpec(site.url(0), budget_per_slot=10))
+            store.discovery.add_source(SourceSpec(site.url(0), budget_per_slot=10))
         settings = service_settings(
             database_url, capacity=40.0, discovery_share=0.25, fetch_workers=0
         )

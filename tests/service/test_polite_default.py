@@ -14,7 +14,7 @@ from crawler import schedulers
 from crawler.service import CrawlService, SlotSummary
 from crawler.service._bounds import Constraints, probe_rate
 from crawler.settings import DEFAULT_MIN_INTERVAL_S, load_settings
-from crawler.store import NewUrl, Store, service_settings
+from crawler.store import NewUrl, Store
 from crawler.testsite import ChangingSite
 from tests.service.conftest import service_settings as fast_settings
 
@@ -88,7 +88,7 @@ async def test_the_service_records_its_settings_and_logs_each_change(
     database_url: str, site: ChangingSite, caplog: pytest.LogCaptureFixture
 ) -> None:
     with Store(database_url) as store:
-        assert service_settings(store) is None
+        assert store.service_settings() is None
         store.add_urls([NewUrl(u) for u in site.urls()])
     settings = fast_settings(database_url, capacity=40.0, default_min_interval_s=0.25)
     summaries: list[SlotSummary] = []
@@ -96,7 +96,7 @@ async def test_the_service_records_its_settings_and_logs_each_change(
     async with CrawlService(settings) as service:
         await service.run(asyncio.Event(), 60, summaries.append)
     with Store(database_url) as store:
-        record = service_settings(store)
+        record = store.service_settings()
     assert record is not None and "database_url" not in record
     assert record["slot_seconds"] == 0.05 and record["default_min_interval_s"] == 0.25
     assert record["capacity"] == 40.0 and record["started_at"]

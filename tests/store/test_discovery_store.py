@@ -6,14 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from crawler.store import DiscoveryStore, Found, NewUrl, SlotDiscovery, SourceSpec, Store
+from crawler.store import Found, NewUrl, SlotDiscovery, SourceSpec, Store
 
 NEWS = "https://example.org/news/"
 SHOP = "https://shop.example.org/"
 
 
 def test_sources_add_update_remove_revive(store: Store) -> None:
-    ds = DiscoveryStore(store)
+    ds = store.discovery
     sid, new = ds.add_source(SourceSpec(NEWS, include=("/news/",), topic="harbor river"))
     assert new
     again, new = ds.add_source(SourceSpec(NEWS, budget_per_slot=3, auto_watch=True))
@@ -43,7 +43,7 @@ def test_bad_source_options_are_refused(bad: dict[str, object]) -> None:
 
 
 def test_record_slot_first_finder_wins_counts_and_auto_watch(store: Store) -> None:
-    ds = DiscoveryStore(store)
+    ds = store.discovery
     news, _ = ds.add_source(SourceSpec(NEWS, auto_watch=True))
     shop, _ = ds.add_source(SourceSpec(SHOP))
     t = datetime(2026, 11, 23, 12, tzinfo=UTC)
@@ -89,7 +89,7 @@ def test_known_urls_of_some_hosts_and_domains_only(store: Store) -> None:
         "https://other.example/d", "https://example/e", "https://badnews.example/f",
     ]  # fmt: skip
     store.add_urls([NewUrl(u) for u in watched])
-    ds = DiscoveryStore(store)
+    ds = store.discovery
     assert ds.known_urls() >= set(watched)
     assert ds.known_urls(["news.example"]) == set(watched[:2])
     assert ds.known_urls([], ["news.example"]) == set(watched[:3])
@@ -98,7 +98,7 @@ def test_known_urls_of_some_hosts_and_domains_only(store: Store) -> None:
 
 
 def test_expiry_unlinked_and_dead_leave_the_watch_list(store: Store) -> None:
-    ds = DiscoveryStore(store)
+    ds = store.discovery
     news, _ = ds.add_source(SourceSpec(NEWS, auto_watch=True))
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
     pages = [NEWS + p for p in ("old", "linked", "dead", "manual")]
@@ -124,7 +124,7 @@ def test_auto_watch_caps_per_source_live_and_per_slot(store: Store) -> None:
     """A source's new pages go on the watch list at most ``max_watched_per_slot`` a slot and
     never past ``max_watched`` live ones; the rest stay recorded, not watched; an expired
     page makes room again."""
-    ds = DiscoveryStore(store)
+    ds = store.discovery
     trap, _ = ds.add_source(SourceSpec(NEWS, auto_watch=True))
     other, _ = ds.add_source(SourceSpec(SHOP, auto_watch=True))
     t = datetime(2026, 11, 23, 12, tzinfo=UTC)

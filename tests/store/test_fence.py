@@ -13,7 +13,6 @@ import pytest
 from sqlalchemy import func, select, text
 
 from crawler.store import (
-    DiscoveryStore,
     FencedOut,
     Found,
     ServiceLockHeld,
@@ -82,7 +81,7 @@ def test_discovery_records_of_a_stale_holder_land_nothing(database_url: str) -> 
     with Store(database_url) as a, Store(database_url) as b:
         lock_a = a.acquire_service_lock()
         a.claim_service_fence(lock_a)
-        ds = DiscoveryStore(a)
+        ds = a.discovery
         news, _ = ds.add_source(SourceSpec("https://example.org/news/", auto_watch=True))
         found = Found("https://example.org/news/a", news, datetime.now(UTC), 1, 1)
         lock_a.release()

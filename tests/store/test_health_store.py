@@ -42,14 +42,14 @@ def test_health_events_are_written_and_the_state_is_derived(store: Store) -> Non
 
 
 def test_a_fence_drops_the_health_events_of_the_polls_it_drops(store: Store) -> None:
-    w = store.register_worker(10.0, name="w")
-    v = store.register_worker(10.0, name="v")
+    w = store.cluster.register_worker(10.0, name="w")
+    v = store.cluster.register_worker(10.0, name="v")
     xs = add(store, 1, "x.test")
     ys = add(store, 1, "y.test")
-    store.claim_coordinator(w)
-    store.assign_leases({"x.test": w, "y.test": w}, w)
-    fence = Fence(w, store.leases_of(w))
-    store.assign_leases({"x.test": v}, w)  # x moved before w commits
+    store.cluster.claim_coordinator(w)
+    store.cluster.assign_leases({"x.test": w, "y.test": w}, w)
+    fence = Fence(w, store.cluster.leases_of(w))
+    store.cluster.assign_leases({"x.test": v}, w)  # x moved before w commits
     polls = [poll(xs[0], "error"), poll(ys[0], "error")]
     health = [_event("page.failing", xs[0]), _event("page.failing", ys[0])]
     assert _commit(store, 1, polls, health, fence=fence) == 1

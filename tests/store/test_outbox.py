@@ -18,11 +18,9 @@ from crawler.store import (
     DeliveryOutcome,
     DestinationRow,
     DestinationSpec,
-    DiscoveryStore,
     EventRow,
     Fence,
     Found,
-    OutboxStore,
     SlotDiscovery,
     SourceSpec,
     Store,
@@ -53,7 +51,7 @@ def test_one_event_per_change_in_the_slots_commit(store: Store) -> None:
     ]
     store.commit_slot(slot_record(5, polls), polls)
     assert event_rows(store) == [("page.changed", ids[0], 5), ("page.changed", ids[3], 5)]
-    outbox = OutboxStore(store)
+    outbox = store.outbox
     assert outbox.event_count("page.changed") == 2
     # a refused commit writes no event
     bad = [poll(ids[0], "hit", old_hash="b", content_hash="e"), poll(ids[0], "weird")]
@@ -63,28 +61,28 @@ def test_one_event_per_change_in_the_slots_commit(store: Store) -> None:
 
 
 def test_fenced_polls_make_no_events(store: Store) -> None:
-    a = store.register_worker(10.0, name="a")
-    b = store.register_worker(10.0, name="b")
+    a = store.cluster.register_worker(10.0, name="a")
+    b = store.cluster.register_worker(10.0, name="b")
     xs = add(store, 2, "x.test")
     ys = add(store, 2, "y.test")
-    store.claim_coordinator(a)
-    store.assign_leases({"x.test": a, "y.test": a}, a)
-    fence = Fence(a, store.leases_of(a))
-    store.assign_leases({"x.test": b}, a)  # x moved before a commits
+    store.cluster.claim_coordinator(a)
+    store.cluster.assign_leases({"x.test": a, "y.test": a}, a)
+    fence = Fence(a, store.cluster.leases_of(a))
+    store.cluster.assign_leases({"x.test": b}, a)  # x moved before a commits
     polls = [poll(i, "hit", content_hash=f"h{i}") for i in xs + ys]
     assert store.commit_slot(slot_record(1, polls), polls, fence=fence) == 2
     assert sorted(u for _, u, _ in event_rows(store) if u is not None) == ys
 
 
 def test_discovered_pages_make_events_with_their_rows(store: Store) -> None:
-    ds = DiscoveryStore(store)
+    ds = store.discovery
     sid, _ = ds.add_source(SourceSpec("https://example.org/news/"))
     now = datetime.now(UTC)
     found = [Found(f"https://example.org/n/{i}", sid, now, 1, 1) for i in range(3)]
     ds.record_slot(SlotDiscovery(polls={sid: 3}, found=found + found[:1]))
     ds.record_slot(SlotDiscovery(polls={sid: 1}, found=found[:1]))  # known: no new event
     assert [t for t, _, _ in event_rows(store)] == ["page.discovered"] * 3
-    outbox = OutboxStore(store)
+    outbox = store.outbox
     outbox.add_destination(DestinationSpec("https://hooks.example.org/", "whsec_x"))
     outbox.fan_out(every)
     due = outbox.claim_due(10, HOLD)
@@ -93,7 +91,7 @@ def test_discovered_pages_make_events_with_their_rows(store: Store) -> None:
 
 def test_fan_out_filters_and_order_per_url(store: Store) -> None:
     ids = add(store, 2)
-    outbox = OutboxStore(store)
+    outbox = store.outbox
     all_id = outbox.add_destination(DestinationSpec("https://a.example/", "whsec_a"))
     none_id = outbox.add_destination(
         DestinationSpec("https://b.example/", "whsec_b", event_types=("page.discovered",))
@@ -145,7 +143,7 @@ def test_fan_out_filters_and_order_per_url(store: Store) -> None:
 
 def test_disabled_and_paused_destinations_get_nothing(store: Store) -> None:
     ids = add(store, 1)
-    outbox = OutboxStore(store)
+    outbox = store.outbox
     gone = outbox.add_destination(DestinationSpec("https://a.example/", "whsec_a"))
     paused = outbox.add_destination(DestinationSpec("https://b.example/", "whsec_b"))
     polls = [poll(ids[0], "hit", content_hash="h")]
@@ -163,7 +161,7 @@ def test_disabled_and_paused_destinations_get_nothing(store: Store) -> None:
 
 def test_prune_keeps_what_is_not_delivered(store: Store) -> None:
     ids = add(store, 3)
-    outbox = OutboxStore(store)
+    outbox = store.outbox
     dest = outbox.add_destination(DestinationSpec("https://a.example/", "whsec_a"))
     polls = [poll(i, "hit", content_hash="h") for i in ids]
     store.commit_slot(slot_record(1, polls), polls)
@@ -208,7 +206,7 @@ def test_queue_heads_follow_every_write(store: Store) -> None:
     in a seeded random order: the heads stay right and a URL never has two in flight."""
     rng = random.Random(7)
     ids = add(store, 5)
-    outbox = OutboxStore(store)
+    outbox = store.outbox
     for name in "ab":
         outbox.add_destination(DestinationSpec(f"https://{name}.example/", f"whsec_{name}"))
     slot = 0
@@ -305,7 +303,7 @@ def test_a_claim_reads_what_it_claims_not_the_backlog(store: Store) -> None:
     ]
     with store.engine.begin() as conn:
         conn.execute(insert(events), rows)
-    outbox = OutboxStore(store)
+    outbox = store.outbox
     dest = outbox.add_destination(DestinationSpec("https://a.example/", "whsec_a"))
     while outbox.fan_out(every, batch=5_000):
         pass
@@ -345,7 +343,7 @@ def test_a_diff_made_for_a_send_is_stored_with_its_answer(store: Store) -> None:
     for slot, old, new in ((1, "a", "b"), (2, "b", "c")):
         polls = [poll(uid, "hit", old_hash=old, content_hash=new, snapshot=f"text {new}")]
         store.commit_slot(slot_record(slot, polls), polls)
-    outbox = OutboxStore(store)
+    outbox = store.outbox
     key = (uid, 2, "c")
     found = outbox.change_diffs([key])[key]
     assert found.diff is None and found.change_id is not None  # the texts to make it from
