@@ -511,6 +511,10 @@ class ClusterMember:
         order = np.argsort(ids, kind="stable")
         return ids[order], importance[order], [site_list[k] for k in order.tolist()]
 
+    #: a lease change cuts every poll still running from an earlier slot: it may be of a
+    #: site just lost (the commit's fence is the slot's, the poll's lease older)
+    cuts_carried = True
+
     def committed(self, slot: int, fenced: int = 0) -> None:
         """The loop committed scheduler slot ``slot`` (``fenced`` of its polls dropped)."""
         self._committed_through = max(self._committed_through, slot)
@@ -569,6 +573,7 @@ class ClusterMember:
             return None
         if saved is None or saved.ids.size == 0:
             return None
+        self.rows_restored_total += int(saved.ids.size)  # handed to the loop to restore
         return saved
 
     @property

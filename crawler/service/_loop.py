@@ -30,7 +30,13 @@ from crawler.service._health import HealthWatch
 from crawler.service._inflight import GRACE_S, InFlight, Stream
 from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
 from crawler.service._steps import Alongside, DiscoveryStep, Polled, SlotStep, default_steps
-from crawler.service._watch import WatchFollower, WatchUpdate, merge_saved
+from crawler.service._watch import (
+    StoreWatch,
+    WatchFollower,
+    WatchSource,
+    WatchUpdate,
+    merge_saved,
+)
 from crawler.settings import Settings
 from crawler.store import (
     OUTCOMES,
@@ -152,8 +158,11 @@ class CrawlLoop:
         self.constraints = Constraints(settings)
         #: health events (page.failing, page.recovered, page.stopped_changing): _health.py
         self.health = HealthWatch(settings, store)
-        #: a cluster worker's membership (crawler/service/_cluster.py), set by
-        #: the service in cluster mode: the watch list is then the leased sites' URLs
+        #: where the watch list comes from, and what the commits are fenced by: the whole
+        #: store, or (set by the service) a cluster worker's leases (_watch.py)
+        self.source: WatchSource = StoreWatch(store)
+        #: a cluster worker's membership (crawler/service/_cluster.py), set by the service
+        #: in cluster mode, for the slot steps that act for it (_steps.py)
         self.cluster: ClusterMember | None = None
         # discovery: a share of each slot's polls follows links from the sources
         self.discovery = DiscoverySide(settings, store, poller, metrics)
@@ -178,11 +187,8 @@ class CrawlLoop:
         """Restore the scheduler from the database (or start one) and sync the watch list."""
         name = self.settings.scheduler
         # one scan after the other: run at once, they contend for the GIL and are slower
-        if self.cluster is not None:  # a cluster worker: the scalars only, one slot count
-            state = await asyncio.to_thread(self.cluster.saved_state, name)
-        else:
-            state = await asyncio.to_thread(self.store.load_scheduler_state, name)
-        watched = await asyncio.to_thread(self._watch_list)
+        state = await asyncio.to_thread(self.source.saved_state, name)
+        watched = await asyncio.to_thread(self.source.watch_list)
         if state is not None:
             self.scheduler = schedulers.restore(state)
             log.info(
@@ -200,34 +206,19 @@ class CrawlLoop:
         await self._apply_constraints(None)  # every URL's groups, bounds, pause
         await self.discovery.prepare()  # the listing worker, started with the service
 
-    def _watch_list(self) -> tuple[object, IdArray, FloatArray]:
-        """(version, ids, importances) of the watch list; the version read first, so an edit
-        made during the read is seen again at the next look."""
-        if self.cluster is not None:  # a cluster worker: only the leased sites' URLs
-            return self.cluster.watch_list()
-        version = self.store.watch_list_version()
-        return (version, *self.store.active_urls())
-
     async def sync_watch_list(self, *, force: bool = False) -> bool:
-        """Add and remove URLs the operator changed since the last look; True if any."""
-        if self.cluster is not None:  # leases too; gained sites' saved rows
-            assert self.scheduler is not None
-            update = await self.cluster.sync(self.scheduler, self._watch_version, force=force)
-            if update is None:
-                return False
-            added = self._apply_update(update)
-            gained = update.ids if added is None else added  # None: every URL is new
-            if update.replaced is not None:  # lost and regained: another may have polled
-                gained = np.union1d(gained, update.replaced)
-            self.health.stale(gained.tolist())
-        else:
-            version = await asyncio.to_thread(self.store.watch_list_version)
-            if not force and version == self._watch_version:
-                return False
-            ids, importance = await asyncio.to_thread(self.store.active_urls)
-            added = self._apply_watch_list(version, ids, importance)
-        if self.cluster is not None:  # polls still running from earlier slots land nothing
-            # (a lost site: the commit's fence is the slot's, the poll's lease older)
+        """Take the watch-list source's changes since the last look (an operator's edits,
+        pages discovery added, a cluster's lease changes); True if any."""
+        assert self.scheduler is not None
+        update = await self.source.sync(self.scheduler, self._watch_version, force=force)
+        if update is None:
+            return False
+        added = self._apply_update(update)
+        gained = update.ids if added is None else added  # None: every URL is new
+        if update.replaced is not None:  # lost and regained: another may have polled
+            gained = np.union1d(gained, update.replaced)
+        self.health.stale(gained.tolist())
+        if self.source.cuts_carried:  # polls still running from earlier slots land nothing
             await self._cut_in_flight("lease")
         await self._apply_constraints(added)
         return True
@@ -241,7 +232,6 @@ class CrawlLoop:
             known, _ = self.scheduler.frequencies()
             if (dropped := np.intersect1d(known, update.replaced)).size:
                 self.scheduler.remove(dropped)
-        before, _ = self.scheduler.frequencies()
         rebuilt = False
         if update.saved is not None:
             try:
@@ -254,14 +244,12 @@ class CrawlLoop:
             elif merged is not self.scheduler:
                 merged.set_capacity(self.scheduler.capacity)
                 self.scheduler, rebuilt = merged, True
-                if self.cluster is not None:
-                    self.cluster.rows_restored_total += int(update.saved.ids.size)
-        self._apply_watch_list(update.version, update.ids, update.importance)
+        added = self._apply_watch_list(update.version, update.ids, update.importance)
         if rebuilt:  # the guard's constraints are not part of a scheduler's state
             self.caps.forget_applied()
             self.constraints.forget_applied()
             return None
-        return np.setdiff1d(update.ids, before)
+        return added
 
     async def _apply_constraints(self, added: IdArray | None) -> None:
         """Host groups and caps (of the URLs ``added``; None: all), and the
@@ -519,10 +507,9 @@ class CrawlLoop:
             slot, polls, delta = self._pending[0]
             began = time.monotonic()
             try:
-                fence = self.cluster.fence(slot.slot) if self.cluster is not None else None
+                fence = self.source.fence(slot.slot)
                 fenced = await asyncio.to_thread(self.store.commit_slot, slot, polls, delta, fence)
-                if self.cluster is not None:
-                    self.cluster.committed(slot.slot, fenced)
+                self.source.committed(slot.slot, fenced)
             except FencedOut as exc:  # another service has the database: never retried
                 log.error("%d slot(s) not committed, dropped: %s", len(self._pending), exc)
                 self._pending.clear()

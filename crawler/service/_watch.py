@@ -1,7 +1,9 @@
 """What a watch-list source hands the crawl loop, and how saved learning rows join it.
 
-The loop owns its scheduler. A source of its watch list (the cluster's leases: a cluster
-worker's ``ClusterMember``) never reaches into the loop: at a slot start it hands the loop
+The loop owns its scheduler. A source of its watch list (the whole store: ``StoreWatch``;
+the cluster's leases: a cluster worker's ``ClusterMember``) never reaches into the loop,
+and the loop never asks which it has: at start-up the source gives the saved state and the
+watch list; at a slot start it hands the loop
 a ``WatchUpdate`` (the URLs to watch, and the saved learning rows of those it gained) and
 the loop applies it, constraints included (``CrawlLoop.sync_watch_list``). Merging saved
 rows rebuilds the scheduler (``merge_saved``): the loop then gives the new scheduler every
@@ -11,6 +13,7 @@ back-off), not only those of the URLs just gained.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,6 +22,7 @@ import numpy as np
 
 from crawler import schedulers
 from crawler.schedulers import FloatArray, IdArray, SchedulerState
+from crawler.store import Fence, Store
 
 URL_PREFIX = "url_"
 
@@ -48,7 +52,19 @@ class WatchFollower(Protocol):
 
 
 class WatchSource(Protocol):
-    """A source of the loop's watch list other than the whole store (the cluster)."""
+    """A source of the loop's watch list, and the fence its commits are made under."""
+
+    #: a change of the watch list cuts every poll still running from an earlier slot
+    #: (otherwise only those of URLs that left it)
+    cuts_carried: bool
+
+    def saved_state(self, name: str) -> SchedulerState | None:
+        """The saved state of scheduler ``name`` to start from (None: none); blocking."""
+        ...
+
+    def watch_list(self) -> tuple[object, IdArray, FloatArray]:
+        """(version, ids, importances) at start-up, the version read first; blocking."""
+        ...
 
     async def sync(
         self, scheduler: schedulers.Scheduler, version: object, *, force: bool = False
@@ -56,6 +72,46 @@ class WatchSource(Protocol):
         """The update since ``version`` (None: nothing changed); ``scheduler`` is read, never
         changed."""
         ...
+
+    def fence(self, slot: int) -> Fence | None:
+        """What the commit of scheduler slot ``slot`` is fenced by (None: nothing)."""
+        ...
+
+    def committed(self, slot: int, fenced: int = 0) -> None:
+        """Scheduler slot ``slot`` was committed, ``fenced`` of its polls dropped."""
+        ...
+
+
+class StoreWatch:
+    """A single service's watch list: every active URL of the store, followed by its
+    version (an operator's edit, a page discovery added, bumps it)."""
+
+    cuts_carried = False
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def saved_state(self, name: str) -> SchedulerState | None:
+        return self.store.load_scheduler_state(name)
+
+    def watch_list(self) -> tuple[object, IdArray, FloatArray]:
+        version = self.store.watch_list_version()  # first: an edit during the read is seen
+        return (version, *self.store.active_urls())
+
+    async def sync(
+        self, scheduler: schedulers.Scheduler, version: object, *, force: bool = False
+    ) -> WatchUpdate | None:
+        now = await asyncio.to_thread(self.store.watch_list_version)
+        if not force and now == version:
+            return None
+        ids, importance = await asyncio.to_thread(self.store.active_urls)
+        return WatchUpdate(now, ids, importance)
+
+    def fence(self, slot: int) -> Fence | None:
+        return None
+
+    def committed(self, slot: int, fenced: int = 0) -> None:
+        pass
 
 
 def merge_saved(
