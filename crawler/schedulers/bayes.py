@@ -339,7 +339,7 @@ class BayesRate(Scheduler):
             step = self._step = np.empty(credit.size, dtype=np.float32)
         np.multiply(self._x, np.float32(scale), out=step)
         if scale > 1.0:
-            np.minimum(step, np.float32(1.0), out=step)
+            _at_most_one(step)
         credit += step
         cand = np.flatnonzero(credit >= 1.0)
         if cand.size > k:
@@ -402,12 +402,12 @@ class BayesRate(Scheduler):
             new_x = self._allocate(rate, pos)
             self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
         else:
-            bounds = limits.bounds_of(pos)  # looked up once for the x and the host sums
-            new_x = self._constrained_x(rate, pos, bounds)
-            self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
+            # the rows' bounds and hosts, looked up once for the x and the host sums
+            bounds = limits.bounds_of(pos)
             group = limits.group[pos]
-            self._add_sums(group, old_x, -1.0, bounds)
-            self._add_sums(group, new_x, 1.0, bounds)
+            new_x = self._constrained_x(rate, pos, bounds, group)
+            self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
+            self._add_sums(group, (old_x, new_x), bounds)
         self._x[pos] = new_x
 
     def _shift_test(
@@ -480,7 +480,7 @@ class BayesRate(Scheduler):
         if out is None or out.shape != rate.shape:
             out = np.empty(rate.shape, dtype=np.float32)
         x: F32Array = np.divide(rate, np.float32(u), out=out)
-        np.minimum(x, np.float32(1.0), out=x)
+        _at_most_one(x)
         big = self.settings.whole_intervals
         if big:
             head = np.flatnonzero(x >= np.float32(1.0 / big))
@@ -568,28 +568,35 @@ class BayesRate(Scheduler):
         self._host_moving = np.zeros(limits.cap.size)
         self._loose_moving = 0.0
         every = np.arange(self._x.size)
-        self._add_sums(limits.group, self._x, 1.0, limits.bounds_of(every))
+        self._add_sums(limits.group, (None, self._x), limits.bounds_of(every))
 
     def _add_sums(
         self,
         group: NDArray[np.signedinteger],
-        x: F32Array,
-        sign: float,
+        xs: tuple[F32Array | None, F32Array],
         bounds: tuple[FloatArray, FloatArray],
     ) -> None:
-        """Add (sign 1) or take away (-1) some rows' x in the per-host sums; ``group`` and
-        ``bounds`` are those rows' host indices and bounds."""
+        """Take some rows' old x away from the per-host sums, then add their new x
+        (``xs``: old and new, old None when there is none to take away); ``group`` and
+        ``bounds`` are those rows' host indices and bounds, and what depends only on them
+        is computed once for both."""
         limits = self._limits
         assert limits is not None
         lo, hi = bounds
-        moving = (x < np.float32(1.0)) & (lo <= 0) & (hi >= 1)
+        unbounded = (lo <= 0) & (hi >= 1)
         grouped = group >= 0
+        loose = ~grouped
         size = limits.cap.size
-        xs = x.astype(np.float64) * sign
         gi = group[grouped].astype(np.intp)
-        self._host_sum += np.bincount(gi, xs[grouped], minlength=size)
-        self._host_moving += np.bincount(gi, np.where(moving, xs, 0.0)[grouped], minlength=size)
-        self._loose_moving += float(np.sum(xs[moving & ~grouped]))
+        for x, sign in zip(xs, (-1.0, 1.0), strict=True):
+            if x is None:
+                continue
+            moving = (x < np.float32(1.0)) & unbounded
+            signed = x.astype(np.float64) * sign
+            self._host_sum += np.bincount(gi, signed[grouped], minlength=size)
+            moving_x = np.where(moving, signed, 0.0)[grouped]
+            self._host_moving += np.bincount(gi, moving_x, minlength=size)
+            self._loose_moving += float(np.sum(signed[moving & loose]))
 
     def _relevel(self, target: float) -> bool:
         """Under constraints, between scheduled solves: bring sum(x) back to ``target`` by
@@ -654,12 +661,15 @@ class BayesRate(Scheduler):
         rate: F32Array,
         pos: IndexArray | None,
         bounds: tuple[FloatArray, FloatArray] | None = None,
+        group: NDArray[np.signedinteger] | None = None,
     ) -> F32Array:
         """x of rows ``pos`` (None: all) at their levels in force, clipped to the bounds
-        (``bounds``: those of rows ``pos`` when the caller has them)."""
+        (``bounds`` and ``group``: those of rows ``pos`` when the caller has them)."""
         assert self._limits is not None
         rows = slice(None) if pos is None else pos
-        level = np.maximum(self._own_padded[self._limits.group[rows]], self._level)
+        if group is None:
+            group = self._limits.group[rows]
+        level = np.maximum(self._own_padded[group], self._level)
         r = rate.astype(np.float64)
         u = inverse_gain(level / self._importance[rows]) if self._weighted else level
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -744,13 +754,25 @@ def _levelled_x(
     """x = min(1, rate / the row's level) in float32, written into ``out``: a row's level is
     the larger of its host's own (``own_padded``, index -1 for no host, there 0) and the
     global ``level``. That larger one is taken per host first, then gathered into ``out``
-    (no new array of n rows)."""
+    (no new array of n rows). It is computed as rate / max(level, rate): the same float32
+    value for every finite rate (a rate above its level divides by itself, exactly 1; the
+    rest is rate / level as before; 0 / 0 and NaN stay NaN), and the maximum of two arrays
+    is half the cost of NumPy's minimum with a scalar (0.2 against 0.4 ms at 1M rows)."""
     table = own_padded.astype(np.float32)
     np.maximum(table, np.float32(level), out=table)
     np.take(table, group, out=out, mode="wrap")
+    np.maximum(out, rate, out=out)
     np.divide(rate, out, out=out)
-    np.minimum(out, np.float32(1.0), out=out)
     return out
+
+
+def _at_most_one(x: F32Array) -> None:
+    """x = min(x, 1) in place (NaN stays NaN). The minimum is skipped only when the largest
+    value is at most 1, when it changes nothing (a NaN anywhere makes the maximum NaN, and
+    then the minimum runs): at a million rows NumPy's minimum with a scalar costs 0.4 ms,
+    the maximum that rules it out 0.1 ms, and early in a run no value is above 1."""
+    if x.size and not x.max() <= 1.0:
+        np.minimum(x, np.float32(1.0), out=x)
 
 
 def _log_ratios(hits: BoolArray, rt: FloatArray, k: float, misses: FloatArray) -> FloatArray:

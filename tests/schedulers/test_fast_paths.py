@@ -3,10 +3,12 @@
 A constrained ``bayes`` slot at many URLs takes shortcuts that must not change a single
 pick: a bitmap of the bounded rows before any binary search, the refill's ranked head
 instead of a sort of its whole pool, the run starts of the host ranks by a running maximum,
-the CUSUM logarithms on the hits only and the relevel written into x's own array. Each is
-swapped here for the plain formula it replaced, and both runs must give the same selection
-in every slot and the same state at the end (with relevels: more than ``RELEVEL_FROM``
-URLs; with failures, a pause and a changed cap on the way).
+the CUSUM logarithms on the hits only, the relevel written into x's own array as
+rate / max(level, rate), the minimum with 1 skipped when nothing is above 1, and the
+forced rows taken out of the picks by a mask. Each is swapped here for the plain formula it
+replaced, and both runs must give the same selection in every slot and the same state at
+the end (with relevels: more than ``RELEVEL_FROM`` URLs; with failures, a pause and a
+changed cap on the way; and without any constraint).
 """
 
 from __future__ import annotations
@@ -47,11 +49,21 @@ def _straight_run_starts(ordered: Any) -> Any:
     return np.searchsorted(ordered, ordered, side="left")
 
 
+def _straight_at_most_one(x: Any) -> None:
+    np.minimum(x, np.float32(1.0), out=x)
+
+
+def _straight_not_in(rows: Any, drop: Any, n: int) -> Any:
+    return rows[~np.isin(rows, drop)]
+
+
 def _run(mix: str, slots: int = 40) -> tuple[list[bytes], dict[str, bytes]]:
     rng = np.random.default_rng(3)
     ids = np.arange(N, dtype=np.int64)
     s = schedulers.create("bayes", capacity=N / 100, seed=2)
     s.add(ids)
+    if mix == "none":
+        return _unconstrained(s, rng, slots)
     hosts = N // 40 if mix == "heavy" else N // 1_000
     share = 1.0 / np.arange(1, hosts + 1)
     s.set_groups(ids, rng.choice(hosts, size=N, p=share / share.sum()))
@@ -71,12 +83,33 @@ def _run(mix: str, slots: int = 40) -> tuple[list[bytes], dict[str, bytes]]:
         if slot == 15:
             s.pause(chosen[:5])
             s.set_group_caps({1: 0.7})
+    return picks, _state_bytes(s)
+
+
+def _unconstrained(
+    s: schedulers.Scheduler, rng: np.random.Generator, slots: int
+) -> tuple[list[bytes], dict[str, bytes]]:
+    picks = []
+    for slot in range(slots):
+        chosen = s.select()
+        picks.append(chosen.tobytes())
+        hits = rng.random(chosen.size) < 0.3
+        if slot % 5 == 2:  # feedback in another order, some polls left out
+            keep = rng.permutation(chosen.size)[: chosen.size - 3]
+            chosen, hits = chosen[keep], hits[keep]
+        s.feedback(chosen, hits)
+    return picks, _state_bytes(s)
+
+
+def _state_bytes(s: schedulers.Scheduler) -> dict[str, bytes]:
     state = s.state()
-    return picks, {k: np.ascontiguousarray(v).tobytes() for k, v in state.rows.items()}
+    rows = {k: np.ascontiguousarray(v).tobytes() for k, v in state.rows.items()}
+    rows["extra"] = repr(sorted(state.extra.items())).encode()
+    return rows
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mix", ["realistic", "heavy"])
+@pytest.mark.parametrize("mix", ["none", "realistic", "heavy"])
 def test_fast_paths_select_as_the_straightforward_ones(
     monkeypatch: pytest.MonkeyPatch, mix: str
 ) -> None:
@@ -87,6 +120,8 @@ def test_fast_paths_select_as_the_straightforward_ones(
     monkeypatch.setattr(_guard, "_run_starts", _straight_run_starts)
     monkeypatch.setattr(bayes, "_log_ratios", _straight_log_ratios)
     monkeypatch.setattr(bayes, "_levelled_x", _straight_levelled_x)
+    monkeypatch.setattr(bayes, "_at_most_one", _straight_at_most_one)
+    monkeypatch.setattr(_guard, "_not_in", _straight_not_in)
     plain_picks, plain_state = _run(mix)
     differ = [i for i, (a, b) in enumerate(zip(fast_picks, plain_picks, strict=True)) if a != b]
     assert not differ, (
@@ -95,3 +130,28 @@ def test_fast_paths_select_as_the_straightforward_ones(
         "formula in this test"
     )
     assert fast_state == plain_state, "same picks but other learning state: see _learn"
+
+
+def test_each_shortcut_gives_its_plain_formula_bit_for_bit() -> None:
+    """The three elementwise shortcuts on the values where they could differ: rates above,
+    at and below their level, levels of 0 and infinity, 0 / 0, NaN, values above 1."""
+    rng = np.random.default_rng(5)
+    rate = rng.random(4_000).astype(np.float32) * 3
+    rate[:8] = [0.0, 0.0, 1.5, 2.0, np.nan, 1e-40, 0.25, 3.0]
+    table = rng.random(50) * 2
+    table[:4] = [0.0, np.inf, 1.5, np.nan]
+    group = rng.integers(-1, 50, rate.size).astype(np.int16)
+    group[:8] = [0, 1, 2, 3, 5, 0, -1, 2]
+    for level in (0.0, 0.3, 2.5):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fast = bayes._levelled_x(table, level, group, rate, np.empty_like(rate))
+            plain = _straight_levelled_x(table, level, group, rate, None)
+        assert fast.tobytes() == plain.tobytes()
+    for values in (rate.copy(), rate / np.float32(4), np.array([np.nan, 0.5], np.float32)):
+        fast_min, plain_min = values.copy(), values.copy()
+        bayes._at_most_one(fast_min)
+        _straight_at_most_one(plain_min)
+        assert fast_min.tobytes() == plain_min.tobytes()
+    rows = rng.permutation(10_000)[:3_000].astype(np.intp)
+    drop = rng.permutation(10_000)[:1_000].astype(np.intp)
+    assert np.array_equal(_guard._not_in(rows, drop, 10_000), _straight_not_in(rows, drop, 10_000))
