@@ -207,6 +207,32 @@ class PhaseCpu:
         self.used = {k: end[k] - self._start.get(k, end[k]) for k in end}
 
 
+class CommitTimer:
+    """Wall and CPU time of the crawl's slot commits (``Store.commit_slot``, in its
+    thread): a commit that waits for the database's write lock shows as wall time
+    without CPU time."""
+
+    def __init__(self, store: Store) -> None:
+        self.count = 0
+        self.wall = 0.0
+        self.cpu = 0.0
+        inner = store.commit_slot
+
+        def timed(*args: Any, **kwargs: Any) -> int:
+            w0, c0 = time.perf_counter(), time.thread_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.wall += time.perf_counter() - w0
+                self.cpu += time.thread_time() - c0
+                self.count += 1
+
+        store.commit_slot = timed  # type: ignore[method-assign]
+
+    def totals(self) -> tuple[int, float, float]:
+        return self.count, self.wall, self.cpu
+
+
 @dataclass
 class Phase:
     delivering: bool
@@ -216,6 +242,17 @@ class Phase:
     ended: float = 0.0
     delivered: int = 0
     cpu: dict[str, float] = field(default_factory=dict)
+    #: the crawl's slot commits in the phase: (count, wall seconds, CPU seconds)
+    commits: tuple[int, float, float] = (0, 0.0, 0.0)
+
+    def commit_line(self) -> str:
+        n, wall, cpu = self.commits
+        if not n:
+            return ""
+        return (
+            f"; slot commits {n}: {wall / n * 1e3:,.1f} ms wall, {cpu / n * 1e3:,.1f} ms CPU "
+            f"each, {wall / max(self.seconds, 1e-9):.0%} of the phase"
+        )
 
     def cpu_line(self) -> str:
         c, s = self.cpu, max(self.seconds, 1e-9)
@@ -232,7 +269,7 @@ class Phase:
             )
             + f"; receiver {c.get('receiver', 0) / s:.0%}; site {c.get('site', 0) / s:.0%}; "
             f"machine busy {c.get('machine', 0) / s / (os.cpu_count() or 1):.0%} of "
-            f"{os.cpu_count()} cores"
+            f"{os.cpu_count()} cores{self.commit_line()}"
         )
 
     @property
@@ -278,6 +315,7 @@ async def bench(
     store.add_urls([NewUrl(u) for u in urls])
     store.outbox.add_destination(DestinationSpec(receiver_url, secret))
     run = Run()
+    timer = CommitTimer(store)
     async with CrawlService(settings, store=store) as service:
         baselines = 0
         warmed = asyncio.Event()
@@ -299,8 +337,6 @@ async def bench(
                 deliverer.start()
                 if isinstance(deliverer, DeliveryProcess):  # a service starts it once
                     await asyncio.to_thread(deliverer.wait_ready)
-                    if args.nice and deliverer.pid is not None:  # a diagnostic, not a setting
-                        os.setpriority(os.PRIO_PROCESS, deliverer.pid, args.nice)
             meter = PhaseCpu(
                 {
                     **pids,
@@ -308,8 +344,10 @@ async def bench(
                 }
             )
             meter.start()
+            c0 = timer.totals()
             await crawl_phase(service, phase, args.phase_polls)
             meter.stop()
+            phase.commits = tuple(b - a for a, b in zip(c0, timer.totals(), strict=True))  # type: ignore[assignment]
             phase.cpu = meter.used
             if deliverer is not None:
                 await asyncio.to_thread(deliverer.stop)
@@ -512,21 +550,24 @@ def main() -> None:
         "that the healthy phases after a bad one deliver again)",
     )
     parser.add_argument(
-        "--nice",
+        "--delivery-nice",
         type=int,
-        default=0,
-        help="a diagnostic: the delivery process's niceness in the on phases (is the cost "
-        "the CPU the crawl shares with it?)",
+        help="delivery_nice, the niceness the delivery process adds to its priority (default: "
+        "the setting's default, as a service runs it)",
     )
     args = parser.parse_args()
     if args.phase_polls <= 0:
         args.phase_polls = int(args.events / args.phases * 1.3)
     kinds = ("sqlite", "postgresql") if args.db == "both" else (args.db,)
+    nice = args.delivery_nice
+    if nice is None:
+        nice = Settings.model_fields["delivery_nice"].default
     print(
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other jobs share "
         f"the machine); {args.urls:,} URLs changing {args.change_rate:g}/s; {args.phases} "
         f"phases of {args.phase_polls:,} polls; delivery_concurrency {args.concurrency}, "
-        f"delivery_batch {args.batch}; deliverer in a {'thread' if args.thread else 'process'}",
+        f"delivery_batch {args.batch}; deliverer in a {'thread' if args.thread else 'process'}"
+        f", delivery_nice {nice}",
         flush=True,
     )
     summary: list[str] = []
@@ -558,6 +599,11 @@ def main() -> None:
                     **(
                         {"delivery_retry_schedule": json.loads(args.retry_schedule)}
                         if args.retry_schedule
+                        else {}
+                    ),
+                    **(
+                        {"delivery_nice": args.delivery_nice}
+                        if args.delivery_nice is not None
                         else {}
                     ),
                 )

@@ -317,7 +317,7 @@ class Settings(BaseSettings):
     delivery: bool = Field(
         True,
         description="deliver the outbox's events to the destinations (crawler destinations "
-        "add) from a thread beside the crawl; false = events wait in the outbox",
+        "add) from a process beside the crawl; false = events wait in the outbox",
     )
     delivery_retry_schedule: list[float] = Field(
         default_factory=lambda: list(DEFAULT_RETRY_SCHEDULE),
@@ -335,6 +335,14 @@ class Settings(BaseSettings):
     )
     delivery_poll_s: float = Field(
         0.5, gt=0, le=60, description="seconds between looks at an idle outbox"
+    )
+    delivery_nice: int = Field(
+        19,
+        ge=0,
+        le=19,
+        description="niceness added to the delivery process's scheduling priority (0: the "
+        "service's own; 19: the lowest): delivery uses the CPU the crawl leaves, so it never "
+        "slows the slots (docs/delivery.md)",
     )
     health_failing_after: int = Field(
         3,

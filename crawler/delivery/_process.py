@@ -16,21 +16,29 @@ lock; the crawl and the deliverer share only the database, as before.
 - **Started and stopped by the service**: ``start`` spawns it (``multiprocessing`` spawn:
   no forked copy of the service's threads, connections or event loop); ``stop`` asks it to
   stop (sends in flight are abandoned: their claims are released by the next deliverer and
-  sent again, same ids), waits ``timeout``, then terminates it.
+  sent again, same ids), waits ``timeout``, then terminates it. At nice 19 on a busy
+  machine the child's own end takes longer (measured 3.6 to 22 s, 2.7 to 5.8 s at nice 0,
+  load 18): its threads share one interpreter lock, so a watcher thread at the service's
+  priority cannot end it sooner.
 - **Dies with the service**: the child blocks on a pipe from the service; when the service
   dies (a kill -9 included) the pipe closes and the child exits at once (``os._exit``), so
   no orphan keeps sending while the next service starts its own deliverer.
 - **Metrics** are counted in the child and sent to the service over a second pipe, where a
   thread applies them to the service's registry (``crawler_delivery_*`` stay on the
   service's metrics port).
-- **Not niced** (measured and rejected): at nice +10 the delivery process cost the crawl
-  2 % to 4 % of its polls/s on SQLite, but on a machine with no spare CPU it got almost
-  none (2 events/s beside the crawl, 6 to 15 with the crawl stopped) and tests whose
-  receivers expect events within a minute failed. At the service's priority it uses about
-  half a core while draining and costs the crawl 25 % to 66 % of its polls/s in
-  benchmarks/delivery.py on a 2-core machine kept busy by other jobs (docs/results.md:
-  the CPU it takes comes out of the crawl's share, and on SQLite the crawl's CPU per poll
-  rises too).
+- **A lower scheduling priority** (``delivery_nice``, 19 by default: the lowest; 0 keeps
+  the service's): the child lowers its priority once it has imported what it runs (the
+  service waits for its start; imports at the lowest priority on a busy machine would
+  make it wait longer) and before the deliverer starts, so every thread the deliverer
+  starts runs at that priority (Linux: a thread's niceness is its own, inherited by the
+  threads it starts). Delivery then uses the CPU the crawl leaves and never takes the
+  crawl's. Measured (benchmarks/delivery.py, docs/results.md): at the service's priority,
+  on a 2-core machine kept busy by other jobs, the delivery process's CPU (about 3 to 8
+  ms per event) came out of the crawl's share and cost it 25 % to 66 % of its polls/s;
+  at nice 19 the crawl keeps its share. The price is delivery's speed while the crawl
+  keeps every core busy: events then wait in the outbox (in the database, never in
+  memory) until the crawl leaves CPU, which a paced crawl (a slot every
+  ``slot_seconds``) does between slots.
 - **Logs**: the child logs to stderr (inherited) at the service's level and format.
 """
 
@@ -90,6 +98,18 @@ def apply_metric(metrics: CrawlerMetrics, message: tuple[Any, ...]) -> None:
         metrics.set_outbox(message[1], message[2])
 
 
+def lower_priority(niceness: int) -> None:
+    """Add ``niceness`` to the calling thread's priority (before the deliverer starts its
+    threads, which inherit it); where the system has no ``os.nice``, or refuses, delivery
+    runs at the service's."""
+    if niceness <= 0 or not hasattr(os, "nice"):
+        return
+    try:
+        os.nice(niceness)
+    except OSError as exc:
+        log.warning("delivery process: cannot lower its priority (%s)", exc)
+
+
 def _child(
     settings: Settings,
     control: Connection,
@@ -118,6 +138,7 @@ def _child(
         deliverer.stop(timeout=0)
 
     threading.Thread(target=watch, name="crawler-delivery-watch", daemon=True).start()
+    lower_priority(settings.delivery_nice)  # imported at the service's: a prompt start
     deliverer.run_here()
 
 
