@@ -39,13 +39,13 @@ def test_a_round_longer_than_the_worker_timeout_still_commits(
     slow_store, other_store = Store(database_url), Store(database_url)
     a_id = store.cluster.register_worker(4.0, name="a")
     b_id = store.cluster.register_worker(4.0, name="b")
-    real = slow_store.site_url_counts
+    real = slow_store.cluster.site_url_counts
 
     def slow_counts() -> Any:
         time.sleep(3 * TIMEOUT)  # a round at a size where reading the sites takes long
         return real()
 
-    slow_store.site_url_counts = slow_counts  # type: ignore[method-assign]
+    slow_store.cluster.site_url_counts = slow_counts  # type: ignore[method-assign]
     a = Coordinator(settings, slow_store, a_id)
     b = Coordinator(settings, other_store, b_id)
     done = threading.Event()
