@@ -447,8 +447,15 @@ class ClusterMember:
             # asked to give a site up: polled no more from this slot on, and released once
             # every slot that polled it has committed (commit, then release): at once if
             # they have, else in the commit of this slot
+            # sites asked of it that it did not release in time: the coordinator took them
+            # back (epoch bumped) and waits a hand-over grace more unless told that this
+            # worker polls them no more, which it does not since it was asked
+            taken_back = {
+                s: e for s, e in self._releasing.items() if s not in leases and revoked.get(s) != e
+            }
             self._releasing = await self._release_asked(scheduler, revoked)
             unasked = {s: self.leases[s] for s in lost - revoked.keys() - regained}
+            unasked.update(taken_back)
             if unasked:  # revoked the old way (epoch bumped): acknowledge, hand-over at once
                 await self._release(unasked)
             update = WatchUpdate(version, ids, importance, saved, replaced)

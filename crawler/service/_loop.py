@@ -222,6 +222,13 @@ class CrawlLoop:
             gained = update.ids if added is None else added  # None: every URL is new
             if update.replaced is not None:  # lost and regained: another may have polled
                 gained = np.union1d(gained, update.replaced)
+                # their polls still running were made under the old lease: they land
+                # nothing (those of the sites lost went with their URLs; those of the
+                # sites held under the same lease land: a lease change elsewhere no longer
+                # drops answers the sites have served)
+                dropped = set(update.replaced.tolist())
+                for host in self.inflight.drop(lambda url_id: url_id not in dropped):
+                    self.metrics.observe_deferred("lease", host)
             self.health.stale(gained.tolist())
         else:
             version = await asyncio.to_thread(self.store.watch_list_version)
@@ -229,9 +236,6 @@ class CrawlLoop:
                 return False
             ids, importance = await asyncio.to_thread(self.store.active_urls)
             added = self._apply_watch_list(version, ids, importance)
-        if self.cluster is not None:  # polls still running from earlier slots land nothing
-            # (a lost site: the commit's fence is the slot's, the poll's lease older)
-            await self._cut_in_flight("lease")
         await self._apply_constraints(added)
         return True
 
