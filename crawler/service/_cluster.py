@@ -75,6 +75,11 @@ log = logging.getLogger("crawler.cluster")
 HANDED_OVER_KEEP_S = 120.0
 #: slots whose fences are kept at most (more than the loop keeps pending, 10,000)
 FENCES_KEPT = 10_010
+#: a loop taking a lease change in (reading, merging and constraining the URLs and saved
+#: rows of the sites gained) is making progress, not stalled, for this many stall
+#: timeouts: a worker given 2M URLs at once read them for more than the 60 s stall
+#: timeout under load, stopped heartbeating and lost them, again and again
+TAKING_IN_STALL_TIMEOUTS = 10.0
 
 
 def multiplier_of(scheduler: schedulers.Scheduler) -> float | None:
@@ -150,6 +155,9 @@ class ClusterMember:
         #: heartbeat renews only while it is recent (liveness is the loop's progress)
         self.progress_at = time.monotonic()
         self.stall_timeout_s = settings.effective_stall_timeout()
+        #: monotonic time the loop began taking in a lease or watch-list change (None: not
+        #: in one): until its next slot start it is making progress (``heartbeat``)
+        self.taking_in_since: float | None = None
         self._stalled = False
         self._replaced_logged = False
         #: loaded and polling: the coordinator gives it sites (``ready``)
@@ -255,6 +263,11 @@ class ClusterMember:
         if not self.worker_id or self._stop.is_set():
             return
         sent = time.monotonic()  # the server stamps the renewal later than this
+        taking_in = self.taking_in_since
+        if taking_in is not None and (
+            sent - taking_in < TAKING_IN_STALL_TIMEOUTS * self.stall_timeout_s
+        ):
+            self.progress_at = max(self.progress_at, sent)  # reading its new share: alive
         if sent - self.progress_at > self.stall_timeout_s:
             if not self._stalled:
                 log.error(
@@ -311,6 +324,7 @@ class ClusterMember:
         the renew deadline. After a lapse, False until it has renewed and read its leases
         afresh (they may have moved meanwhile). Each call is the loop's progress."""
         self.progress_at = time.monotonic()
+        self.taking_in_since = None  # a change taken in (if any) is done
         lapses = self.renewal.lapses_total
         if not self.renewal.valid():
             if self.renewal.lapses_total != lapses:
@@ -432,6 +446,9 @@ class ClusterMember:
         version = await asyncio.to_thread(self._versions)
         update: WatchUpdate | None = None
         if force or version != seen:
+            # until the next slot start, the loop reads, merges and constrains the change
+            # (its cost follows the share gained: minutes for millions of URLs under load)
+            self.taking_in_since = time.monotonic()
             leases, revoked = await asyncio.to_thread(
                 self.store.cluster.held_leases, self.worker_id
             )
@@ -449,8 +466,15 @@ class ClusterMember:
             # asked to give a site up: polled no more from this slot on, and released once
             # every slot that polled it has committed (commit, then release): at once if
             # they have, else in the commit of this slot
+            # sites asked of it that it did not release in time: the coordinator took them
+            # back (epoch bumped) and waits a hand-over grace more unless told that this
+            # worker polls them no more, which it does not since it was asked
+            taken_back = {
+                s: e for s, e in self._releasing.items() if s not in leases and revoked.get(s) != e
+            }
             self._releasing = await self._release_asked(scheduler, revoked)
             unasked = {s: self.leases[s] for s in lost - revoked.keys() - regained}
+            unasked.update(taken_back)
             if unasked:  # revoked the old way (epoch bumped): acknowledge, hand-over at once
                 await self._release(unasked)
             update = WatchUpdate(version, ids, importance, saved, replaced)
@@ -510,10 +534,6 @@ class ClusterMember:
         site_list = kept_sites + new_sites
         order = np.argsort(ids, kind="stable")
         return ids[order], importance[order], [site_list[k] for k in order.tolist()]
-
-    #: a lease change cuts every poll still running from an earlier slot: it may be of a
-    #: site just lost (the commit's fence is the slot's, the poll's lease older)
-    cuts_carried = True
 
     def committed(self, slot: int, fenced: int = 0) -> None:
         """The loop committed scheduler slot ``slot`` (``fenced`` of its polls dropped)."""

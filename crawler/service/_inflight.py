@@ -18,11 +18,12 @@ not polled again (a pick of it is dropped and that slot makes one poll fewer), s
 starts more than its capacity of polls. A stream whose carried polls do not answer within
 ``linger`` plus the loop's grace (a stuck crawl worker) is cut and they count as deferred;
 so are the carried polls at a stop, at a lapsed cluster permit, and those of URLs that left
-the watch list. A cluster worker cuts them all at any change of its watch list (a lost
-site must land nothing: the commit's fence checks the leases of the slot that commits, and
-a poll started under an older lease is cut first); a single service keeps those of the URLs
-it still watches (discovery adds pages to the watch list slot after slot: each addition
-would otherwise cut every slow poll in flight).
+the watch list. A cluster worker also cuts those of a site lost and regained (the commit's
+fence checks the leases of the slot that commits, and a poll started under an older lease
+must land nothing) and keeps those of the sites it still holds under the same lease: a
+lease change elsewhere (a join, a move) does not drop answers the sites have served. A
+single service keeps those of the URLs it still watches (discovery adds pages to the watch
+list slot after slot: each addition would otherwise cut every slow poll in flight).
 """
 
 from __future__ import annotations

@@ -217,9 +217,14 @@ class CrawlLoop:
         gained = update.ids if added is None else added  # None: every URL is new
         if update.replaced is not None:  # lost and regained: another may have polled
             gained = np.union1d(gained, update.replaced)
+            # their polls still running were made under the old lease: they land nothing
+            # (those of the sites lost went with their URLs; those of the sites held under
+            # the same lease land: a lease change elsewhere no longer drops answers the
+            # sites have served)
+            dropped = set(update.replaced.tolist())
+            for host in self.inflight.drop(lambda url_id: url_id not in dropped):
+                self.metrics.observe_deferred("lease", host)
         self.health.stale(gained.tolist())
-        if self.source.cuts_carried:  # polls still running from earlier slots land nothing
-            await self._cut_in_flight("lease")
         await self._apply_constraints(added)
         return True
 

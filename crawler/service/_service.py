@@ -171,8 +171,6 @@ class CrawlService:
             await waiting_for_database("load the URLs", self.loop.load, self._give_up)
         finally:
             await starting
-        if self.cluster is not None:  # loaded and able to poll: sites may come now
-            await asyncio.to_thread(self.cluster.ready)
         if self.settings.metrics_port:
             # its own store (own connection pool): readers of the feed never take a
             # connection the slot's commit waits for
@@ -206,6 +204,11 @@ class CrawlService:
                 log.warning("the delivery process is not ready after %.0f s", DELIVERY_READY_S)
         if self._first_poll_at:  # one slot length from now, when the first slot could start
             self._first_poll_at = time.monotonic() + self.settings.slot_seconds
+        if self.cluster is not None:  # loaded, serving, delivering: sites may come now
+            # (last: a site given to a worker whose loop has not started waits there, and a
+            # site asked of it is not released before the hand-over grace; under load the
+            # delivery process alone took 10 s to be ready)
+            await asyncio.to_thread(self.cluster.ready)
         return self
 
     async def __aexit__(

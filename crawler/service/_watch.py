@@ -54,10 +54,6 @@ class WatchFollower(Protocol):
 class WatchSource(Protocol):
     """A source of the loop's watch list, and the fence its commits are made under."""
 
-    #: a change of the watch list cuts every poll still running from an earlier slot
-    #: (otherwise only those of URLs that left it)
-    cuts_carried: bool
-
     def saved_state(self, name: str) -> SchedulerState | None:
         """The saved state of scheduler ``name`` to start from (None: none); blocking."""
         ...
@@ -85,8 +81,6 @@ class WatchSource(Protocol):
 class StoreWatch:
     """A single service's watch list: every active URL of the store, followed by its
     version (an operator's edit, a page discovery added, bumps it)."""
-
-    cuts_carried = False
 
     def __init__(self, store: Store) -> None:
         self.store = store

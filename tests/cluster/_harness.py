@@ -153,6 +153,8 @@ class Worker:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
+    #: the code tree it runs (None: this one; a benchmark compares against another tree)
+    cwd: Path | None = None
 
     @property
     def metrics_port(self) -> int:
@@ -167,7 +169,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "crawler", "run"],
             env=self.env,
-            cwd=ROOT,
+            cwd=self.cwd or ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )

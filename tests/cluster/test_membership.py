@@ -191,6 +191,43 @@ def test_a_wedged_loop_stops_heartbeating(store: Store, database_url: str) -> No
         member.stop()
 
 
+def test_a_loop_taking_in_a_large_share_is_not_stalled(store: Store, database_url: str) -> None:
+    """Reading the URLs and saved rows of millions of gained URLs took longer than the
+    stall timeout: the worker stopped heartbeating and lost the sites it was reading, again
+    and again. A loop taking a change in is making progress (up to a bound)."""
+    member = ClusterMember(_settings(database_url, stall_timeout_s=0.5), store)
+    member.start(coordinate=False)
+    try:
+
+        def beat_at() -> float:
+            with store.engine.connect() as conn:
+                value = conn.execute(
+                    text(
+                        "SELECT extract(epoch FROM heartbeat_at) FROM cluster_workers "
+                        "WHERE worker_id = :w"
+                    ),
+                    {"w": member.worker_id},
+                ).scalar_one()
+            return float(value)
+
+        now = time.monotonic()
+        member.progress_at = now - 1.0  # no slot start for 1 s (the stall timeout: 0.5 s)
+        member.taking_in_since = now - 1.0  # ... because it takes a lease change in
+        before = beat_at()
+        time.sleep(0.05)
+        member.heartbeat()
+        assert beat_at() > before, "a loop taking a change in stopped heartbeating"
+        # beyond the bound it is stalled after all (a read that never returns)
+        member.taking_in_since = time.monotonic() - 20 * member.stall_timeout_s
+        member.progress_at = time.monotonic() - 1.0
+        before = beat_at()
+        time.sleep(0.05)
+        member.heartbeat()
+        assert beat_at() == before
+    finally:
+        member.stop()
+
+
 def test_a_site_lost_and_regained_between_two_syncs_is_a_loss_and_a_gain(
     store: Store, database_url: str
 ) -> None:

@@ -1,13 +1,15 @@
 """No per-slot or per-change statement of a cluster worker scans every URL.
 
 A worker that owns a small share of the sites (here 4 of 400, 1%) must pay for its
-share, not for the whole watch list: the statements it runs at every slot (its commit's
-fence, the records of its polls, the version checks) and at every version bump (its
-leases, its sites' URLs, their rules, failures, revivals and hosts, the saved rows of a
-gained site) are captured as the store runs them, and PostgreSQL's planner is asked for
-their plans (``EXPLAIN``) on tables large enough and analysed: none may hold a
-sequential scan of ``urls`` or ``url_state``. The coordinator's statements read one row
-per site (``sites.url_count``, the leases), never the URLs.
+share, not for the whole watch list: the statements it runs at every slot (the version
+checks, the records of its polls, the whole commit with its fence and scheduler rows, the
+heartbeat, the weight report, the metrics' cluster row) and at every version bump (its
+leases, its sites' URLs, their rules, failures, revivals and hosts, the saved rows, last
+polls and health state of a gained site, the release of a site asked of it or taken back)
+are captured as the store runs them (reads and writes), and PostgreSQL's planner is asked
+for their plans (``EXPLAIN``, which runs nothing) on tables large enough and analysed:
+none may hold a sequential scan of ``urls`` or ``url_state``. The coordinator's
+statements read one row per site (``sites.url_count``, the leases), never the URLs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,7 +26,8 @@ import pytest
 from sqlalchemy import event, text
 
 from crawler import schedulers
-from crawler.store import Fence, NewUrl, Store, _cluster
+from crawler.delivery import PAGE_STOPPED_CHANGING
+from crawler.store import Fence, NewUrl, PollRecord, SlotRecord, Store, _cluster
 from crawler.store._cluster import fence_rows
 
 pytestmark = pytest.mark.slow
@@ -37,14 +41,21 @@ def db_backend() -> str:
     return "postgresql"
 
 
+#: the statements EXPLAIN can plan (``SET LOCAL``, ``NOTIFY`` and the like are left out)
+PLANNED = ("SELECT", "UPDATE", "INSERT", "DELETE", "WITH")
+
+
 @contextmanager
 def captured(store: Store) -> Iterator[list[tuple[str, Any]]]:
-    """The SELECT statements (with their parameters) the store runs meanwhile."""
+    """The statements (with their parameters; an executemany's first set) the store runs
+    meanwhile."""
     seen: list[tuple[str, Any]] = []
 
-    def record(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT"):
-            seen.append((statement, params))
+    def record(
+        _conn: Any, _cursor: Any, statement: str, params: Any, _ctx: Any, many: bool
+    ) -> None:
+        if statement.lstrip().upper().startswith(PLANNED):
+            seen.append((statement, params[0] if many and params else params))
 
     event.listen(store.engine, "before_cursor_execute", record)
     try:
@@ -102,20 +113,41 @@ def _fill(store: Store) -> tuple[str, list[str], dict[str, list[int]]]:
     return wid, own, by_site
 
 
+def _commit(store: Store, wid: str, polled: list[int]) -> None:
+    """A slot's commit of polls of ``polled`` (errors and unchanged pages, their saved
+    scheduler rows as the delta), fenced by the worker's leases."""
+    now = datetime.now(UTC)
+    polls = [
+        PollRecord(u, "error", now, 503, error_kind="http_5xx")
+        if k % 2
+        else PollRecord(u, "not_modified", now, 304)
+        for k, u in enumerate(polled)
+    ]
+    slot = SlotRecord(2, "bayes", now, 0.1, len(polls), 0, 0, len(polls) // 2, len(polls) // 2)
+    delta = store.cluster.load_url_states("bayes", polled)
+    assert store.commit_slot(slot, polls, delta, Fence(wid, store.cluster.leases_of(wid))) == 0
+
+
 def test_a_worker_with_a_small_share_never_scans_every_url(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wid, own, by_site = _fill(store)
     version = store.watch_list_version()
     polled = sorted(i for h in own for i in by_site[h][:5])
+    gained = by_site[own[0]]
     with captured(store) as per_bump:
         store.cluster.leases_of(wid)
+        store.cluster.held_leases(wid)
         store.cluster.active_urls_of(own)
         store.url_rules(own)
         store.url_failures(own)
         store.revived_since(version - 1, own)
         store.url_hosts(None, own)
-        store.cluster.load_url_states("bayes", by_site[own[0]])
+        store.cluster.load_url_states("bayes", gained)
+        store.cluster.last_polled(gained, 120.0)
+        store.health_state_at(PAGE_STOPPED_CHANGING, gained)
+        store.cluster.release_leases({own[1]: 1})  # (matches no row here: the plan is the point)
+        store.cluster.release_revoked_leases(wid, {own[1]: 1})
     with captured(store) as per_slot:
         store.cluster.cluster_version()
         store.watch_list_version()
@@ -126,6 +158,10 @@ def test_a_worker_with_a_small_share_never_scans_every_url(
                 conn, Fence(wid, store.cluster.leases_of(wid)), polls, None
             )
         assert dropped == 0 and len(kept) == len(polled)
+        _commit(store, wid, polled)
+        store.cluster.heartbeat(wid, OWN, 5.0, 0.5, 2)
+        store.cluster.report_site_weights(wid, dict.fromkeys(own, 1.0), 0.5)
+        store.cluster.cluster_state()
     # the coordinator's reads go through the driver's cursor (``_cluster._rows``)
     per_round: list[tuple[str, Any]] = []
     rows = _cluster._rows
@@ -137,7 +173,7 @@ def test_a_worker_with_a_small_share_never_scans_every_url(
     monkeypatch.setattr(_cluster, "_rows", spy)
     store.cluster.site_url_counts()
     store.cluster.leases()
-    assert len(per_bump) >= 7 and len(per_slot) >= 4 and len(per_round) >= 2
+    assert len(per_bump) >= 14 and len(per_slot) >= 15 and len(per_round) >= 2
     for statement, scanned in plans(store, per_bump + per_slot):
         assert not SCANNED & set(scanned), f"scans {scanned}: {statement}"
     for statement, scanned in plans(store, per_round):
