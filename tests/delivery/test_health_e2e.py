@@ -93,6 +93,7 @@ async def test_failing_recovered_and_stopped_changing(
         store.outbox.add_destination(DestinationSpec(receiver.url, receiver.secret))
     settings = service_settings(
         database_url,
+        delivery=True,
         scheduler="bayes",
         delivery_retry_schedule=[0, 0.2, 0.5],
         health_failing_after=N_FAILING,

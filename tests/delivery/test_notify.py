@@ -53,7 +53,9 @@ async def test_notifications_carry_the_diff_and_are_retried(
         assert added.returncode == 0, added.stderr
         assert json.loads(added.stdout)["secret"] is None
         json_receiver.failing = True  # the first attempts fail: retried on the schedule
-        settings = service_settings(database_url, delivery_retry_schedule=[0, 0.3, 0.3, 0.3, 5])
+        settings = service_settings(
+            database_url, delivery=True, delivery_retry_schedule=[0, 0.3, 0.3, 0.3, 5]
+        )
         async with CrawlService(settings) as service:
             await service.run(asyncio.Event(), 20)
             for _ in range(600):  # until the delivery process has tried (and failed) once

@@ -55,6 +55,7 @@ async def test_outage_then_recovery_delivers_everything_in_order(
         setup_watch(database_url, site, receiver)
         settings = service_settings(
             database_url,
+            delivery=True,
             delivery_retry_schedule=[0, 0.3, 0.6, 1.2, 2, 3, 5, 8],
             delivery_timeout_s=0.5,
             delivery_poll_s=0.1,
@@ -106,7 +107,7 @@ async def test_dead_letters_wait_and_replay_sends_them(
     try:
         setup_watch(database_url, site, receiver)
         settings = service_settings(
-            database_url, delivery_retry_schedule=[0, 0.1, 0.1], delivery_poll_s=0.1
+            database_url, delivery=True, delivery_retry_schedule=[0, 0.1, 0.1], delivery_poll_s=0.1
         )
         env = dict(os.environ) | {"CRAWLER_DATABASE_URL": database_url}
         async with CrawlService(settings) as service:

@@ -51,7 +51,9 @@ async def test_one_signed_event_per_true_change(database_url: str, receiver: Rec
             outbox.add_destination(
                 DestinationSpec(narrow.url, narrow.secret, url_pattern=r"/page/[1-3]$")
             )
-        settings = service_settings(database_url, delivery_retry_schedule=[0, 0.2, 0.5])
+        settings = service_settings(
+            database_url, delivery=True, delivery_retry_schedule=[0, 0.2, 0.5]
+        )
         async with CrawlService(settings) as service:
             await service.run(asyncio.Event(), 150)
             await wait_delivered(database_url)

@@ -247,3 +247,19 @@ async def test_a_rule_changed_while_running_applies_to_the_next_polls(database_u
         await runner.cleanup()
     assert sum(hits[:15]) >= 10  # "#a" changes at every poll
     assert sum(hits[-20:]) == 0  # "#b" never does
+
+
+@pytest.mark.parametrize("db_backend", ["sqlite"])  # PostgreSQL's: the delivery e2e tests
+async def test_the_delivery_process_runs_beside_the_crawl_and_stops_with_it(
+    database_url: str, site: ChangingSite
+) -> None:
+    """As deployed (delivery on, the default): the service starts its delivery process
+    before the first slot, crawls with it running, and stops it when it stops. (The other
+    service tests turn it off: tests/service/conftest.py says why; tests/delivery runs it
+    with destinations on both databases.)"""
+    with Store(database_url) as store:
+        watch(store, site.urls())
+    summaries, service = await run_service(database_url, 10, delivery=True)
+    assert len(summaries) == 10 and sum(s.polls for s in summaries) > 0
+    assert service.deliverer is not None and service.deliverer.pid is not None
+    assert service.deliverer.exitcode == 0  # asked to stop, and stopped
