@@ -13,6 +13,7 @@ The coordinator and the workers' store calls, in this process, on a real databas
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -167,17 +168,7 @@ def test_a_wedged_loop_stops_heartbeating(store: Store, database_url: str) -> No
     member = ClusterMember(_settings(database_url, stall_timeout_s=0.5), store)
     member.start(coordinate=False)
     try:
-
-        def beat_at() -> float:
-            with store.engine.connect() as conn:
-                value = conn.execute(
-                    text(
-                        "SELECT extract(epoch FROM heartbeat_at) FROM cluster_workers "
-                        "WHERE worker_id = :w"
-                    ),
-                    {"w": member.worker_id},
-                ).scalar_one()
-            return float(value)
+        beat_at = functools.partial(_heartbeat_at, store, member.worker_id)
 
         member.progress_at = time.monotonic() - 1.0  # the loop has not ticked for 1 s
         before = beat_at()
@@ -198,17 +189,7 @@ def test_a_loop_taking_in_a_large_share_is_not_stalled(store: Store, database_ur
     member = ClusterMember(_settings(database_url, stall_timeout_s=0.5), store)
     member.start(coordinate=False)
     try:
-
-        def beat_at() -> float:
-            with store.engine.connect() as conn:
-                value = conn.execute(
-                    text(
-                        "SELECT extract(epoch FROM heartbeat_at) FROM cluster_workers "
-                        "WHERE worker_id = :w"
-                    ),
-                    {"w": member.worker_id},
-                ).scalar_one()
-            return float(value)
+        beat_at = functools.partial(_heartbeat_at, store, member.worker_id)
 
         now = time.monotonic()
         member.progress_at = now - 1.0  # no slot start for 1 s (the stall timeout: 0.5 s)
@@ -370,3 +351,15 @@ def _settled_three(
     coordinator._observing_since = time.monotonic() - coordinator.settle_s  # settled
     held = {wid: sorted(s for s, (o, _) in _epochs(store).items() if o == wid) for wid in ids}
     return coordinator, ids, held
+
+
+def _heartbeat_at(store: Store, worker_id: str) -> float:
+    """The worker's last heartbeat (the database's clock, seconds since the epoch)."""
+    with store.engine.connect() as conn:
+        value = conn.execute(
+            text(
+                "SELECT extract(epoch FROM heartbeat_at) FROM cluster_workers WHERE worker_id = :w"
+            ),
+            {"w": worker_id},
+        ).scalar_one()
+    return float(value)
