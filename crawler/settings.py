@@ -341,8 +341,8 @@ class Settings(BaseSettings):
         ge=0,
         le=19,
         description="niceness added to the delivery process's scheduling priority (0: the "
-        "service's own; 19: the lowest): delivery uses the CPU the crawl leaves, so it never "
-        "slows the slots (docs/delivery.md)",
+        "service's own; 19: the lowest): delivery takes mostly the CPU the crawl leaves "
+        "(docs/delivery.md)",
     )
     health_failing_after: int = Field(
         3,
