@@ -416,6 +416,10 @@ class CrawlLoop:
             repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard
             side = Alongside(picked, scheduler.size, deadline, stop, repolled)
             works = [asyncio.ensure_future(w) for st in steps if (w := st.alongside(side))]
+            if works:  # their polls queue at a host's gate before the slot's own: on a host
+                # that takes one poll a slot, discovery's few polls are not starved by the
+                # scheduler's, which the host has every slot
+                await asyncio.sleep(0)
             # outcomes recorded chunk by chunk, as the answers come, while the rest are
             # fetched; at the deadline the poller defers what is queued and carries what is
             # in flight (it lands in the slot in which it ends: _inflight.py); a stop request
