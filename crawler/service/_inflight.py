@@ -65,6 +65,8 @@ class Stream:
     closed: bool = False
     #: carried polls cut one by one (their URL left the watch list): answers dropped
     dropped: set[int] = field(default_factory=set)
+    #: url_id -> host of its job (``_host``)
+    hosts: dict[int, str] | None = None
 
     @property
     def settled(self) -> bool:
@@ -92,9 +94,10 @@ class Stream:
         return final
 
     def _host(self, url_id: int) -> str:
-        if (record := self.records.get(url_id)) is not None:
-            return record.host
-        return next(j.host for j in self.jobs if j.url_id == url_id)
+        """The stored host of ``url_id``'s poll (its job carries it, as its record does)."""
+        if self.hosts is None:  # built at the first carried poll: most streams have none
+            self.hosts = {j.url_id: j.host for j in self.jobs}
+        return self.hosts[url_id]
 
 
 class InFlight:
