@@ -436,6 +436,15 @@ class Guard:
             at = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
             self.last[at[self.rows[at] == rows]] = slot
 
+    def remember(self, rows: IndexArray, slots: NDArray[np.int32]) -> None:
+        """Selections of some rows known from elsewhere (a scheduler this one replaced):
+        each of them in the table keeps the later of its own last selection and this."""
+        if not self.rows.size or not rows.size:
+            return
+        at = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
+        hit = self.rows[at] == rows
+        self.last[at[hit]] = np.maximum(self.last[at[hit]], slots[hit])
+
     def _maybe_in_table(self, rows: IndexArray) -> BoolArray | slice:
         """The rows that may be in the table: for many rows those in its bitmap (exactly
         the table's), for a few all of them (the caller's binary search sorts them)."""
