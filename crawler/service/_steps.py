@@ -83,7 +83,8 @@ class SlotStep:
         """Tell the scheduler what changed (caps, capacity) before it selects."""
 
     async def add_picks(self, scheduler: Scheduler, ids: IdArray) -> IdArray:
-        """The URL ids to poll this slot: ``ids`` and any the step adds."""
+        """The URL ids to poll this slot: ``ids`` and any the step adds (or less any it
+        holds back)."""
         return ids
 
     def admit(
@@ -234,7 +235,9 @@ class DiscoveryStep(SlotStep):
 class ClusterStep(SlotStep):
     """A cluster worker's part (``crawler.service._cluster``): sites just gained are polled
     at once (their hosts' first requests wait the host's delay from the old owner's last
-    poll), and its cluster metrics are refreshed after each slot. Nothing without one."""
+    poll), sites asked of it and held until their polls in flight land are polled no more,
+    and after each slot it is told what is still in flight and its cluster metrics are
+    refreshed. Nothing without one."""
 
     def __init__(self, loop: CrawlLoop) -> None:
         self.loop = loop
@@ -243,7 +246,8 @@ class ClusterStep(SlotStep):
         cluster = self.loop.cluster
         if cluster is None:
             return ids
-        return np.union1d(ids, cluster.take_probes(scheduler))
+        # a site asked of it, held until its polls in flight land, is polled no more
+        return cluster.pollable(np.union1d(ids, cluster.take_probes(scheduler)))
 
     def admit(
         self, jobs: list[PollJob], carried: Counter[str]
@@ -253,8 +257,9 @@ class ClusterStep(SlotStep):
         return cluster.mark(jobs), []  # hosts just gained: their old owner's delay first
 
     def after_slot(self, record: SlotRecord) -> None:
-        if (cluster := self.loop.cluster) is not None:  # in the background
-            export_cluster_metrics_soon(self.loop.metrics, cluster)
+        if (cluster := self.loop.cluster) is not None:
+            cluster.carried(self.loop.inflight.url_ids())  # what an asked site waits for
+            export_cluster_metrics_soon(self.loop.metrics, cluster)  # in the background
 
 
 def default_steps(loop: CrawlLoop) -> list[SlotStep]:
