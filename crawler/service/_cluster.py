@@ -496,11 +496,10 @@ class ClusterMember:
                 s: e for s, e in self._releasing.items() if s not in leases and revoked.get(s) != e
             }
             asked = {s: e for s, e in revoked.items() if s not in draining}
-            self._releasing = await self._release_asked(scheduler, asked)
+            # revoked the old way (epoch bumped): acknowledged at once (hand-over at once)
             unasked = {s: self.leases[s] for s in lost - revoked.keys() - regained}
             unasked.update(taken_back)
-            if unasked:  # revoked the old way (epoch bumped): acknowledge, hand-over at once
-                await self._release(unasked)
+            self._releasing = await self._release(scheduler, asked, unasked)
             update = WatchUpdate(version, ids, importance, saved, replaced)
             self._adopt(held, ids, site_list, importance)
             self._draining = draining
@@ -622,37 +621,33 @@ class ClusterMember:
         self._committed_through = max(self._committed_through, slot)
         self.fenced_polls_total += fenced
 
-    async def _release_asked(
-        self, scheduler: schedulers.Scheduler, asked: dict[str, int]
+    async def _release(
+        self, scheduler: schedulers.Scheduler, asked: dict[str, int], unasked: dict[str, int]
     ) -> dict[str, int]:
-        """Release the sites ``asked`` of this worker now if every slot so far has
-        committed (the last one polled them); otherwise (or on a failure) return them, to
-        be released in this slot's commit, after the earlier ones."""
+        """Tell the coordinator this worker polls some sites (site -> the epoch it polled
+        them under) no more: those taken back from it (``unasked``) at once, and those
+        ``asked`` of it at once too if every slot so far has committed (the last one polled
+        them). Returns the asked sites left to release in this slot's commit, after the
+        earlier ones (all of them when a slot is still to commit, or on a failure; the
+        coordinator then waits the grace for those taken back)."""
         import asyncio
 
-        if not asked or self._committed_through < scheduler.slot:
-            return dict(asked)
-        try:
-            released = await asyncio.to_thread(
-                self.store.cluster.release_revoked_leases, self.worker_id, asked
-            )
-        except StoreError as exc:
-            log.warning("asked sites not released yet (with the next commit): %s", exc)
-            return dict(asked)
-        self.sites_released_total += released
-        return {}
-
-    async def _release(self, held: dict[str, int]) -> None:
-        """Tell the coordinator this worker polls the sites ``held`` (lost, with the epochs
-        it polled them under) no more; on a failure the coordinator waits the grace."""
-        import asyncio
-
+        now = dict(unasked)
+        later = dict(asked)
+        if asked and self._committed_through >= scheduler.slot:
+            now.update(asked)
+            later = {}
+        if not now:
+            return later
         try:
             self.sites_released_total += await asyncio.to_thread(
-                self.store.cluster.release_leases, held
+                self.store.cluster.release_leases, self.worker_id, now
             )
         except StoreError as exc:
-            log.warning("lost sites not acknowledged (handed over after the grace): %s", exc)
+            log.warning("sites polled no more not released yet (asked ones: with the next "
+                        "commit; taken back: after the grace): %s", exc)  # fmt: skip
+            return dict(asked)
+        return later
 
     async def _saved_rows(
         self, scheduler: schedulers.Scheduler, ids: IdArray, replaced: IdArray
