@@ -248,6 +248,24 @@ class Scheduler(ABC):
         self._selected_ids = selected
         return selected.copy()
 
+    def add_to_selection(self, ids: ArrayLike) -> IdArray:
+        """Polls the caller adds to this slot's selection (a site just gained, a URL whose
+        sitemap says it changed): those of ``ids`` watched and that the guard lets be
+        polled in this slot (not paused, not within their upper bound's gap), marked as
+        selected in it, so that the next selections count their bounds from it. Returns
+        them."""
+        extra = as_id_array(ids, check_repeats=False)
+        pos = self._positions(extra, strict=False)
+        watched = pos >= 0
+        extra, rows = extra[watched], pos[watched].astype(np.intp)
+        guard = self._guard
+        if guard is None or not rows.size:
+            return extra
+        allowed = guard.may_poll(rows, self._slot)
+        guard.mark(rows[allowed], self._slot)
+        out: IdArray = extra[allowed]
+        return out
+
     def feedback(self, ids: ArrayLike, hits: ArrayLike) -> None:
         """Outcomes of this slot's successful polls: ``hits[j]`` is True if URL ``ids[j]``
         changed since its previous poll. Failed polls are simply left out."""

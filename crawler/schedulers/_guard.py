@@ -534,6 +534,10 @@ class Guard:
             allowed[self.rows] = slot - self.last >= min_gap
         return allowed
 
+    def may_poll(self, rows: IndexArray, slot: int) -> BoolArray:
+        """Whether each row's pause and upper bound let it be polled in this slot."""
+        return self._may_poll(np.asarray(rows, dtype=np.intp), slot)
+
     def _may_poll(self, rows: IndexArray, slot: int) -> BoolArray:
         """Whether each row's upper bound lets it be polled in this slot (rows outside the
         table always may). Only the table's rows polled too recently are looked up: a

@@ -196,6 +196,7 @@ class DiscoveryStep(SlotStep):
         watched, _ = scheduler.frequencies()  # a cluster worker: its own URLs only
         extra = np.array([i for i, _ in found], dtype=np.int64)
         extra = np.setdiff1d(extra[np.isin(extra, watched)], ids)
+        extra = scheduler.add_to_selection(extra)  # within pauses and bounds
         side.hint_polls(int(extra.size))
         if extra.size:
             log.info("polling %d watched URLs whose lastmod moved", extra.size)
@@ -246,8 +247,11 @@ class ClusterStep(SlotStep):
         cluster = self.loop.cluster
         if cluster is None:
             return ids
-        # a site asked of it, held until its polls in flight land, is polled no more
-        return cluster.pollable(np.union1d(ids, cluster.take_probes(scheduler)))
+        # a gained site's probe within its pause and bound (marked: the next selections
+        # count from it); a site asked of it, held until its polls in flight land, is
+        # polled no more
+        probes = scheduler.add_to_selection(cluster.take_probes(scheduler))
+        return cluster.pollable(np.union1d(ids, probes))
 
     def admit(
         self, jobs: list[PollJob], carried: Counter[str]
