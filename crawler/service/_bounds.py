@@ -138,12 +138,9 @@ class Constraints:
         and a paused URL taken again would be polled.)"""
         if self._ids.size and ids.size:
             keep = ~np.isin(self._ids, ids)
-            self._ids, self._lower, self._upper = (
-                self._ids[keep],
-                self._lower[keep],
-                self._upper[keep],
-            )
-            self._paused, self._own_min = self._paused[keep], self._own_min[keep]
+            self._ids, self._lower = self._ids[keep], self._lower[keep]
+            self._upper, self._paused = self._upper[keep], self._paused[keep]
+            self._own_min = self._own_min[keep]
             self._rule_lower, self._rule_upper = self._rule_lower[keep], self._rule_upper[keep]
         self.failures.forget(ids)
 
