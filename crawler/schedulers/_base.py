@@ -122,6 +122,12 @@ class Scheduler(ABC):
         self._guard: Guard | None = None
         #: polls per slot of a retired URL (its probe), given to the guard when it exists
         self._probe = 1e-3
+        #: (ids sorted, slots): last selections kept from a scheduler this one replaced
+        #: (``keep_selections``), for the guard's rows that enter its table
+        self._kept_selections: tuple[IdArray, NDArray[np.int32]] = (
+            np.empty(0, dtype=np.int64),
+            np.empty(0, dtype=np.int32),
+        )
 
     # ----- public API -------------------------------------------------------------------
 
@@ -242,6 +248,24 @@ class Scheduler(ABC):
         self._selected_ids = selected
         return selected.copy()
 
+    def add_to_selection(self, ids: ArrayLike) -> IdArray:
+        """Polls the caller adds to this slot's selection (a site just gained, a URL whose
+        sitemap says it changed): those of ``ids`` watched and that the guard lets be
+        polled in this slot (not paused, not within their upper bound's gap), marked as
+        selected in it, so that the next selections count their bounds from it. Returns
+        them."""
+        extra = as_id_array(ids, check_repeats=False)
+        pos = self._positions(extra, strict=False)
+        watched = pos >= 0
+        extra, rows = extra[watched], pos[watched].astype(np.intp)
+        guard = self._guard
+        if guard is None or not rows.size:
+            return extra
+        allowed = guard.may_poll(rows, self._slot)
+        guard.mark(rows[allowed], self._slot)
+        out: IdArray = extra[allowed]
+        return out
+
     def feedback(self, ids: ArrayLike, hits: ArrayLike) -> None:
         """Outcomes of this slot's successful polls: ``hits[j]`` is True if URL ``ids[j]``
         changed since its previous poll. Failed polls are simply left out."""
@@ -358,6 +382,40 @@ class Scheduler(ABC):
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32), np.empty(0, bool)
         rows, streak, retired = self._guard.failing_rows()
         return self._ids[rows], streak, retired
+
+    def selections(self) -> tuple[IdArray, NDArray[np.int32]]:
+        """(ids, slots): the slot in which each URL the guard keeps a record of (a bound,
+        a pause, a failure streak) was last selected. Not part of ``state()``: a scheduler
+        rebuilt from this one's state is given them with ``keep_selections``."""
+        guard = self._guard
+        if guard is None or not guard.rows.size:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32)
+        return self._ids[guard.rows].copy(), guard.last.copy()
+
+    def keep_selections(self, ids: ArrayLike, slots: ArrayLike) -> None:
+        """The slots in which some URLs were last selected by a scheduler this one replaces
+        (``selections``): a URL's upper bound counts its gap from the later of that and its
+        last poll known here. Without them a rebuilt scheduler's guard counts from the last
+        poll the scheduler learned from, and a URL selected since without feedback (a
+        first poll, a failure, a poll still in flight) could be polled again within its
+        bound. Ids not watched now are kept for when they are."""
+        new_ids = as_id_array(ids)
+        new_slots = np.asarray(slots, dtype=np.int32).reshape(-1)
+        if new_ids.size != new_slots.size:
+            raise ValueError("ids and slots must have the same length")
+        if not new_ids.size:
+            return
+        all_ids = np.concatenate([self._kept_selections[0], new_ids])
+        all_slots = np.concatenate([self._kept_selections[1], new_slots])
+        order = np.lexsort((-all_slots.astype(np.int64), all_ids))  # by id, latest first
+        all_ids, all_slots = all_ids[order], all_slots[order]
+        first = np.ones(all_ids.size, dtype=bool)
+        first[1:] = all_ids[1:] != all_ids[:-1]
+        self._kept_selections = (all_ids[first], all_slots[first])
+        if self._guard is not None:
+            pos = self._positions(new_ids, strict=False)
+            watched = pos >= 0
+            self._guard.remember(pos[watched].astype(np.intp), new_slots[watched])
 
     def bounds(self) -> tuple[IdArray, FloatArray, FloatArray]:
         """Every URL's id and the bounds in force (polls per slot): pause, failure back-off
@@ -502,9 +560,25 @@ class Scheduler(ABC):
     def _guarded(self) -> Guard:
         if self._guard is None:
             self._guard = Guard(
-                self._ids.size, self._slot, probe=self._probe, seen=self._last_polled
+                self._ids.size, self._slot, probe=self._probe, seen=self._last_selected
             )
         return self._guard
+
+    def _last_selected(self, rows: IndexArray) -> NDArray[np.int32] | None:
+        """The slot some rows entering the guard's table were last polled or selected in:
+        the later of the scheduler's record and the selections kept from a scheduler this
+        one replaced (None: unknown, see ``_last_polled``)."""
+        last = self._last_polled(rows)
+        kept_ids, kept_slots = self._kept_selections
+        if last is None or not kept_ids.size:
+            return last
+        ids = self._ids[rows]
+        at = np.minimum(np.searchsorted(kept_ids, ids), kept_ids.size - 1)
+        hit = kept_ids[at] == ids
+        if hit.any():
+            last = np.array(last, dtype=np.int32)
+            last[hit] = np.maximum(last[hit], kept_slots[at[hit]])
+        return last
 
     def _last_polled(self, rows: IndexArray) -> NDArray[np.int32] | None:
         """The slot of some rows' last poll, for schedulers that keep it (None: unknown;

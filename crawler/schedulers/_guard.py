@@ -436,6 +436,15 @@ class Guard:
             at = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
             self.last[at[self.rows[at] == rows]] = slot
 
+    def remember(self, rows: IndexArray, slots: NDArray[np.int32]) -> None:
+        """Selections of some rows known from elsewhere (a scheduler this one replaced):
+        each of them in the table keeps the later of its own last selection and this."""
+        if not self.rows.size or not rows.size:
+            return
+        at = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
+        hit = self.rows[at] == rows
+        self.last[at[hit]] = np.maximum(self.last[at[hit]], slots[hit])
+
     def _maybe_in_table(self, rows: IndexArray) -> BoolArray | slice:
         """The rows that may be in the table: for many rows those in its bitmap (exactly
         the table's), for a few all of them (the caller's binary search sorts them)."""
@@ -524,6 +533,10 @@ class Guard:
             _, _, min_gap = self._deadlines()
             allowed[self.rows] = slot - self.last >= min_gap
         return allowed
+
+    def may_poll(self, rows: IndexArray, slot: int) -> BoolArray:
+        """Whether each row's pause and upper bound let it be polled in this slot."""
+        return self._may_poll(np.asarray(rows, dtype=np.intp), slot)
 
     def _may_poll(self, rows: IndexArray, slot: int) -> BoolArray:
         """Whether each row's upper bound lets it be polled in this slot (rows outside the

@@ -130,6 +130,20 @@ class Constraints:
         self._version = None
         self.failures.forget_applied()
 
+    def forget(self, ids: IdArray) -> None:
+        """Some URLs were dropped from the scheduler and taken again (a cluster worker's
+        site lost and regained, without a rebuild): what was applied to them is gone with
+        them, so the next ``refresh`` gives them their bounds, pause and failure record
+        again. (Compared with what was applied, by id, they would otherwise look unchanged
+        and a paused URL taken again would be polled.)"""
+        if self._ids.size and ids.size:
+            keep = ~np.isin(self._ids, ids)
+            self._ids, self._lower = self._ids[keep], self._lower[keep]
+            self._upper, self._paused = self._upper[keep], self._paused[keep]
+            self._own_min = self._own_min[keep]
+            self._rule_lower, self._rule_upper = self._rule_lower[keep], self._rule_upper[keep]
+        self.failures.forget(ids)
+
     def apply(self, scheduler: schedulers.Scheduler, rules: UrlRules) -> None:
         """Give the scheduler the bounds and pause of every watched URL that changed."""
         ids, _ = scheduler.frequencies()

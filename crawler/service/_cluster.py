@@ -25,10 +25,17 @@ module is what the crawl loop and the service call in that mode (``CrawlLoop.clu
   and released (owner NULL, epoch bumped) once the slots that polled it have committed:
   at once if the loop has committed its previous slot (``committed``), else in the
   transaction of this slot's commit (``Fence.release``); their polls, changes and
-  learning land. A site revoked the old way (epoch bumped: the coordinator
-  took it back) is acknowledged at the next slot start (``ClusterStore.release_leases``). A site
-  lost and regained between two syncs (its epoch changed) is a loss and a gain: its URLs
-  are dropped and taken again with their saved rows (``WatchUpdate.replaced``).
+  learning land. A poll of it still in flight then (it outlives its slot and lands in the
+  slot in which it ends) is waited for: the site's URLs stay watched (the scheduler
+  learns only of URLs it watches) but are not polled (``pollable``), its lease stays in
+  the fence, and it is released at the first slot start after that poll landed, as
+  above. The wait ends within the coordinator's hand-over grace: once another slot of it
+  would pass ``GRACE_S`` from when the site was first seen asked, what is still in
+  flight is cut (deferred) and the site released (``_draining_of``). A site revoked the
+  old way (epoch bumped: the coordinator took it back) is acknowledged at the next slot
+  start (``ClusterStore.release_leases``). A site lost and regained between two syncs
+  (its epoch changed) is a loss and a gain: its URLs are dropped and taken again with
+  their saved rows (``WatchUpdate.replaced``).
 * **Joining, static membership, liveness.** A worker registers as joining and is made
   live (``ready``) once loaded, taking over the sites of an earlier incarnation under the
   same name. The heartbeat renews only while the loop reaches slot starts
@@ -53,6 +60,8 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -61,6 +70,7 @@ from sqlalchemy import event
 from crawler import schedulers
 from crawler.schedulers import FloatArray, IdArray, SchedulerState
 from crawler.service._coordinator import REPORT_EVERY_SLOTS, Coordinator
+from crawler.service._inflight import GRACE_S
 from crawler.service._renewal import RenewDeadline
 from crawler.service._watch import WatchFollower, WatchUpdate
 from crawler.settings import Settings
@@ -122,7 +132,8 @@ class ClusterMember:
         #: host key -> when (``time.time()``) the old owner of a site gained lately last
         #: asked the host
         self._handed: dict[str, float] = {}
-        #: the leases the scheduler's URLs are polled under: site -> epoch
+        #: the leases the scheduler's URLs are polled under: site -> epoch (an asked site
+        #: held until its polls in flight land included: ``_draining``)
         self.leases: dict[str, int] = {}
         self.fenced_polls_total = 0
         self.sites_gained_total = 0
@@ -144,6 +155,14 @@ class ClusterMember:
         #: revoked sites still held (site -> epoch), polled no more: the next slot's
         #: commit releases them (``Fence.release``)
         self._releasing: dict[str, int] = {}
+        #: sites asked of this worker (site -> epoch) still held, their URLs watched and
+        #: not polled, until their polls in flight land (``_draining_of``), and those URLs
+        self._draining: dict[str, int] = {}
+        self._held_back: IdArray = np.empty(0, np.int64)
+        #: when each site asked of this worker was first seen asked (``time.monotonic()``)
+        self._asked_at: dict[str, float] = {}
+        #: the URLs whose polls were in flight at the loop's last slot end (``carried``)
+        self._carried: set[int] = set()
         #: the last scheduler slot the loop committed (``committed``)
         self._committed_through = -1
         self._slots_since_report = 0
@@ -415,8 +434,10 @@ class ClusterMember:
         return self.store.watch_list_version(), self.store.cluster.cluster_version()
 
     def owns(self, url: str) -> bool:
-        """Whether this worker leases the site of ``url`` (its discovery sources run here)."""
-        return site_of(url) in self.leases
+        """Whether this worker leases the site of ``url`` (its discovery sources run here);
+        not a site asked of it."""
+        site = site_of(url)
+        return site in self.leases and site not in self._draining
 
     def watch_list(self) -> tuple[object, IdArray, FloatArray]:
         """(version, ids, importances) of the leased sites' URLs (at start-up)."""
@@ -452,17 +473,19 @@ class ClusterMember:
             leases, revoked = await asyncio.to_thread(
                 self.store.cluster.held_leases, self.worker_id
             )
-            ids, importance, site_list = await self._urls_of(leases, seen, version, force)
+            # asked sites with polls still in flight: their URLs stay watched (polled no
+            # more) so that those polls land under the lease, then they are released
+            draining = self._draining_of(revoked)
+            held = {**leases, **draining}
+            ids, importance, site_list = await self._urls_of(held, seen, version, force)
             # a site lost and regained since the last sync (its epoch changed): a loss
             # (what this worker learned of it since is fenced) and a gain (the rows saved
             # meanwhile are loaded afresh)
-            regained = {
-                s for s in leases.keys() & self.leases.keys() if leases[s] != self.leases[s]
-            }
+            regained = {s for s in held.keys() & self.leases.keys() if held[s] != self.leases[s]}
             replaced = _ids_of(ids, site_list, regained)
             saved = await self._saved_rows(scheduler, ids, replaced)
-            lost = (self.leases.keys() - leases.keys()) | regained
-            gained = (leases.keys() - self.leases.keys()) | regained
+            lost = (self.leases.keys() - held.keys()) | regained
+            gained = (held.keys() - self.leases.keys()) | regained
             # asked to give a site up: polled no more from this slot on, and released once
             # every slot that polled it has committed (commit, then release): at once if
             # they have, else in the commit of this slot
@@ -472,13 +495,15 @@ class ClusterMember:
             taken_back = {
                 s: e for s, e in self._releasing.items() if s not in leases and revoked.get(s) != e
             }
-            self._releasing = await self._release_asked(scheduler, revoked)
+            asked = {s: e for s, e in revoked.items() if s not in draining}
+            # revoked the old way (epoch bumped): acknowledged at once (hand-over at once)
             unasked = {s: self.leases[s] for s in lost - revoked.keys() - regained}
             unasked.update(taken_back)
-            if unasked:  # revoked the old way (epoch bumped): acknowledge, hand-over at once
-                await self._release(unasked)
+            self._releasing = await self._release(scheduler, asked, unasked)
             update = WatchUpdate(version, ids, importance, saved, replaced)
-            self._adopt(leases, ids, site_list, importance)
+            self._adopt(held, ids, site_list, importance)
+            self._draining = draining
+            self._held_back = _ids_of(ids, site_list, set(draining))
             self._gained = (gained, ids, site_list) if gained else None
             if gained:  # when the old owner last asked these hosts
                 self._handed.update(await self._last_asked(gained, ids, site_list))
@@ -498,7 +523,7 @@ class ClusterMember:
         if self._slots_since_report >= REPORT_EVERY_SLOTS and update is None:
             self._slots_since_report = 0
             weights, multiplier = self._measure(scheduler)
-            self._report = (len(self.leases), sum(weights.values()), multiplier,
+            self._report = (len(weights), sum(weights.values()), multiplier,
                             scheduler.slot)  # fmt: skip
             try:
                 await asyncio.to_thread(
@@ -535,42 +560,94 @@ class ClusterMember:
         order = np.argsort(ids, kind="stable")
         return ids[order], importance[order], [site_list[k] for k in order.tolist()]
 
+    def carried(self, url_ids: Collection[int]) -> None:
+        """At a slot's end: the URLs whose polls are still in flight (carried past their
+        slot). An asked site with one of them is released once they land (``sync``)."""
+        self._carried = set(url_ids)
+
+    def _draining_of(self, asked: dict[str, int]) -> dict[str, int]:
+        """The sites of ``asked`` (site -> epoch) held under that lease and polled until now
+        whose polls are still in flight: kept until those land (their rows, changes and
+        learning commit under the lease, as the old owner's slot in flight does), then
+        released. Kept only while the release still comes within the coordinator's
+        hand-over grace: once another slot would take the wait past ``GRACE_S`` from when
+        the site was first seen asked, its polls in flight are cut (deferred, as a lost
+        site's are) and it is released; the coordinator would otherwise take it back and
+        fence what lands."""
+        now = time.monotonic()
+        self._asked_at = {s: self._asked_at.get(s, now) for s in asked}
+        if not self._carried or not self._ids.size:
+            return {}
+        running = np.fromiter(self._carried, np.int64, len(self._carried))
+        pos = np.clip(np.searchsorted(self._ids, running), 0, self._ids.size - 1)
+        ours = self._ids[pos] == running
+        codes = Counter(self._site_codes[pos[ours]].tolist())
+        out: dict[str, int] = {}
+        for code, n in codes.items():
+            site = self._site_names[code]
+            epoch = asked.get(site)
+            if epoch is None or self.leases.get(site) != epoch:
+                continue
+            waited = now - self._asked_at[site]
+            if waited + self.settings.slot_seconds > GRACE_S:
+                log.warning(
+                    "cluster: site %s asked of this worker %.1f s ago: its %d poll(s) in "
+                    "flight are cut and it is released",
+                    site,
+                    waited,
+                    n,
+                )
+                continue
+            if site not in self._draining:
+                log.info(
+                    "cluster: site %s asked of this worker with %d poll(s) in flight: "
+                    "released once they land",
+                    site,
+                    n,
+                )
+            out[site] = epoch
+        return out
+
+    def pollable(self, ids: IdArray) -> IdArray:
+        """``ids`` less the URLs of the sites asked of this worker that it still holds for
+        their polls in flight (polled no more)."""
+        held_back = self._held_back
+        if not held_back.size or not ids.size:
+            return ids
+        return ids[~np.isin(ids, held_back)]
+
     def committed(self, slot: int, fenced: int = 0) -> None:
         """The loop committed scheduler slot ``slot`` (``fenced`` of its polls dropped)."""
         self._committed_through = max(self._committed_through, slot)
         self.fenced_polls_total += fenced
 
-    async def _release_asked(
-        self, scheduler: schedulers.Scheduler, asked: dict[str, int]
+    async def _release(
+        self, scheduler: schedulers.Scheduler, asked: dict[str, int], unasked: dict[str, int]
     ) -> dict[str, int]:
-        """Release the sites ``asked`` of this worker now if every slot so far has
-        committed (the last one polled them); otherwise (or on a failure) return them, to
-        be released in this slot's commit, after the earlier ones."""
+        """Tell the coordinator this worker polls some sites (site -> the epoch it polled
+        them under) no more: those taken back from it (``unasked``) at once, and those
+        ``asked`` of it at once too if every slot so far has committed (the last one polled
+        them). Returns the asked sites left to release in this slot's commit, after the
+        earlier ones (all of them when a slot is still to commit, or on a failure; the
+        coordinator then waits the grace for those taken back)."""
         import asyncio
 
-        if not asked or self._committed_through < scheduler.slot:
-            return dict(asked)
-        try:
-            released = await asyncio.to_thread(
-                self.store.cluster.release_revoked_leases, self.worker_id, asked
-            )
-        except StoreError as exc:
-            log.warning("asked sites not released yet (with the next commit): %s", exc)
-            return dict(asked)
-        self.sites_released_total += released
-        return {}
-
-    async def _release(self, held: dict[str, int]) -> None:
-        """Tell the coordinator this worker polls the sites ``held`` (lost, with the epochs
-        it polled them under) no more; on a failure the coordinator waits the grace."""
-        import asyncio
-
+        now = dict(unasked)
+        later = dict(asked)
+        if asked and self._committed_through >= scheduler.slot:
+            now.update(asked)
+            later = {}
+        if not now:
+            return later
         try:
             self.sites_released_total += await asyncio.to_thread(
-                self.store.cluster.release_leases, held
+                self.store.cluster.release_leases, self.worker_id, now
             )
         except StoreError as exc:
-            log.warning("lost sites not acknowledged (handed over after the grace): %s", exc)
+            log.warning("sites polled no more not released yet (asked ones: with the next "
+                        "commit; taken back: after the grace): %s", exc)  # fmt: skip
+            return dict(asked)
+        return later
 
     async def _saved_rows(
         self, scheduler: schedulers.Scheduler, ids: IdArray, replaced: IdArray
@@ -666,7 +743,7 @@ class ClusterMember:
         """Each leased site's weight (sum of its URLs' wanted polls per slot) and the
         scheduler's multiplier."""
         ids, x = scheduler.frequencies()
-        weights = dict.fromkeys(self.leases, 0.0)
+        weights = dict.fromkeys(self.leases.keys() - self._draining.keys(), 0.0)
         if ids.size and self._ids.size:
             pos = np.searchsorted(self._ids, ids)
             pos = np.clip(pos, 0, self._ids.size - 1)

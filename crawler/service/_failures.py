@@ -50,6 +50,14 @@ class FailureKeeper:
         self._known = np.empty(0, dtype=np.int64)
         self.records = {}
 
+    def forget(self, ids: IdArray) -> None:
+        """Some URLs were dropped from the scheduler and taken again: the next ``restore``
+        replays their stored records."""
+        if self._known.size and ids.size:
+            self._known = self._known[~np.isin(self._known, ids)]
+        for uid in ids.tolist():
+            self.records.pop(uid, None)
+
     def restore(
         self, scheduler: schedulers.Scheduler, ids: IdArray, rows: list[FailureRow]
     ) -> None:

@@ -21,7 +21,9 @@ so are the carried polls at a stop, at a lapsed cluster permit, and those of URL
 the watch list. A cluster worker also cuts those of a site lost and regained (the commit's
 fence checks the leases of the slot that commits, and a poll started under an older lease
 must land nothing) and keeps those of the sites it still holds under the same lease: a
-lease change elsewhere (a join, a move) does not drop answers the sites have served. A
+lease change elsewhere (a join, a move) does not drop answers the sites have served. Those
+of a site asked of it (moved to another worker) are waited for: the site is released once
+they landed (``crawler/service/_cluster.py``). A
 single service keeps those of the URLs it still watches (discovery adds pages to the watch
 list slot after slot: each addition would otherwise cut every slow poll in flight).
 """

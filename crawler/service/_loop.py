@@ -233,9 +233,15 @@ class CrawlLoop:
         gained restored; returns the URLs added (None: the scheduler was rebuilt, so every
         constraint is to be given to it again, not only the added URLs')."""
         assert self.scheduler is not None
-        if update.replaced is not None and update.replaced.size:  # dropped, then taken again
+        # the slots its bounded URLs were last selected in: a rebuilt scheduler's guard, or
+        # a URL dropped and taken again, would count their bounds from the last poll the
+        # scheduler learned from, and a poll with no feedback since (a first poll, a
+        # failure, one in flight) could be followed by another within the bound
+        selections = self.scheduler.selections()
+        replaced = update.replaced if update.replaced is not None else np.empty(0, np.int64)
+        if replaced.size:  # dropped, then taken again
             known, _ = self.scheduler.frequencies()
-            if (dropped := np.intersect1d(known, update.replaced)).size:
+            if (dropped := np.intersect1d(known, replaced)).size:
                 self.scheduler.remove(dropped)
         rebuilt = False
         if update.saved is not None:
@@ -250,10 +256,14 @@ class CrawlLoop:
                 merged.set_capacity(self.scheduler.capacity)
                 self.scheduler, rebuilt = merged, True
         added = self._apply_watch_list(update.version, update.ids, update.importance)
+        if rebuilt or replaced.size:
+            self.scheduler.keep_selections(*selections)
         if rebuilt:  # the guard's constraints are not part of a scheduler's state
             self.caps.forget_applied()
             self.constraints.forget_applied()
             return None
+        if replaced.size:  # removed and added again: their constraints are to be given again
+            self.constraints.forget(replaced)
         return added
 
     async def _apply_constraints(self, added: IdArray | None) -> None:

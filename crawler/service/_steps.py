@@ -83,7 +83,8 @@ class SlotStep:
         """Tell the scheduler what changed (caps, capacity) before it selects."""
 
     async def add_picks(self, scheduler: Scheduler, ids: IdArray) -> IdArray:
-        """The URL ids to poll this slot: ``ids`` and any the step adds."""
+        """The URL ids to poll this slot: ``ids`` and any the step adds (or less any it
+        holds back)."""
         return ids
 
     def admit(
@@ -195,6 +196,7 @@ class DiscoveryStep(SlotStep):
         watched, _ = scheduler.frequencies()  # a cluster worker: its own URLs only
         extra = np.array([i for i, _ in found], dtype=np.int64)
         extra = np.setdiff1d(extra[np.isin(extra, watched)], ids)
+        extra = scheduler.add_to_selection(extra)  # within pauses and bounds
         side.hint_polls(int(extra.size))
         if extra.size:
             log.info("polling %d watched URLs whose lastmod moved", extra.size)
@@ -234,7 +236,9 @@ class DiscoveryStep(SlotStep):
 class ClusterStep(SlotStep):
     """A cluster worker's part (``crawler.service._cluster``): sites just gained are polled
     at once (their hosts' first requests wait the host's delay from the old owner's last
-    poll), and its cluster metrics are refreshed after each slot. Nothing without one."""
+    poll), sites asked of it and held until their polls in flight land are polled no more,
+    and after each slot it is told what is still in flight and its cluster metrics are
+    refreshed. Nothing without one."""
 
     def __init__(self, loop: CrawlLoop) -> None:
         self.loop = loop
@@ -243,7 +247,11 @@ class ClusterStep(SlotStep):
         cluster = self.loop.cluster
         if cluster is None:
             return ids
-        return np.union1d(ids, cluster.take_probes(scheduler))
+        # a gained site's probe within its pause and bound (marked: the next selections
+        # count from it); a site asked of it, held until its polls in flight land, is
+        # polled no more
+        probes = scheduler.add_to_selection(cluster.take_probes(scheduler))
+        return cluster.pollable(np.union1d(ids, probes))
 
     def admit(
         self, jobs: list[PollJob], carried: Counter[str]
@@ -253,8 +261,9 @@ class ClusterStep(SlotStep):
         return cluster.mark(jobs), []  # hosts just gained: their old owner's delay first
 
     def after_slot(self, record: SlotRecord) -> None:
-        if (cluster := self.loop.cluster) is not None:  # in the background
-            export_cluster_metrics_soon(self.loop.metrics, cluster)
+        if (cluster := self.loop.cluster) is not None:
+            cluster.carried(self.loop.inflight.url_ids())  # what an asked site waits for
+            export_cluster_metrics_soon(self.loop.metrics, cluster)  # in the background
 
 
 def default_steps(loop: CrawlLoop) -> list[SlotStep]:

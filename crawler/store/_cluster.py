@@ -17,11 +17,13 @@ Decisions:
   for the commit (or the commit see the new owner): there is no window in between.
 * **Commit, then release.** A move between live workers asks the owner for the site
   (``revoked_at``; owner and epoch kept, so what it still commits for it lands); the
-  owner releases it (owner NULL, epoch bumped, ``released_epoch`` = the new epoch) in a
-  later slot's commit (``Fence.release``, ``release_revoked``), and the coordinator then
-  hands it over. A worker that finds a site revoked the old way (owner NULL, epoch = the
-  one it polled under + 1: taken back) acknowledges it at its next slot start
-  (``release_leases``).
+  owner releases it (owner NULL, epoch bumped, ``released_epoch`` = the new epoch) once
+  the slots that polled it have committed: in a later slot's commit (``Fence.release``)
+  or at a slot start (``release_leases``), and the coordinator then hands it over. A
+  worker that finds a site revoked the old way (owner NULL, epoch = the one it polled
+  under + 1: taken back) acknowledges it the same way. One statement does both
+  (``release_held``): the worker names the sites it polls no more and the epochs it
+  polled them under; the row's state says which it is.
 * **Joining and static membership.** A worker registers ``JOINING`` and becomes ``LIVE``
   once it can poll (``worker_ready``), taking over the leases of earlier registrations
   under its name, epochs bumped.
@@ -141,8 +143,7 @@ class LeaseRow:
     #: freed by a worker that left cleanly: placeable at once)
     assigned_age_s: float | None = None
     #: revoked (no owner) and its old owner has acknowledged this epoch: it polls the site
-    #: no more, so the coordinator may hand it over at once (``release_leases``, or the
-    #: release in a commit: ``Fence.release``)
+    #: no more, so the coordinator may hand it over at once (``release_held``)
     released: bool = False
     #: seconds since its owner was asked to give it up (None: not asked): it keeps owner
     #: and epoch until it releases the site in a slot's commit
@@ -181,20 +182,56 @@ class Fence:
     release: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
-def release_revoked(conn: Connection, fence: Fence) -> int:
-    """Inside a slot's commit: release the revoked leases of ``fence.release`` still held
-    by ``fence.worker_id`` under those epochs (owner NULL, epoch bumped, acknowledged so
-    that the coordinator hands them over at once). Returns the leases released."""
-    done = 0
+def release_held(conn: Connection, worker_id: str, held: Mapping[str, int]) -> int:
+    """The sites ``held`` (site -> the epoch ``worker_id`` polled them under), polled by it
+    no more, once its polls of them landed: each taken back from it the old way (owner
+    NULL, epoch = that + 1) is left as it is, each still asked of it under that epoch
+    (``revoked_at`` set) is released (owner NULL, epoch bumped, ``revoked_at`` cleared);
+    both are acknowledged (``released_epoch`` = their epoch), so the coordinator hands them
+    over at once. Rows that moved on since are left alone. Inside a slot's commit
+    (``Fence.release``: after the polls made under those leases landed) or in a
+    transaction of its own (``ClusterStore.release_leases``). Returns the rows released or
+    acknowledged."""
+    if not held:
+        return 0
     now = _now(conn)
-    for site, epoch in sorted(fence.release.items()):
+    if is_postgres(conn):
+        args = {"w": worker_id, "s": list(held), "e": [int(v) for v in held.values()],
+                "now": now}  # fmt: skip
+        pairs = "FROM unnest(CAST(:s AS text[]), CAST(:e AS bigint[])) AS t(s, e)"
+        # the taken back first: a site the second statement releases would match it
+        taken = conn.execute(
+            text(
+                f"UPDATE cluster_leases l SET released_epoch = l.epoch {pairs} "
+                "WHERE l.site = t.s AND l.worker_id IS NULL AND l.epoch = t.e + 1"
+            ),
+            args,
+        ).rowcount
+        asked = conn.execute(
+            text(
+                "UPDATE cluster_leases l SET worker_id = NULL, epoch = l.epoch + 1, "
+                f"released_epoch = l.epoch + 1, revoked_at = NULL, assigned_at = :now {pairs} "
+                "WHERE l.site = t.s AND l.worker_id = :w AND l.epoch = t.e "
+                "AND l.revoked_at IS NOT NULL"
+            ),
+            args,
+        ).rowcount
+        return int(taken) + int(asked)
+    done = 0
+    c = cluster_leases.c
+    for site, epoch in sorted(held.items()):
+        done += conn.execute(
+            update(cluster_leases)
+            .where(c.site == site, c.worker_id.is_(None), c.epoch == int(epoch) + 1)
+            .values(released_epoch=c.epoch)
+        ).rowcount
         done += conn.execute(
             update(cluster_leases)
             .where(
-                cluster_leases.c.site == site,
-                cluster_leases.c.worker_id == fence.worker_id,
-                cluster_leases.c.epoch == int(epoch),
-                cluster_leases.c.revoked_at.is_not(None),
+                c.site == site,
+                c.worker_id == worker_id,
+                c.epoch == int(epoch),
+                c.revoked_at.is_not(None),
             )
             .values(
                 worker_id=None,
@@ -671,46 +708,16 @@ class ClusterStore:
             ).all()
         return {int(u): _aware(at).timestamp() for u, at in rows if at is not None}
 
-    def release_leases(self, held: Mapping[str, int]) -> int:
-        """A worker acknowledges the revocation of sites it held (site -> the epoch it
-        polled them under), at a slot start, once its polls of them are over: the lease
-        rows still revoked by exactly that move (no owner, epoch = held + 1) get
-        ``released_epoch`` = their epoch, and the coordinator hands them over at once.
-        Rows that moved on since are left alone. Returns the rows acknowledged."""
+    def release_leases(self, worker_id: str, held: Mapping[str, int]) -> int:
+        """A worker tells the coordinator it polls the sites ``held`` (site -> the epoch it
+        polled them under) no more, in a transaction of its own (``release_held``): at a
+        slot start, for the sites asked of it whose every slot that polled them has
+        committed, and the sites taken back from it. Returns the rows released or
+        acknowledged."""
         if not held:
             return 0
         with translate_errors("releasing leases"), self.engine.begin() as conn:
-            if is_postgres(conn):
-                result = conn.execute(
-                    text(
-                        "UPDATE cluster_leases l SET released_epoch = l.epoch FROM unnest("
-                        "CAST(:s AS text[]), CAST(:e AS bigint[])) AS t(s, e) "
-                        "WHERE l.site = t.s AND l.worker_id IS NULL AND l.epoch = t.e + 1"
-                    ),
-                    {"s": list(held), "e": [int(v) for v in held.values()]},
-                )
-                return int(result.rowcount)
-            done = 0
-            for site, epoch in held.items():
-                done += conn.execute(
-                    update(cluster_leases)
-                    .where(
-                        cluster_leases.c.site == site,
-                        cluster_leases.c.worker_id.is_(None),
-                        cluster_leases.c.epoch == int(epoch) + 1,
-                    )
-                    .values(released_epoch=cluster_leases.c.epoch)
-                ).rowcount
-            return done
-
-    def release_revoked_leases(self, worker_id: str, asked: Mapping[str, int]) -> int:
-        """Release the sites ``asked`` of ``worker_id`` (site -> epoch) now, in a
-        transaction of their own (``release_revoked``): for a worker whose every slot that
-        polled them has committed. Returns the leases released."""
-        if not asked:
-            return 0
-        with translate_errors("releasing asked leases"), self.engine.begin() as conn:
-            return release_revoked(conn, Fence(worker_id, {}, dict(asked)))
+            return release_held(conn, worker_id, held)
 
     def end_worker_sessions(self, worker_ids: Sequence[str]) -> int:
         """PostgreSQL: end the sessions of workers found dead (``session_name``), so that

@@ -40,7 +40,7 @@ from crawler.store import (
     _state,
 )
 from crawler.store._admin import parse_patterns
-from crawler.store._cluster import ClusterStore, Fence, fence_rows, release_revoked
+from crawler.store._cluster import ClusterStore, Fence, fence_rows, release_held
 from crawler.store._discovery import DiscoveryStore
 from crawler.store._engine import make_engine, reading, sync_url, translate_errors
 from crawler.store._host_caps import HostCapRow
@@ -506,7 +506,7 @@ class Store:
                 health = tuple(e for e in health if e.url_id in kept)
             _outbox.write_health_events(conn, slot.slot, health)
             if fence is not None and fence.release:  # commit, then release: one transaction
-                release_revoked(conn, fence)
+                release_held(conn, fence.worker_id, fence.release)
         return fenced
 
     def _write_polls(self, conn: Connection, slot_no: int, polls: Sequence[PollRecord]) -> None:

@@ -5,10 +5,13 @@ addresses 127.0.0.1 .. 127.0.0.H (one server, bound to each address, so each add
 separate host for the crawler: its own robots.txt, politeness and owner in a cluster). Page k
 lives on host ``(k - 1) % H + 1``. Every page request is appended to the site's log as
 ``(wall-clock time (Unix seconds), k, version served, client)``; ``client`` is the request's
-``User-Agent``. The cluster tests give each worker its own user agent (the ``user_agent``
-setting), so the log says which worker asked for which page when, without trusting the
-crawler's own tables. (A source-port -> process map was the alternative: it needs
-``/proc`` reads racing short-lived connections; a header set by the process itself is exact.)
+``User-Agent``. With ``answer_delay_s`` every page is answered that long after its request
+arrived (a slow host: the crawler's polls outlive their slot); the request is logged on
+arrival, so a request the crawler gave up on is in the log too. The cluster tests give
+each worker its own user agent (the ``user_agent`` setting), so the log says which worker
+asked for which page when, without trusting the crawler's own tables. (A source-port ->
+process map was the alternative: it needs ``/proc`` reads racing short-lived connections;
+a header set by the process itself is exact.)
 
 ``GET /_log?since=i`` returns the entries from index i on as JSON (clients are numbered;
 the names come alongside), so a test running the site in another process reads the log
@@ -61,11 +64,21 @@ class RequestLog:
 class LoggedSite(ChangingSite):
     """A ChangingSite on ``hosts`` loopback addresses that logs every page request."""
 
-    def __init__(self, rates: NDArray[np.float64], *, hosts: int = 1, **options: object) -> None:
+    def __init__(
+        self,
+        rates: NDArray[np.float64],
+        *,
+        hosts: int = 1,
+        answer_delay_s: float = 0.0,
+        **options: object,
+    ) -> None:
         if not 1 <= hosts <= 254:
             raise ValueError("hosts must be in 1..254 (127.0.0.1 .. 127.0.0.254)")
+        if answer_delay_s < 0:
+            raise ValueError("answer_delay_s must not be negative")
         super().__init__(rates, **options)  # type: ignore[arg-type]
         self.hosts = hosts
+        self.answer_delay_s = answer_delay_s
         self.log = RequestLog()
 
     def host_of(self, k: int) -> int:
@@ -76,15 +89,17 @@ class LoggedSite(ChangingSite):
         return f"http://127.0.0.{self.host_of(k)}:{self.port}/page/{k}"
 
     async def _page(self, request: web.Request) -> web.StreamResponse:
-        response = await super()._page(request)
         k = int(request.match_info["k"])
-        self.log.append(
-            time.time(),  # wall clock: comparable with the crawler's polled_at
-            k,
-            int(self.versions[k - 1]),
-            request.headers.get("User-Agent", ""),
-        )
-        return response
+        if 1 <= k <= self.n:  # on arrival: a request given up on while it waits is logged
+            self.log.append(
+                time.time(),  # wall clock: comparable with the crawler's polled_at
+                k,
+                int(self.versions[k - 1]),
+                request.headers.get("User-Agent", ""),
+            )
+        if self.answer_delay_s:
+            await asyncio.sleep(self.answer_delay_s)
+        return await super()._page(request)
 
     async def _log(self, request: web.Request) -> web.Response:
         try:
@@ -124,6 +139,7 @@ def _serve(
     page_size: int,
     seed: int,
     crawl_delay: float | None,
+    answer_delay_s: float,
     conn: Connection,
 ) -> None:
     async def main() -> None:
@@ -134,6 +150,7 @@ def _serve(
             page_size=page_size,
             seed=seed,
             crawl_delay=crawl_delay,
+            answer_delay_s=answer_delay_s,
         )
         await site.start()
         conn.send(site.port)
@@ -152,9 +169,11 @@ def site_process(
     page_size: int = 2_000,
     seed: int = 0,
     crawl_delay: float | None = None,
+    answer_delay_s: float = 0.0,
 ) -> Iterator[int]:
     """Run a :class:`LoggedSite` in a child process; yields its port (on every host).
-    ``crawl_delay``: every host's robots.txt Crawl-delay (None: none)."""
+    ``crawl_delay``: every host's robots.txt Crawl-delay (None: none); ``answer_delay_s``:
+    every page answered that long after its request."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(
@@ -166,6 +185,7 @@ def site_process(
             page_size,
             seed,
             crawl_delay,
+            answer_delay_s,
             child,
         ),
         daemon=True,

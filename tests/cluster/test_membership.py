@@ -17,11 +17,13 @@ import functools
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 
 from crawler.service._cluster import ClusterMember
 from crawler.service._coordinator import MASS_STALE_HOLD_TIMEOUTS, Coordinator
+from crawler.service._inflight import GRACE_S
 from crawler.store import JOINING, NewUrl, Store
 from tests.service.conftest import service_settings
 
@@ -269,6 +271,63 @@ def test_an_asked_site_is_released_once_the_slots_that_polled_it_committed(
     asyncio.run(member.sync(scheduler, None, force=True))
     x = {lease.site: lease for lease in store.cluster.leases()}["x.test"]
     assert x.worker_id is None and x.released and x.epoch == 2
+
+
+def test_an_asked_site_with_a_poll_in_flight_is_held_until_it_lands(
+    store: Store, database_url: str
+) -> None:
+    """A poll of an asked site still in flight (it outlives its slot) lands under the
+    lease: the site's URLs stay watched, are not polled, its lease stays in the fence and
+    nothing is released; once the poll has landed (and its slot committed) the site is
+    released. Past the wait's budget the poll is given up and the site released."""
+    import asyncio
+
+    from crawler import schedulers
+
+    store.add_urls([NewUrl(f"http://{s}.test/p{i}") for s in ("x", "y") for i in range(3)])
+    a = store.cluster.register_worker(4.0, name="a")
+    store.cluster.claim_coordinator(a)
+    store.cluster.assign_leases({"x.test": a, "y.test": a}, a)
+    member = ClusterMember(_settings(database_url), store)
+    member.worker_id = a
+    scheduler = schedulers.create("bayes", capacity=1.0, seed=1)
+    first = asyncio.run(member.sync(scheduler, None))
+    assert first is not None
+    scheduler.add(first.ids, importance=first.importance)
+    x_ids, _, _ = store.cluster.active_urls_of(["x.test"])
+    y_ids, _, _ = store.cluster.active_urls_of(["y.test"])
+    scheduler.select()  # slot 1 polls x; one poll of it runs on past the slot
+    member.carried({int(x_ids[0])})
+    member.committed(scheduler.slot)
+    store.cluster.assign_leases({"x.test": a, "y.test": a}, a, revoke=["x.test"])
+    second = asyncio.run(member.sync(scheduler, first.version))
+    assert second is not None and sorted(second.ids.tolist()) == sorted(first.ids.tolist())
+    assert member.leases == {"x.test": 1, "y.test": 1}  # x held for its poll in flight
+    fence = member.fence(scheduler.slot + 1)
+    assert dict(fence.leases) == {"x.test": 1, "y.test": 1} and not fence.release
+    both = np.concatenate([x_ids, y_ids])
+    assert sorted(member.pollable(both).tolist()) == sorted(y_ids.tolist())  # x: no more
+    assert not member.owns("http://x.test/p0") and member.owns("http://y.test/p0")
+    assert store.cluster.held_leases(a) == ({"y.test": 1}, {"x.test": 1})  # not released
+    scheduler.select()  # slot 2: x's poll lands in it, then it commits
+    member.carried(set())
+    member.committed(scheduler.slot)
+    third = asyncio.run(member.sync(scheduler, None, force=True))
+    assert third is not None and sorted(third.ids.tolist()) == sorted(y_ids.tolist())
+    assert member.leases == {"y.test": 1}
+    x = {lease.site: lease for lease in store.cluster.leases()}["x.test"]
+    assert x.worker_id is None and x.released and x.epoch == 2
+
+    # y asked in turn, its poll never landing: held while the wait stays within the budget
+    member.carried({int(y_ids[0])})
+    store.cluster.assign_leases({"y.test": a}, a, revoke=["y.test"])
+    asyncio.run(member.sync(scheduler, None, force=True))
+    assert member.leases == {"y.test": 1}
+    member._asked_at["y.test"] -= GRACE_S  # as if asked GRACE_S ago
+    last = asyncio.run(member.sync(scheduler, None, force=True))
+    assert last is not None and last.ids.size == 0 and member.leases == {}
+    y = {lease.site: lease for lease in store.cluster.leases()}["y.test"]
+    assert y.worker_id is None and y.released
 
 
 def test_drift_within_the_margin_moves_nothing(store: Store, database_url: str) -> None:

@@ -146,8 +146,7 @@ def test_a_worker_with_a_small_share_never_scans_every_url(
         store.cluster.load_url_states("bayes", gained)
         store.cluster.last_polled(gained, 120.0)
         store.health_state_at(PAGE_STOPPED_CHANGING, gained)
-        store.cluster.release_leases({own[1]: 1})  # (matches no row here: the plan is the point)
-        store.cluster.release_revoked_leases(wid, {own[1]: 1})
+        store.cluster.release_leases(wid, {own[1]: 1})  # (matches no row: the plan is the point)
     with captured(store) as per_slot:
         store.cluster.cluster_version()
         store.watch_list_version()

@@ -167,3 +167,28 @@ def test_no_constraints_no_change() -> None:
         strict=True,
     ):
         assert np.array_equal(pa, pb)
+
+
+def test_polls_added_to_a_selection_keep_pauses_and_bounds() -> None:
+    """A poll the caller adds to a slot's selection (a gained site's probe, a URL whose
+    sitemap moved) is refused when paused or within its upper bound's gap, and once made
+    counts as a selection: the next ones keep the bound from it. A probe that skipped the
+    guard let a worker poll a bounded URL again four slots later against an 8-slot bound."""
+    s = schedulers.create("bayes", capacity=10.0, seed=0)
+    s.add(np.arange(6))
+    s.set_bounds([0], upper=[1 / 8])
+    s.pause([1])
+    s.select()  # slot 1: everything the guard allows (URL 0 included)
+    s.feedback(np.array([2, 3]), np.array([True, False]))
+    s.select()  # slot 2
+    assert s.add_to_selection([0, 1, 5, 99]).tolist() == [5]  # bound, pause, not watched
+    for _ in range(5):  # up to slot 7
+        assert 0 not in s.select().tolist()
+    # an added poll that the guard allows is marked: URL 4 added in slot 7, so not before 15
+    s.set_bounds([4], upper=[1 / 8])
+    assert s.add_to_selection([4]).tolist() == [4]
+    ids, slots = s.selections()
+    assert dict(zip(ids.tolist(), slots.tolist(), strict=True))[4] == s.slot == 7
+    for _ in range(7):  # slots 8 to 14
+        assert 4 not in s.select().tolist()
+    assert 4 in s.select().tolist()  # slot 15

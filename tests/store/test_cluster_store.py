@@ -169,6 +169,38 @@ def test_a_revoked_site_lands_its_slot_then_is_released_in_one_commit(store: Sto
     assert {lease.site: lease for lease in store.cluster.leases()}["x.test"].epoch == 2
 
 
+def test_one_release_lets_go_of_sites_asked_and_sites_taken_back(store: Store) -> None:
+    """A worker names the sites it polls no more with the epochs it polled them under; the
+    lease rows say which is which: one asked of it (owner and epoch kept) is released, one
+    taken back the old way (owner NULL, epoch bumped) is acknowledged, one that moved on
+    (owner NULL, epoch bumped twice) and one it still holds unasked are left alone."""
+    sites = [f"{s}.test" for s in ("w", "x", "y", "z")]
+    for site in sites:
+        add(store, 1, host=site)
+    a = store.cluster.register_worker(4.0, name="a")
+    store.cluster.claim_coordinator(a)
+    store.cluster.assign_leases(dict.fromkeys(sites, a), a)  # all at epoch 1
+    store.cluster.assign_leases(dict.fromkeys(sites, a), a, revoke=["x.test"])  # x asked
+    with store.engine.begin() as conn:  # y taken back; z taken back and moved on since
+        conn.execute(
+            text("UPDATE cluster_leases SET worker_id = NULL, epoch = 2 WHERE site = 'y.test'")
+        )
+        conn.execute(
+            text("UPDATE cluster_leases SET worker_id = NULL, epoch = 3 WHERE site = 'z.test'")
+        )
+    held = dict.fromkeys(sites, 1)
+    assert store.cluster.release_leases(a, held) == 2
+    after = {lease.site: lease for lease in store.cluster.leases()}
+    assert after["x.test"].worker_id is None and after["x.test"].epoch == 2
+    assert after["x.test"].released and after["x.test"].revoked_age_s is None
+    assert after["y.test"].epoch == 2 and after["y.test"].released
+    assert after["z.test"].epoch == 3 and not after["z.test"].released
+    assert after["w.test"].worker_id == a and after["w.test"].epoch == 1  # never asked
+    store.cluster.release_leases(a, {"x.test": 1})  # again (a retry): nothing moves
+    again = {lease.site: lease for lease in store.cluster.leases()}["x.test"]
+    assert again.worker_id is None and again.epoch == 2 and again.released
+
+
 def test_reassignment_waits_for_a_commit_holding_the_lease(store: Store) -> None:
     """FOR SHARE: the coordinator's UPDATE of a lease blocks until the commit that read it
     is done, so no commit lands under a lease that moved during it."""
