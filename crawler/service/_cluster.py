@@ -1,7 +1,8 @@
 """A cluster worker's side: membership, its leased sites, fencing, moves.
 
 ``crawler run --cluster`` runs one worker of a cluster on one PostgreSQL database. This
-module is what the crawl loop and the service call in that mode (``CrawlLoop.cluster``):
+module is what the crawl loop and the service call in that mode (``CrawlLoop.join_cluster``
+makes it the loop's watch source, permit and last slot step):
 
 * **Membership.** ``start()`` registers the worker (``cluster_workers``), then a daemon
   thread heartbeats every ``heartbeat_s`` on its own pooled connection with what the
@@ -615,6 +616,12 @@ class ClusterMember:
         if not held_back.size or not ids.size:
             return ids
         return ids[~np.isin(ids, held_back)]
+
+    def list_version(self, version: object) -> int:
+        """The watch-list version within a version pair ``sync`` gave (the other half is
+        the cluster's assignment version)."""
+        assert isinstance(version, tuple) and isinstance(version[0], int)
+        return version[0]
 
     def committed(self, slot: int, fenced: int = 0) -> None:
         """The loop committed scheduler slot ``slot`` (``fenced`` of its polls dropped)."""

@@ -29,7 +29,14 @@ from crawler.service._discovery import DiscoverySide
 from crawler.service._health import HealthWatch
 from crawler.service._inflight import GRACE_S, InFlight, Stream
 from crawler.service._records import RecentRecords, after_poll, asks_for_text, changed_of
-from crawler.service._steps import Alongside, DiscoveryStep, Polled, SlotStep, default_steps
+from crawler.service._steps import (
+    Alongside,
+    ClusterStep,
+    DiscoveryStep,
+    Polled,
+    SlotStep,
+    default_steps,
+)
 from crawler.service._watch import (
     StoreWatch,
     WatchFollower,
@@ -161,9 +168,6 @@ class CrawlLoop:
         #: where the watch list comes from, and what the commits are fenced by: the whole
         #: store, or (set by the service) a cluster worker's leases (_watch.py)
         self.source: WatchSource = StoreWatch(store)
-        #: a cluster worker's membership (crawler/service/_cluster.py), set by the service
-        #: in cluster mode, for the slot steps that act for it (_steps.py)
-        self.cluster: ClusterMember | None = None
         # discovery: a share of each slot's polls follows links from the sources
         self.discovery = DiscoverySide(settings, store, poller, metrics)
         #: the features' parts of every slot, their hooks called in this order (_steps.py)
@@ -182,6 +186,18 @@ class CrawlLoop:
         self.leaving = False
 
     # ----- start-up ---------------------------------------------------------------------
+
+    def join_cluster(self, member: ClusterMember) -> None:
+        """Crawl as a cluster worker (before ``load``): the watch list is the leased
+        sites' URLs, the rules, hosts and discovery sources read are those of its own
+        sites, no request goes out past its renew deadline, and its part of every slot
+        (probes of sites gained, sites asked held, its metrics) is one more step."""
+        self.source = member
+        self.constraints.scope = member.sites
+        self.caps.scope = member
+        self.discovery.owns = member.owns
+        self.permit = member
+        self.steps.append(ClusterStep(self, member))
 
     async def load(self) -> None:
         """Restore the scheduler from the database (or start one) and sync the watch list."""
@@ -271,9 +287,7 @@ class CrawlLoop:
         operator's bounds, pause and revivals, which the saved state does not keep."""
         assert self.scheduler is not None
         await self.caps.load_groups(self.scheduler, self.store, added)
-        version = self._watch_version
-        list_version = version[0] if isinstance(version, tuple) else version  # cluster: pair
-        assert isinstance(list_version, int)
+        list_version = self.source.list_version(self._watch_version)
         try:  # on a failure, retried at the next slot
             await self.constraints.refresh(self.scheduler, self.store, list_version)
         except StoreError:

@@ -159,12 +159,7 @@ class CrawlService:
                 )
         if self.cluster is not None:  # join the cluster: register, heartbeat, coordinate
             await self._waiting("register this worker", self.cluster.start)
-            self.loop.cluster = self.cluster
-            self.loop.source = self.cluster  # the watch list: the leased sites' URLs
-            # what the loop reads for its URLs' rules and hosts: its own sites' rows only
-            self.loop.constraints.scope = self.cluster.sites
-            self.loop.caps.scope = self.cluster
-            self.loop.permit = self.cluster  # no poll past its renew deadline
+            self.loop.join_cluster(self.cluster)
         # the poller starts (crawl workers import, open their fetchers) while the scheduler loads
         starting = asyncio.ensure_future(self.poller.start())
         try:

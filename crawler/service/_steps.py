@@ -44,6 +44,7 @@ from crawler.store import (
 from crawler.workers import PollAnswer, PollJob
 
 if TYPE_CHECKING:  # the loop builds its steps: it imports this module
+    from crawler.service._cluster import ClusterMember
     from crawler.service._loop import CrawlLoop
 
 log = logging.getLogger("crawler.service")
@@ -171,8 +172,6 @@ class DiscoveryStep(SlotStep):
     async def before_select(self, scheduler: Scheduler) -> None:
         """Re-read the discovery sources; their share changes the scheduler's capacity."""
         loop = self.loop
-        if loop.cluster is not None:  # a cluster worker runs the sources of its own sites
-            self.side.owns = loop.cluster.owns
         try:
             await self.side.refresh()
             loop.set_capacity()  # discovery's share moves with what it needs
@@ -238,15 +237,13 @@ class ClusterStep(SlotStep):
     at once (their hosts' first requests wait the host's delay from the old owner's last
     poll), sites asked of it and held until their polls in flight land are polled no more,
     and after each slot it is told what is still in flight and its cluster metrics are
-    refreshed. Nothing without one."""
+    refreshed. The service adds it to a cluster worker's loop (``join_cluster``)."""
 
-    def __init__(self, loop: CrawlLoop) -> None:
-        self.loop = loop
+    def __init__(self, loop: CrawlLoop, cluster: ClusterMember) -> None:
+        self.loop, self.cluster = loop, cluster
 
     async def add_picks(self, scheduler: Scheduler, ids: IdArray) -> IdArray:
-        cluster = self.loop.cluster
-        if cluster is None:
-            return ids
+        cluster = self.cluster
         # a gained site's probe within its pause and bound (marked: the next selections
         # count from it); a site asked of it, held until its polls in flight land, is
         # polled no more
@@ -256,14 +253,11 @@ class ClusterStep(SlotStep):
     def admit(
         self, jobs: list[PollJob], carried: Counter[str]
     ) -> tuple[list[PollJob], list[PollJob]]:
-        if (cluster := self.loop.cluster) is None:
-            return jobs, []
-        return cluster.mark(jobs), []  # hosts just gained: their old owner's delay first
+        return self.cluster.mark(jobs), []  # hosts just gained: their old owner's delay first
 
     def after_slot(self, record: SlotRecord) -> None:
-        if (cluster := self.loop.cluster) is not None:
-            cluster.carried(self.loop.inflight.url_ids())  # what an asked site waits for
-            export_cluster_metrics_soon(self.loop.metrics, cluster)  # in the background
+        self.cluster.carried(self.loop.inflight.url_ids())  # what an asked site waits for
+        export_cluster_metrics_soon(self.loop.metrics, self.cluster)  # in the background
 
 
 def default_steps(loop: CrawlLoop) -> list[SlotStep]:
@@ -273,7 +267,6 @@ def default_steps(loop: CrawlLoop) -> list[SlotStep]:
         HealthStep(loop.health, loop.constraints),
         FailuresStep(loop.constraints),
         CapsStep(loop),
-        ClusterStep(loop),
     ]
 
 

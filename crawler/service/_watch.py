@@ -69,6 +69,11 @@ class WatchSource(Protocol):
         changed."""
         ...
 
+    def list_version(self, version: object) -> int:
+        """The watch-list edit counter within ``version`` (one this source gave): what
+        the operator's rules are read since."""
+        ...
+
     def fence(self, slot: int) -> Fence | None:
         """What the commit of scheduler slot ``slot`` is fenced by (None: nothing)."""
         ...
@@ -100,6 +105,10 @@ class StoreWatch:
             return None
         ids, importance = await asyncio.to_thread(self.store.active_urls)
         return WatchUpdate(now, ids, importance)
+
+    def list_version(self, version: object) -> int:
+        assert isinstance(version, int)  # the store's watch-list version
+        return version
 
     def fence(self, slot: int) -> Fence | None:
         return None
