@@ -32,7 +32,6 @@ from crawler.service._records import RecentRecords, after_poll, asks_for_text, c
 from crawler.service._steps import (
     Alongside,
     ClusterStep,
-    DiscoveryStep,
     Polled,
     SlotStep,
     default_steps,
@@ -322,19 +321,13 @@ class CrawlLoop:
         return ids[new]
 
     def set_capacity(self) -> None:
-        """The scheduler's polls per slot: the capacity less discovery's share."""
+        """The scheduler's polls per slot: the capacity less what the steps poll
+        themselves (discovery's share)."""
         assert self.scheduler is not None
         capacity = self.settings.effective_capacity(self.scheduler.size)
-        wanted = capacity - self.discovery.reserved(capacity)
+        wanted = capacity - sum(step.reserved(capacity) for step in self.steps)
         if wanted != self.scheduler.capacity:
             self.scheduler.set_capacity(wanted)
-
-    async def _refresh_discovery(self) -> None:
-        """Re-read the discovery sources (its slot step's ``before_select``)."""
-        assert self.scheduler is not None
-        for step in self.steps:
-            if isinstance(step, DiscoveryStep):
-                await step.before_select(self.scheduler)
 
     # ----- the loop ---------------------------------------------------------------------
 

@@ -80,6 +80,10 @@ class Alongside:
 class SlotStep:
     """A feature's part in every slot; each hook is a no-op unless overridden."""
 
+    def reserved(self, capacity: float) -> float:
+        """Polls per slot of ``capacity`` the step makes itself, kept from the scheduler."""
+        return 0.0
+
     async def before_select(self, scheduler: Scheduler) -> None:
         """Tell the scheduler what changed (caps, capacity) before it selects."""
 
@@ -168,6 +172,9 @@ class DiscoveryStep(SlotStep):
     @property
     def side(self) -> DiscoverySide:
         return self.loop.discovery
+
+    def reserved(self, capacity: float) -> float:
+        return self.side.reserved(capacity)
 
     async def before_select(self, scheduler: Scheduler) -> None:
         """Re-read the discovery sources; their share changes the scheduler's capacity."""

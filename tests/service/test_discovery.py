@@ -14,6 +14,8 @@ from aiohttp import web
 from sqlalchemy import select
 
 from crawler.service import CrawlService
+from crawler.service._loop import CrawlLoop
+from crawler.service._steps import DiscoveryStep
 from crawler.store import NewUrl, SourceSpec, Store
 from crawler.store.models import urls
 from crawler.testsite._graph import LinkGraph, generate
@@ -211,6 +213,14 @@ async def test_dead_pages_expire_and_leave_the_watch_list_and_state_survives_a_r
     assert {u for u in rows if u not in dead_urls} <= watched
 
 
+async def _refresh_discovery(loop: CrawlLoop) -> None:
+    """What a slot does first: discovery's step re-reads its sources (and so its share)."""
+    assert loop.scheduler is not None
+    for step in loop.steps:
+        if isinstance(step, DiscoveryStep):
+            await step.before_select(loop.scheduler)
+
+
 async def test_without_sources_or_share_the_scheduler_keeps_the_whole_capacity(
     database_url: str,
 ) -> None:
@@ -222,11 +232,11 @@ async def test_without_sources_or_share_the_scheduler_keeps_the_whole_capacity(
         assert service.loop.scheduler.capacity == CAPACITY  # no source: nothing reserved
         with Store(database_url) as store:
             store.discovery.add_source(SourceSpec("http://127.0.0.1:9/"))
-        await service.loop._refresh_discovery()
+        await _refresh_discovery(service.loop)
         assert service.loop.scheduler.capacity == CAPACITY - 10
     off = service_settings(database_url, capacity=CAPACITY, discovery_share=0.0)
     async with CrawlService(off) as service:
-        await service.loop._refresh_discovery()
+        await _refresh_discovery(service.loop)
         assert service.loop.scheduler is not None
         assert service.loop.scheduler.capacity == CAPACITY  # share 0: discovery is off
         assert service.loop.discovery.reserved(CAPACITY) == 0

@@ -51,6 +51,10 @@ class Handing:
         update, self.update = self.update, None
         return update
 
+    def list_version(self, version: object) -> int:
+        assert isinstance(version, int)
+        return version
+
     def fence(self, slot: int) -> Fence | None:
         return None
 
