@@ -288,6 +288,9 @@ class Store:
                 progress(min(start + CHUNK, len(todo)), len(todo))
         if len(todo) >= ANALYZE_AFTER_ROWS:
             self._analyze("urls")
+            # and the sites the add marked (``edit_version``): never analysed, the sites
+            # edited since a version were read by a sequential scan of ``sites``
+            self._analyze("sites")
         return report
 
     def _analyze(self, table: str) -> None:

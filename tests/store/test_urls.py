@@ -95,13 +95,19 @@ def test_a_bulk_add_refreshes_postgres_planner_statistics(store: Store, db_backe
 
     from crawler.store._store import ANALYZE_AFTER_ROWS
 
-    store.add_urls([NewUrl(f"https://bulk.example/{i}") for i in range(ANALYZE_AFTER_ROWS)])
+    n_sites = 20
+    store.add_urls(
+        [NewUrl(f"https://s{i % n_sites}.bulk.example/{i}") for i in range(ANALYZE_AFTER_ROWS)]
+    )
     assert store.active_urls()[0].size == ANALYZE_AFTER_ROWS
     if db_backend != "postgresql":
         return
     with store.engine.connect() as conn:
         estimate = conn.execute(text("SELECT reltuples FROM pg_class WHERE oid = 'urls'::regclass"))
         assert estimate.scalar() == ANALYZE_AFTER_ROWS  # ANALYZE counted them (else -1 or 0)
+        # and the sites it marked: their statistics know every site is edited up to now
+        sites = conn.execute(text("SELECT reltuples FROM pg_class WHERE oid = 'sites'::regclass"))
+        assert sites.scalar() == n_sites
 
 
 def test_each_edit_of_which_urls_are_watched_marks_its_sites(store: Store) -> None:
