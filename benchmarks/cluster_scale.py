@@ -23,10 +23,12 @@ What it does, printing progress as it goes (the default run takes tens of minute
 4. **Per version bump.** Watch-list bumps (``crawler edit`` of one URL's importance) while
    the workers run: rows read per bump by all workers (against a quiet window of the same
    length). And replayed in this process for one worker's share: the statements a bump
-   runs, as this code runs them (the worker's own sites) and as they were before (every
-   URL of the table: rules, failures, revivals; on a lease change every leased site's URLs
-   again), wall time and rows read; and a commit's lease lock, the leases of the sites in
-   the commit (now) against every lease held (before).
+   runs, as this code runs them (the URLs of the sites the edit changed, by
+   ``sites.edit_version``; the rules, failures and revivals of its own sites), as they
+   were before (every URL of its own sites) and at first (every URL of the table: rules,
+   failures, revivals; on a lease change every leased site's URLs again), wall time and
+   rows read; and a commit's lease lock, the leases of the sites in the commit (now)
+   against every lease held (before).
 5. **The coordinator's round** at ``--sites`` sites with ``--workers`` simulated workers,
    and at ``--big-sites`` sites (one URL each) with 100 simulated workers (heartbeats
    written by this process): a steady round, and a round after one worker died (its sites
@@ -326,7 +328,18 @@ def bumps(store: Store, engine: Engine, args: argparse.Namespace) -> None:
     before = rows_read(engine)
     time.sleep(quiet_s)
     quiet = delta(before, rows_read(engine))
-    ids, _ = store.active_urls()
+    # the URLs to edit: a few rows (reading every URL here, as this did, counted about
+    # one whole read of urls into the bumps: the server flushed this session's counters
+    # only after the window had begun)
+    with engine.connect() as conn:
+        ids = (
+            conn.execute(
+                text("SELECT id FROM urls WHERE removed_at IS NULL ORDER BY id LIMIT :n"),
+                {"n": args.bumps},
+            )
+            .scalars()
+            .all()
+        )
     before = rows_read(engine)
     for k in range(args.bumps):
         store.edit_urls([int(ids[k])], {"importance": 0.5 + 0.01 * k})
@@ -361,11 +374,22 @@ def replay(url: str, n_workers: int, repeat: int) -> None:
         store.cluster.claim_coordinator(wid)
         own = hosts[: max(1, len(hosts) // n_workers)]
         store.cluster.assign_leases(dict.fromkeys(own, wid), wid)
-        version = store.watch_list_version()
         leases = store.cluster.leases_of(wid)
         gained = own[:1]
+        # an edit of one URL of the worker's first site (its importance), as the workers'
+        # bumps above: the sites edited since the version the worker saw before it
+        seen = store.watch_list_version()
+        first = store.cluster.active_urls_of(own[:1])[0]
+        store.edit_urls([int(first[0])], {"importance": 0.75})
+        version = store.watch_list_version()
+        mine = set(own)
 
         def bump_now() -> None:
+            edited = store.cluster.sites_edited_since(seen) & mine
+            store.cluster.active_urls_of(sorted(edited))
+            store.url_rules(own), store.url_failures(own), store.revived_since(version - 1, own)
+
+        def bump_share() -> None:
             store.cluster.active_urls_of(own)
             store.url_rules(own), store.url_failures(own), store.revived_since(version - 1, own)
 
@@ -387,8 +411,9 @@ def replay(url: str, n_workers: int, repeat: int) -> None:
         urls_own = sum(counts[h] for h in own)
         say(f"replayed for one worker of {n_workers}: {len(own):,} sites, {urls_own:,} URLs")
         for label, fn in (
-            ("watch-list bump, now (its own sites)", bump_now),
-            ("watch-list bump, before (every URL)", bump_before),
+            ("watch-list bump, now (the sites the edit changed)", bump_now),
+            ("watch-list bump, before (every URL of its own sites)", bump_share),
+            ("watch-list bump, at first (every URL)", bump_before),
             ("lease change (+1 site), now (the gained site)", lease_now),
             ("lease change (+1 site), before (every leased site again)", lease_before),
         ):

@@ -16,10 +16,13 @@ makes it the loop's watch source, permit and last slot step):
   slot start (``sync``) it reads two counters, the watch-list version and the cluster's
   assignment version (one primary-key read each; polled rather than LISTENed: a worker
   acts on a change at a slot boundary anyway, and no connection has to be held open to
-  listen); when either moved it reads its leases and their URLs and hands the loop an
-  update (``WatchUpdate``): the sites it lost are dropped, those it gained come **with
-  their saved scheduler rows**, so a moved site continues learning where its old owner
-  left it. The loop owns its scheduler and applies the update, constraints included
+  listen); when either moved it reads its leases and hands the loop an update
+  (``WatchUpdate``): the sites it lost are dropped, those it gained come **with their
+  saved scheduler rows**, so a moved site continues learning where its old owner left it,
+  and, after a watch-list edit, the URLs of the sites it holds that the edit changed are
+  read again (the sites edited since the version it last saw: ``sites.edit_version``; an
+  edit costs each worker the URLs of its edited sites, not its whole share). The loop
+  owns its scheduler and applies the update, constraints included
   (``crawler/service/_watch.py``); this module never changes the loop.
 * **Commit, then release.** A site asked of this worker (a move between live workers:
   ``revoked_at`` set, owner and epoch kept) is polled no more from the next slot start,
@@ -141,6 +144,8 @@ class ClusterMember:
         self.sites_lost_total = 0
         self.sites_released_total = 0
         self.rows_restored_total = 0
+        #: sites held whose URLs were read again after a watch-list edit changed them
+        self.sites_reread_total = 0
         self.coordinator: Coordinator | None = None
         self._site_codes: np.ndarray = np.empty(0, np.int64)
         self._site_names: list[str] = []
@@ -537,21 +542,29 @@ class ClusterMember:
     async def _urls_of(
         self, leases: dict[str, int], seen: object, version: tuple[int, int], force: bool
     ) -> tuple[IdArray, FloatArray, list[str]]:
-        """The URLs of the sites ``leases``: when only the assignment moved (the watch
-        list did not), the URLs held are kept, those of the sites lost dropped and those
-        of the sites gained read (the cost follows the change); else every leased site's
-        URLs are read again (an edit may touch any of them: the cost follows the share)."""
+        """The URLs of the sites ``leases``: the URLs held are kept, those of the sites
+        lost dropped, and those of the sites gained read; when the watch list moved too,
+        the URLs of the sites held that an edit changed since the version last seen
+        (``sites.edit_version``) are read again. The cost follows the change (the sites
+        gained, the sites edited), not the share. Every leased site's URLs are read at
+        start-up, after a lapse (``force``) and when the version seen is unknown."""
         import asyncio
 
-        same_list = isinstance(seen, tuple) and seen[0] == version[0]
-        if force or not same_list:
+        held = isinstance(seen, tuple) and isinstance(seen[0], int) and seen[0] <= version[0]
+        if force or not held:
             return await asyncio.to_thread(self.store.cluster.active_urls_of, sorted(leases))
-        gained = sorted(leases.keys() - self.leases.keys())
-        lost = self.leases.keys() - leases.keys()
+        assert isinstance(seen, tuple)
+        edited: set[str] = set()
+        if seen[0] != version[0]:
+            edited = await asyncio.to_thread(self.store.cluster.sites_edited_since, seen[0])
+            edited &= leases.keys() & self.leases.keys()
+        self.sites_reread_total += len(edited)
+        gained = (leases.keys() - self.leases.keys()) | edited
+        dropped = (self.leases.keys() - leases.keys()) | edited
         new_ids, new_imp, new_sites = await asyncio.to_thread(
-            self.store.cluster.active_urls_of, gained
+            self.store.cluster.active_urls_of, sorted(gained)
         )
-        codes = [k for k, name in enumerate(self._site_names) if name not in lost]
+        codes = [k for k, name in enumerate(self._site_names) if name not in dropped]
         keep = np.isin(self._site_codes, np.asarray(codes, dtype=np.int64))
         names = self._site_names
         kept_sites = [names[c] for c in self._site_codes[keep].tolist()]

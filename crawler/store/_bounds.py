@@ -42,6 +42,8 @@ TAG = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 EDITABLE = frozenset(
     {"importance", "min_interval_s", "max_interval_s", "selector", "ignore_patterns", "paused"}
 )
+#: ids per statement when marking the sites of an edit
+CHUNK = 10_000
 #: longest failure message kept in ``urls.fail_error``
 ERROR_CHARS = 500
 
@@ -112,6 +114,32 @@ def edit_urls(
                 among(conn, url_tags.c.url_id, id_list), url_tags.c.tag.in_(list(remove_tags))
             )
         )
+
+
+def mark_edited_sites(conn: Connection, version: int, site_ids: Sequence[int]) -> None:
+    """The sites ``site_ids`` were edited by the edit that bumped the watch list to
+    ``version``: a cluster worker re-reads their URLs at its next bump (the edit made
+    the bump, its version's row locked, before it writes here)."""
+    for start in range(0, len(site_ids), CHUNK):
+        chunk = [int(i) for i in site_ids[start : start + CHUNK]]
+        conn.execute(
+            update(sites).where(among(conn, sites.c.id, chunk)).values(edit_version=version)
+        )
+
+
+def mark_edited_urls(conn: Connection, version: int, ids: Sequence[int]) -> None:
+    """The sites of the URLs ``ids``, edited by the edit of ``version``
+    (``mark_edited_sites``)."""
+    found: set[int] = set()
+    for start in range(0, len(ids), CHUNK):
+        chunk = [int(i) for i in ids[start : start + CHUNK]]
+        found.update(
+            int(s)
+            for s in conn.execute(
+                select(urls.c.site_id).where(among(conn, urls.c.id, chunk))
+            ).scalars()
+        )
+    mark_edited_sites(conn, version, sorted(found))
 
 
 def request_revive(conn: Connection, ids: Sequence[int], version: int) -> None:

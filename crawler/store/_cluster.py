@@ -951,6 +951,16 @@ class ClusterStore:
         imp = np.fromiter((r[1] for r in rows), np.float64, len(rows))
         return ids, imp, [r[2] for r in rows]
 
+    def sites_edited_since(self, version: int) -> set[str]:
+        """The sites (``host[:port]``) whose watched URLs or their importances an edit
+        changed after watch-list version ``version`` (``sites.edit_version``, by its index:
+        the cost follows the sites edited, not the watch list)."""
+        with translate_errors("reading the sites edited"), reading(self.engine) as conn:
+            found = conn.execute(
+                select(sites.c.host).where(sites.c.edit_version > version)
+            ).scalars()
+            return {str(h) for h in found}
+
     def load_url_states(self, name: str, ids: Sequence[int]) -> SchedulerState | None:
         """The saved state of scheduler ``name`` restricted to ``ids`` (those with a saved
         row; corrupt rows left out, and said in the log): the scalars as saved and the

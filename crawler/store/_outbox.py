@@ -151,11 +151,14 @@ def _health_rows(
             raised = raised.where(events.c.url_id.in_(chunk))
         last = newest.group_by(changes.c.url_id).subquery()
         alarm = raised.group_by(events.c.url_id).subquery()
-        rows = conn.execute(
+        query = (
             select(last.c.url_id, last.c.slot, last.c.at, urls.c.hits, alarm.c.slot, alarm.c.at)
             .join(urls, urls.c.id == last.c.url_id)
             .outerjoin(alarm, alarm.c.url_id == last.c.url_id)
         )
+        if chunk is not None:  # the URLs too: else the planner hash-joins every URL's row
+            query = query.where(urls.c.id.in_(chunk))
+        rows = conn.execute(query)
         for uid, slot, at, hits, alarm_slot, alarm_at in rows:
             out[int(uid)] = (
                 int(slot),

@@ -288,6 +288,9 @@ class Store:
                 progress(min(start + CHUNK, len(todo)), len(todo))
         if len(todo) >= ANALYZE_AFTER_ROWS:
             self._analyze("urls")
+            # and the sites the add marked (``edit_version``): never analysed, the sites
+            # edited since a version were read by a sequential scan of ``sites``
+            self._analyze("sites")
         return report
 
     def _analyze(self, table: str) -> None:
@@ -303,16 +306,20 @@ class Store:
     def _add_chunk(self, conn: Connection, chunk: list[NewUrl], report: AddReport) -> None:
         now = utcnow()
         found = conn.execute(
-            select(urls.c.url, urls.c.id, urls.c.removed_at).where(
+            select(urls.c.url, urls.c.id, urls.c.removed_at, urls.c.site_id).where(
                 among(conn, urls.c.url, [e.url for e in chunk])
             )
         ).all()
-        existing = {u: (i, removed) for u, i, removed in found}
+        existing = {u: (i, removed, site) for u, i, removed, site in found}
         fresh = [e for e in chunk if e.url not in existing]
         revive = [e for e in chunk if e.url in existing and existing[e.url][1] is not None]
         report.already_watched.extend(
             e.url for e in chunk if e.url in existing and existing[e.url][1] is None
         )
+        if not fresh and not revive:
+            return
+        version = self._bump_watch_version(conn)  # first: see ``_bump_watch_version``
+        edited = {int(existing[e.url][2]) for e in revive}
         if revive:
             conn.execute(
                 update(urls)
@@ -339,8 +346,8 @@ class Store:
             ]
             ids = _insert_urls(conn, rows, now)
             report.added.extend((e.url, ids[e.url]) for e in fresh)
-        if fresh or revive:
-            self._bump_watch_version(conn)
+            edited.update(site_ids.values())
+        _bounds.mark_edited_sites(conn, version, sorted(edited))
 
     def _site_ids(self, conn: Connection, hosts: set[str], now: datetime) -> dict[str, int]:
         wanted = sorted(hosts)
@@ -358,16 +365,22 @@ class Store:
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
             with translate_errors("removing URLs"), self.engine.begin() as conn:
+                watched = conn.execute(
+                    select(urls.c.id).where(
+                        among(conn, urls.c.url, chunk), urls.c.removed_at.is_(None)
+                    )
+                ).first()
+                if watched is None:
+                    continue
+                version = self._bump_watch_version(conn)
                 result = conn.execute(
                     update(urls)
                     .where(among(conn, urls.c.url, chunk), urls.c.removed_at.is_(None))
                     .values(removed_at=now)
-                    .returning(urls.c.url)
-                )
-                gone = [u for (u,) in result]
-                if gone:
-                    self._bump_watch_version(conn)
-            removed.extend(gone)
+                    .returning(urls.c.url, urls.c.site_id)
+                ).all()
+                _bounds.mark_edited_sites(conn, version, sorted({int(s) for _, s in result}))
+            removed.extend(u for u, _ in result)
         return removed
 
     def set_importance(self, url: str, importance: float) -> bool:
@@ -375,24 +388,38 @@ class Store:
         if not 0 < importance <= 1:
             raise ValueError("importance must be in (0, 1]")
         with translate_errors("setting importance"), self.engine.begin() as conn:
+            watched = conn.execute(
+                select(urls.c.id).where(urls.c.url == url, urls.c.removed_at.is_(None))
+            ).first()
+            if watched is None:
+                return False
+            version = self._bump_watch_version(conn)
             result = conn.execute(
                 update(urls)
                 .where(urls.c.url == url, urls.c.removed_at.is_(None))
                 .values(importance=importance)
-                .returning(urls.c.id)
-            )
-            changed = result.first() is not None
-            if changed:
-                self._bump_watch_version(conn)
-        return changed
+                .returning(urls.c.site_id)
+            ).first()
+            if result is not None:
+                _bounds.mark_edited_sites(conn, version, [int(result[0])])
+        return result is not None
 
-    def _bump_watch_version(self, conn: Connection) -> None:
+    def _bump_watch_version(self, conn: Connection) -> int:
+        """Bump the watch-list version in ``conn``'s transaction; returns the new version.
+        Every edit bumps it *before* it writes ``urls`` or ``sites``: the version's row
+        then orders the edits (they commit in version order, so a worker that reads
+        version v sees every edit up to v), and the edits take their locks in one order,
+        the version's row first (``sites`` rows after it: a removal's URL-count trigger
+        and ``_bounds.mark_edited_sites`` lock them), so no two edits wait in a cycle."""
         upsert(
             conn,
             meta,
             [{"key": WATCH_VERSION, "int_value": 1}],
             ["key"],
             set_={"int_value": func.coalesce(meta.c.int_value, 0) + 1},
+        )
+        return int(
+            conn.execute(select(meta.c.int_value).where(meta.c.key == WATCH_VERSION)).scalar_one()
         )
 
     def watch_list_version(self) -> int:
@@ -738,20 +765,18 @@ class Store:
         """Change URLs in place (``_bounds.EDITABLE`` columns, tags): ids and learning kept;
         a running service sees it at its next slot (the watch-list version is bumped)."""
         with translate_errors("editing URLs"), self.engine.begin() as conn:
+            version = self._bump_watch_version(conn) if ids else 0
             _bounds.edit_urls(conn, ids, values, add_tags, remove_tags)
-            if ids:
-                self._bump_watch_version(conn)
+            if ids and "importance" in values:  # (rules are read whole on every bump)
+                _bounds.mark_edited_urls(conn, version, ids)
 
     def revive_urls(self, ids: Sequence[int]) -> None:
         """Clear the failure record of URLs and have a running service poll them again."""
         if not ids:
             return
         with translate_errors("reviving URLs"), self.engine.begin() as conn:
-            self._bump_watch_version(conn)
-            version = conn.execute(
-                select(meta.c.int_value).where(meta.c.key == WATCH_VERSION)
-            ).scalar_one()
-            _bounds.request_revive(conn, ids, int(version))
+            version = self._bump_watch_version(conn)
+            _bounds.request_revive(conn, ids, version)
 
     def revived_since(self, version: int, sites: Sequence[str] | None = None) -> IdArray:
         """Watched URLs an operator revived after watch-list version ``version`` (of the

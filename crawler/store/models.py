@@ -79,6 +79,10 @@ class Site(Base):
     #: its watched URLs (``removed_at`` NULL), kept by triggers on PostgreSQL (migration
     #: 0011): the coordinator reads one row per site instead of grouping every URL
     url_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    #: the watch-list version of the last edit that changed which of its URLs are watched
+    #: or their importance (NULL: none since migration 0015): a cluster worker re-reads, on
+    #: a watch-list bump, only the URLs of its sites edited after the version it last saw
+    edit_version: Mapped[int | None] = mapped_column(BigInteger, index=True)
 
 
 #: the URLs with a rule of their own, and the failing ones (partial indexes of ``urls``)
@@ -455,7 +459,9 @@ class Event(Base):
     ``fanned_out`` turns true once the deliverer has made the event's ``deliveries`` rows."""
 
     __tablename__ = "events"
-    __table_args__ = (Index(None, "fanned_out", "id"),)
+    #: (url_id, type): a URL's events of a type (a gained site's health state, migration
+    #: 0015), without scanning the outbox's whole history
+    __table_args__ = (Index(None, "fanned_out", "id"), Index(None, "url_id", "type"))
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     type: Mapped[str] = mapped_column(String(64))
     url_id: Mapped[int | None] = mapped_column(BigInteger)

@@ -4,11 +4,15 @@ A worker that owns a small share of the sites (here 4 of 400, 1%) must pay for i
 share, not for the whole watch list: the statements it runs at every slot (the version
 checks, the records of its polls, the whole commit with its fence and scheduler rows, the
 heartbeat, the weight report, the metrics' cluster row) and at every version bump (its
-leases, its sites' URLs, their rules, failures, revivals and hosts, the saved rows, last
-polls and health state of a gained site, the release of a site asked of it or taken back)
-are captured as the store runs them (reads and writes), and PostgreSQL's planner is asked
-for their plans (``EXPLAIN``, which runs nothing) on tables large enough and analysed:
-none may hold a sequential scan of ``urls`` or ``url_state``. The coordinator's
+leases, the sites an edit changed and their URLs, its sites' rules, failures, revivals
+and hosts, the saved rows, last polls and health state of a gained site, the release of a
+site asked of it or taken back) are captured as the store runs them (reads and writes),
+and PostgreSQL's planner is asked for their plans (``EXPLAIN``, which runs nothing) on
+tables large enough and analysed (three changes and four events of every URL: the
+history grows with time, and on small tables a sequential scan is the cheaper plan
+whatever the indexes): none may hold a sequential scan of ``urls``, ``url_state``,
+``changes`` or ``events``, and the sites an edit changed are found by their index, not by
+reading every site. The coordinator's
 statements read one row per site (``sites.url_count``, the leases), never the URLs.
 """
 
@@ -33,7 +37,7 @@ from crawler.store._cluster import fence_rows
 pytestmark = pytest.mark.slow
 
 SITES, PER_SITE, OWN = 400, 100, 4
-SCANNED = {"urls", "url_state"}
+SCANNED = {"urls", "url_state", "changes", "events"}
 
 
 @pytest.fixture
@@ -100,6 +104,21 @@ def _fill(store: Store) -> tuple[str, list[str], dict[str, list[int]]]:
         conn.execute(text("UPDATE urls SET fail_streak = 2 WHERE id % 37 = 0"))
     store.edit_urls([int(i) for i in ids[::41]], {"paused": True})
     store.revive_urls([int(i) for i in ids[::53]])
+    with store.engine.begin() as conn:  # the history: changes and their events
+        conn.execute(
+            text(
+                "INSERT INTO changes (url_id, slot, detected_at) SELECT id, s, "
+                "now() - s * interval '1 minute' FROM urls, generate_series(1, 3) s"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO events (type, url_id, slot, created_at, payload, fanned_out) "
+                "SELECT CASE WHEN s = 4 THEN :stopped ELSE 'page.changed' END, id, s, now(), "
+                "'{}', true FROM urls, generate_series(1, 4) s"
+            ),
+            {"stopped": PAGE_STOPPED_CHANGING},
+        )
     sched = schedulers.create("bayes", capacity=100.0, seed=1)
     sched.add(ids, importance=importance)
     store.save_scheduler_state(sched.take_delta())
@@ -133,12 +152,15 @@ def test_a_worker_with_a_small_share_never_scans_every_url(
 ) -> None:
     wid, own, by_site = _fill(store)
     version = store.watch_list_version()
+    edited_read = False
     polled = sorted(i for h in own for i in by_site[h][:5])
     gained = by_site[own[0]]
     with captured(store) as per_bump:
         store.cluster.leases_of(wid)
         store.cluster.held_leases(wid)
         store.cluster.active_urls_of(own)
+        store.cluster.sites_edited_since(version - 1)
+        store.cluster.active_urls_of(own[:1])
         store.url_rules(own)
         store.url_failures(own)
         store.revived_since(version - 1, own)
@@ -172,9 +194,13 @@ def test_a_worker_with_a_small_share_never_scans_every_url(
     monkeypatch.setattr(_cluster, "_rows", spy)
     store.cluster.site_url_counts()
     store.cluster.leases()
-    assert len(per_bump) >= 14 and len(per_slot) >= 15 and len(per_round) >= 2
+    assert len(per_bump) >= 16 and len(per_slot) >= 15 and len(per_round) >= 2
     for statement, scanned in plans(store, per_bump + per_slot):
         assert not SCANNED & set(scanned), f"scans {scanned}: {statement}"
+        if "sites.edit_version >" in statement:  # the sites edited: by their index
+            assert "sites" not in scanned, f"scans every site: {statement}"
+            edited_read = True
+    assert edited_read
     for statement, scanned in plans(store, per_round):
         assert "urls" not in scanned, f"the coordinator scans urls: {statement}"
     # and they read what the worker owns: its sites' URLs, their rules and failures

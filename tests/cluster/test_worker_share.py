@@ -7,7 +7,8 @@ the URLs of a lease change.
   workers would each get that worker's whole per-host cap: the coordinator keeps a
   host's sites together.
 * ``save_host_caps`` of a worker replaces its own rows, not the other workers'.
-* A lease change reads the gained sites' URLs only; a watch-list edit, the leased ones.
+* A lease change reads the gained sites' URLs only; a watch-list edit, those of the leased
+  sites it changed.
 """
 
 from __future__ import annotations
@@ -125,8 +126,42 @@ def test_a_lease_change_reads_only_the_gained_sites_urls(store: Store, database_
     assert np.array_equal(update.ids, want_ids)
     assert np.allclose(update.importance, want_importance)
     assert member.sites() == sites[1:5]
-    # a watch-list edit: every leased site's URLs are read again
-    store.edit_urls([int(want_ids[0])], {"importance": 0.9})
+    # watch-list edits: only the URLs of the leased sites they changed are read again,
+    # and the watch list is the same as a full read of every leased site
+    seen = update.version
+    first = int(want_ids[0])
+    edits: list[tuple[Any, list[str]]] = [
+        (lambda: store.edit_urls([first], {"importance": 0.9}), ["s1.test"]),
+        (lambda: store.add_urls([NewUrl("http://s2.test/new")]), ["s2.test"]),
+        (lambda: store.remove_urls(["http://s3.test/p1"]), ["s3.test"]),
+        (lambda: store.set_importance("http://s4.test/p2", 0.3), ["s4.test"]),
+        # a rule (read whole on every bump, from the rules' partial index), a site not
+        # leased here, a revival: no URL of a leased site to read again
+        (lambda: store.edit_urls([int(want_ids[-1])], {"paused": True}), []),
+        (lambda: store.add_urls([NewUrl("http://s5.test/new")]), []),
+        (lambda: store.revive_urls([int(want_ids[1])]), []),
+        # an edit of two leased sites at once, and one removed then added back
+        (lambda: store.remove_urls(["http://s1.test/p3", "http://s4.test/p3"]),
+         ["s1.test", "s4.test"]),
+        (lambda: store.add_urls([NewUrl("http://s3.test/p1")]), ["s3.test"]),
+    ]  # fmt: skip
+    for edit, reread in edits:
+        edit()
+        read.clear()
+        again = asyncio.run(member.sync(scheduler, seen))
+        assert again is not None and read == [reread]
+        assert again.version[0] == store.watch_list_version() != seen[0]
+        want_ids, want_importance, _ = full(sites[1:5])
+        assert np.array_equal(again.ids, want_ids)
+        assert np.allclose(again.importance, want_importance)
+        seen = again.version
+    assert member.sites_reread_total == 7
+    assert np.allclose(again.importance[again.ids == first], [0.9])
+    # an edit between two syncs that also moved a lease: the gained site and the edited
+    # one are read, nothing else
+    store.add_urls([NewUrl("http://s2.test/newer")])
+    store.cluster.assign_leases({sites[5]: member.worker_id}, member.worker_id)
     read.clear()
-    again = asyncio.run(member.sync(scheduler, update.version))
-    assert again is not None and read == [sites[1:5]]
+    again = asyncio.run(member.sync(scheduler, seen))
+    assert again is not None and read == [["s2.test", "s5.test"]]
+    assert np.array_equal(again.ids, full(sites[1:6])[0])

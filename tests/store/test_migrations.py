@@ -52,19 +52,43 @@ def test_migrations_ship_inside_the_package() -> None:
     assert any(MIGRATIONS.glob("versions/0001_*.py"))
 
 
+def _url_as_first_written(store: Store) -> int:
+    """A watched URL as the first schema held it (the store's ``add_urls`` writes the
+    columns of the newest one); returns its id."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    now = datetime.now(UTC)
+    if store.engine.dialect.name == "sqlite":
+        now = now.replace(tzinfo=None)
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO sites (host, created_at) VALUES ('example.com', :now)"), {"now": now}
+        )
+        conn.execute(
+            text(
+                "INSERT INTO urls (url, site_id, importance, added_at, polls, hits, misses, "
+                "not_modified, errors) SELECT 'http://example.com/a', id, 1.0, :now, 0, 0, 0, "
+                "0, 0 FROM sites"
+            ),
+            {"now": now},
+        )
+        return int(conn.execute(text("SELECT id FROM urls")).scalar_one())
+
+
 def test_0002_keeps_the_poll_log_and_drops_its_foreign_key(empty_database_url: str) -> None:
     from datetime import UTC, datetime
 
     from sqlalchemy import insert, select
 
-    from crawler.store import NewUrl
     from crawler.store._migrate import upgrade
     from crawler.store.models import poll_log
 
     store = Store(empty_database_url)
     try:
         upgrade(store.engine, "0001")
-        ((_, url_id),) = store.add_urls([NewUrl("http://example.com/a")]).added
+        url_id = _url_as_first_written(store)
         row = {
             "url_id": url_id, "slot": 1, "polled_at": datetime.now(UTC), "status": 200,
             "outcome": "miss", "duration_s": 0.1, "bytes": 10,
@@ -92,14 +116,14 @@ def test_0003_keeps_the_poll_log_and_adds_deferrals_and_truncated(
 
     from sqlalchemy import select, text
 
-    from crawler.store import NewUrl, PollRecord, SlotRecord
+    from crawler.store import PollRecord, SlotRecord
     from crawler.store._migrate import upgrade
     from crawler.store.models import deferrals, poll_log
 
     store = Store(empty_database_url)
     try:
         upgrade(store.engine, "0002")
-        ((_, url_id),) = store.add_urls([NewUrl("http://example.com/a")]).added
+        url_id = _url_as_first_written(store)
         old = datetime.now(UTC) - timedelta(days=30)
         with store.engine.begin() as conn:  # the 0002 columns only, as 0002 wrote them
             conn.execute(

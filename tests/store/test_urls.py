@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -93,10 +95,56 @@ def test_a_bulk_add_refreshes_postgres_planner_statistics(store: Store, db_backe
 
     from crawler.store._store import ANALYZE_AFTER_ROWS
 
-    store.add_urls([NewUrl(f"https://bulk.example/{i}") for i in range(ANALYZE_AFTER_ROWS)])
+    n_sites = 20
+    store.add_urls(
+        [NewUrl(f"https://s{i % n_sites}.bulk.example/{i}") for i in range(ANALYZE_AFTER_ROWS)]
+    )
     assert store.active_urls()[0].size == ANALYZE_AFTER_ROWS
     if db_backend != "postgresql":
         return
     with store.engine.connect() as conn:
         estimate = conn.execute(text("SELECT reltuples FROM pg_class WHERE oid = 'urls'::regclass"))
         assert estimate.scalar() == ANALYZE_AFTER_ROWS  # ANALYZE counted them (else -1 or 0)
+        # and the sites it marked: their statistics know every site is edited up to now
+        sites = conn.execute(text("SELECT reltuples FROM pg_class WHERE oid = 'sites'::regclass"))
+        assert sites.scalar() == n_sites
+
+
+def test_each_edit_of_which_urls_are_watched_marks_its_sites(store: Store) -> None:
+    """``sites.edit_version``: an add, re-add, removal or importance change writes the
+    version it bumped on the sites it touched (a cluster worker re-reads only those sites'
+    URLs); a change of rules, tags or a revival marks none (they are read whole on every
+    bump), and an edit that changes nothing bumps nothing."""
+    store.add_urls([NewUrl(f"http://{s}.example/{i}") for s in "abcd" for i in range(3)])
+    ids = dict(store.select_urls([f"http://{s}.example/{i}" for s in "abcd" for i in range(3)]))
+    by_url = {u: i for i, u in ids.items()}
+
+    def edited(edit: Callable[[], object]) -> set[str]:
+        before = store.watch_list_version()
+        edit()
+        return store.cluster.sites_edited_since(before)
+
+    assert edited(lambda: store.add_urls([NewUrl("http://b.example/new")])) == {"b.example"}
+    assert edited(lambda: store.add_urls([NewUrl("http://e.example/")])) == {"e.example"}
+    assert edited(lambda: store.remove_urls(["http://c.example/1", "http://a.example/0"])) == {
+        "a.example",
+        "c.example",
+    }
+    assert edited(lambda: store.add_urls([NewUrl("http://c.example/1")])) == {"c.example"}
+    assert edited(lambda: store.set_importance("http://d.example/2", 0.5)) == {"d.example"}
+    importance = {"importance": 0.25}
+    two = [by_url["http://a.example/1"], by_url["http://d.example/0"]]
+    assert edited(lambda: store.edit_urls(two, importance)) == {"a.example", "d.example"}
+    one = [by_url["http://b.example/0"]]
+    assert edited(lambda: store.edit_urls(one, {"paused": True, "min_interval_s": 60.0})) == set()
+    assert edited(lambda: store.edit_urls(one, {}, ["tagged"])) == set()
+    assert edited(lambda: store.revive_urls(one)) == set()
+    # nothing to do: no bump, no mark
+    version = store.watch_list_version()
+    assert store.remove_urls(["http://a.example/0"]) == []
+    assert not store.set_importance("http://a.example/0", 0.5)
+    assert store.add_urls([NewUrl("http://b.example/new")]).added == []
+    assert store.watch_list_version() == version
+    assert store.cluster.sites_edited_since(version) == set()
+    # every mark is the version of its own edit: the sites edited since an older version
+    assert store.cluster.sites_edited_since(0) == {f"{s}.example" for s in "abcde"}
