@@ -98,18 +98,6 @@ def apply_metric(metrics: CrawlerMetrics, message: tuple[Any, ...]) -> None:
         metrics.set_outbox(message[1], message[2])
 
 
-def lower_priority(niceness: int) -> None:
-    """Add ``niceness`` to the calling thread's priority (before the deliverer starts its
-    threads, which inherit it); where the system has no ``os.nice``, or refuses, delivery
-    runs at the service's."""
-    if niceness <= 0 or not hasattr(os, "nice"):
-        return
-    try:
-        os.nice(niceness)
-    except OSError as exc:
-        log.warning("delivery process: cannot lower its priority (%s)", exc)
-
-
 def _child(
     settings: Settings,
     control: Connection,
@@ -128,7 +116,13 @@ def _child(
         with contextlib.suppress(OSError):
             control.send("ready")
 
-    deliverer = Deliverer(settings, metrics, exclusive_lock=exclusive_lock, on_ready=ready)
+    deliverer = Deliverer(
+        settings,
+        metrics,
+        exclusive_lock=exclusive_lock,
+        on_ready=ready,
+        nice=settings.delivery_nice,  # imported at the service's: a prompt start
+    )
 
     def watch() -> None:
         try:
@@ -138,7 +132,6 @@ def _child(
         deliverer.stop(timeout=0)
 
     threading.Thread(target=watch, name="crawler-delivery-watch", daemon=True).start()
-    lower_priority(settings.delivery_nice)  # imported at the service's: a prompt start
     deliverer.run_here()
 
 
