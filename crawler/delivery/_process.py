@@ -27,12 +27,13 @@ lock; the crawl and the deliverer share only the database, as before.
   thread applies them to the service's registry (``crawler_delivery_*`` stay on the
   service's metrics port).
 - **A lower scheduling priority** (``delivery_nice``, 19 by default: the lowest; 0 keeps
-  the service's): the child lowers its priority once it has imported what it runs (the
-  service waits for its start; imports at the lowest priority on a busy machine would
-  make it wait longer) and before the deliverer starts, so every thread the deliverer
-  starts runs at that priority (Linux: a thread's niceness is its own, inherited by the
-  threads it starts). Delivery then uses the CPU the crawl leaves and never takes the
-  crawl's. Measured (benchmarks/delivery.py, docs/results.md): at the service's priority,
+  the service's): the deliverer lowers its loop's thread once the child has imported
+  what it runs (the service waits for its start; imports at the lowest priority on a busy
+  machine would make it wait longer), after starting the one thread of its writing
+  transactions, which keeps the service's priority (``_deliverer.py`` says why: SQLite's
+  write lock); every other thread the loop starts runs at the lowered priority (Linux: a
+  thread's niceness is its own, inherited by the threads it starts). Delivery then uses
+  mostly the CPU the crawl leaves. Measured (benchmarks/delivery.py, docs/results.md): at the service's priority,
   on a 2-core machine kept busy by other jobs, the delivery process's CPU (about 3 to 8
   ms per event) came out of the crawl's share and cost it 25 % to 66 % of its polls/s;
   at nice 19 the crawl keeps its share. The price is delivery's speed while the crawl
