@@ -33,11 +33,13 @@ lock; the crawl and the deliverer share only the database, as before.
   transactions, which keeps the service's priority (``_deliverer.py`` says why: SQLite's
   write lock); every other thread the loop starts runs at the lowered priority (Linux: a
   thread's niceness is its own, inherited by the threads it starts). Delivery then uses
-  mostly the CPU the crawl leaves. Measured (benchmarks/delivery.py, docs/results.md): at the service's priority,
-  on a 2-core machine kept busy by other jobs, the delivery process's CPU (about 3 to 8
-  ms per event) came out of the crawl's share and cost it 25 % to 66 % of its polls/s;
-  at nice 19 the crawl keeps its share. The price is delivery's speed while the crawl
-  keeps every core busy: events then wait in the outbox (in the database, never in
+  mostly the CPU the crawl leaves; on PostgreSQL the process also starts a session, so a
+  scheduling group, of its own at that priority (``_priority.py``: niceness orders
+  threads within a group only). Measured (benchmarks/delivery.py, docs/results.md): at
+  the service's priority, on a 2-core machine kept busy by other jobs, the delivery
+  process's CPU (about 3 to 8 ms per event) came out of the crawl's share and cost it 25 %
+  to 66 % of its polls/s. The price of the lowest priority is delivery's speed while the
+  crawl keeps every core busy: events then wait in the outbox (in the database, never in
   memory) until the crawl leaves CPU, which a paced crawl (a slot every
   ``slot_seconds``) does between slots.
 - **Logs**: the child logs to stderr (inherited) at the service's level and format.
@@ -54,6 +56,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from crawler.delivery._deliverer import Deliverer
+from crawler.delivery._priority import own_cpu_group
 from crawler.logs import configure_logging
 from crawler.metrics import CrawlerMetrics
 from crawler.settings import Settings
@@ -133,6 +136,8 @@ def _child(
         deliverer.stop(timeout=0)
 
     threading.Thread(target=watch, name="crawler-delivery-watch", daemon=True).start()
+    if settings.database_url.lower().startswith("postgresql"):  # SQLite: _priority.py
+        own_cpu_group(settings.delivery_nice)
     deliverer.run_here()
 
 

@@ -110,3 +110,28 @@ def test_writes_keep_the_priority_the_rest_is_lowered(tmp_path: Path) -> None:
     finally:
         deliverer.stop(30)
     assert os.getpriority(os.PRIO_PROCESS, 0) == base
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroup")
+def test_on_postgresql_delivery_runs_in_a_scheduling_group_of_its_own(
+    database_url: str,
+) -> None:
+    """Niceness orders threads within a scheduling group only: on PostgreSQL the delivery
+    process leaves the service's session (its group) for one of its own at the lowest
+    priority; on SQLite it stays (its writes share the one write lock with the crawl)."""
+    Store(database_url).upgrade()
+    delivery = DeliveryProcess(load_settings({"database_url": database_url}), exclusive_lock=False)
+    delivery.start()
+    try:
+        assert delivery.wait_ready(120)
+        pid = delivery.pid
+        assert pid is not None
+        group = Path(f"/proc/{pid}/autogroup").read_text()
+        if database_url.startswith("postgresql"):
+            assert os.getsid(pid) == pid
+            assert group.strip().endswith("nice 19")
+        else:
+            assert os.getsid(pid) == os.getsid(0)
+            assert group == Path("/proc/self/autogroup").read_text()
+    finally:
+        delivery.stop(timeout=60)
