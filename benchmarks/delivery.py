@@ -13,12 +13,16 @@ share this process's interpreter lock) verifies every signature with the referen
 ``standardwebhooks`` library and notes when each event arrived.
 
 A VM's speed drifts within minutes, so delivery on and off are compared in one run, in
-interleaved phases of ``--phase-polls`` polls each: off, on, off, on, ... (off: no
-deliverer, the events wait in the outbox; on: a ``DeliveryProcess``, the same one
-``crawler run`` starts, draining what waited and what the crawl writes; ``--thread``: the
-``Deliverer`` as a thread of this process, as it ran before). Each on
-phase's polls/s is compared with the mean of the off phases beside it. After the phases
-the crawl stops and the deliverer drains the rest (its rate alone: the deliverer's ceiling).
+interleaved phases of ``--phase-polls`` polls and at least ``--phase-min-seconds`` each:
+off, on, off, on, ... (off: no deliverer, the events wait in the outbox; on: a
+``DeliveryProcess``, the same one ``crawler run`` starts, draining what waited and what
+the crawl writes; ``--thread``: the ``Deliverer`` as a thread of this process, as it ran
+before). Each on phase's polls/s is compared with the mean of the off phases beside it.
+After the phases the crawl stops and the deliverer drains the rest (its rate alone: the
+deliverer's ceiling). The receiver runs in a session of its own (another service: Linux
+shares the CPU between sessions first, so in the crawl's its CPU was charged to the
+crawl's share); on PostgreSQL the server's CPU for the crawl's and the deliverer's
+connections is measured apart.
 
 ``--bad-receiver`` measures instead whether a receiver that refuses connections, answers
 500, hangs and answers 429 with Retry-After (in turn, ``--bad-cycle-s`` each) slows the
@@ -82,6 +86,9 @@ def _receive(secret: str, conn: Connection, count: Any, cycle_s: float) -> None:
     """Serve POST /hook; verify; note (id, created_at, arrival, verified); on "stop" send
     the notes back. On "bad", cycle through ``BAD_MODES`` (refuse: the port closed; 500;
     hang; 429 with Retry-After: 1) until "ok"."""
+    # a receiver is another service: a session of its own, so that Linux's per-session
+    # scheduling groups (autogroup) do not charge its CPU to the crawl's group
+    os.setsid()
     notes: dict[str, tuple[float, float, bool]] = {}
     hook = Webhook(secret)
     mode = "ok"
