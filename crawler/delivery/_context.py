@@ -15,17 +15,12 @@ connection, the diffs in one query, the learned rates in one): read one event at
 (two connections, a ``url_detail`` and a thread hop each) they cost 24 ms of the
 deliverer's time per event on a loaded 2-core machine and held delivery near 40 events/s
 (benchmarks/delivery.py; docs/results.md has the figures before and after).
-
-Reading and making are two steps (``read_contexts``, ``build_contexts``): the delivery
-process reads on one thread and makes the diffs (difflib, the CPU of a context) on
-another, at the lowest priority (``_deliverer.py`` says why).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,7 +29,7 @@ from crawler.delivery._diff import diff_of
 from crawler.delivery._payload import Context
 from crawler.schedulers.bayes import estimate_rates
 from crawler.settings import Settings
-from crawler.store import ChangeKey, EventRow, OutboxStore, Store, StoredDiff, change_key
+from crawler.store import EventRow, OutboxStore, Store, change_key
 
 DAY_S = 86_400.0
 
@@ -56,42 +51,16 @@ def event_contexts(
     stored diffs in one query, the learned rates in another. A diff not stored yet is made
     from the change's texts and put in ``made`` (change id -> diff) for the caller to
     store (the deliverer does, with the sends' answers: made once)."""
-    return build_contexts(read_contexts(outbox, settings, batch), settings, made)
-
-
-@dataclass(frozen=True)
-class ContextSources:
-    """What the contexts of a batch are made from: its events with their change keys,
-    the changes' stored diffs (or texts) and the URLs' saved scheduler fields."""
-
-    batch: Sequence[EventRow]
-    changed: list[tuple[EventRow, ChangeKey]]
-    diffs: dict[ChangeKey, StoredDiff]
-    states: dict[int, dict[str, dict[str, Any]]]
-
-
-def read_contexts(
-    outbox: OutboxStore, settings: Settings, batch: Sequence[EventRow]
-) -> ContextSources:
-    """The database reads of ``event_contexts``: the diffs in one query, the rates in one."""
     changed = [(e, k) for e in batch if (k := change_key(e)) is not None]
     keys = [k for _, k in changed]
     diffs = outbox.change_diffs(keys) if keys else {}
     states: dict[int, dict[str, dict[str, Any]]] = {}
     if settings.scheduler == "bayes" and changed:
         states = outbox.url_states([k[0] for k in keys])
-    return ContextSources(batch, changed, diffs, states)
-
-
-def build_contexts(
-    sources: ContextSources, settings: Settings, made: dict[int, str] | None = None
-) -> dict[int, Context]:
-    """The contexts from what ``read_contexts`` read (no database): diffs not stored yet
-    are made here and put in ``made``."""
-    out = {e.id: Context() for e in sources.batch}
-    for event, key in sources.changed:
-        rate = rate_of(sources.states.get(key[0], {}), settings)
-        found = sources.diffs.get(key)
+    out = {e.id: Context() for e in batch}
+    for event, key in changed:
+        rate = rate_of(states.get(key[0], {}), settings)
+        found = diffs.get(key)
         diff = diff_of(found)
         fresh = found is not None and found.diff is None and found.change_id is not None
         if made is not None and fresh and diff is not None:  # the caller stores it, once

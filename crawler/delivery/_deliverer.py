@@ -14,42 +14,25 @@ the outbox's depth and age. The pass repeats at once while there is work, else a
 more: one write transaction per answer contended with the crawl's slot commits (SQLite has
 one writer) and cost the crawl a third of its polls/s, and each transaction costs CPU, so
 they are few and large (docs/results.md).
-
-Priorities (``nice``, the delivery process's ``delivery_nice``): the transactions that
-write (fan-out, claims, answers, a destination paused or disabled) run on one thread of
-their own, started at the service's priority before the loop's thread lowers its own; the
-loop, the sends, the diffs and the reads that take no lock run at the lowest priority. A
-deliverer all at the lowest priority held SQLite's one write lock while it waited for CPU
-behind the crawl's threads, and the crawl's slot commits waited for it (a priority
-inversion); the write thread has little to do besides its statements, so it takes little
-of the crawl's CPU.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import ParamSpec, Protocol, TypeVar
+from typing import Protocol
 
-from crawler.delivery._context import (
-    ContextSources,
-    build_contexts,
-    event_context,
-    read_contexts,
-)
+from crawler.delivery._context import event_context, event_contexts
 from crawler.delivery._events import message_id
 from crawler.delivery._filters import matches
 from crawler.delivery._notify import NotifySender, notification
 from crawler.delivery._payload import Context, event_body
-from crawler.delivery._priority import lower_priority
 from crawler.delivery._retry import RetryPolicy
 from crawler.delivery._sender import Answer, WebhookSender
 from crawler.delivery._signing import signed_headers
@@ -61,7 +44,6 @@ from crawler.store import (
     PENDING,
     DeliveryOutcome,
     DueDelivery,
-    EventRow,
     OutboxStore,
     ServiceLock,
     ServiceLockHeld,
@@ -70,9 +52,6 @@ from crawler.store import (
 )
 
 log = logging.getLogger("crawler.delivery")
-
-P = ParamSpec("P")
-T = TypeVar("T")
 
 
 class _Inc(Protocol):
@@ -115,12 +94,8 @@ class Deliverer:
         *,
         exclusive_lock: bool,
         on_ready: Callable[[], None] | None = None,
-        nice: int = 0,
     ) -> None:
         self.settings = settings
-        #: niceness the loop's thread adds to its priority once the write thread is started
-        self.nice = nice
-        self._writer: ThreadPoolExecutor | None = None
         #: called once the deliverer's start-up work is done (claims of a stopped deliverer
         #: released), or, in a cluster, when it begins to wait for the delivery lock
         self.on_ready = on_ready
@@ -175,11 +150,6 @@ class Deliverer:
         self._stop = asyncio.Event()
         if self._stopping.is_set():
             return
-        # the writing transactions' thread, started at this thread's priority; then the
-        # loop's thread lowers its own (the threads it starts later inherit it)
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="crawler-delivery-write")
-        await self._loop.run_in_executor(self._writer, lambda: None)
-        lower_priority(self.nice)
         self.store = Store(self.settings.database_url)  # its own engine and connections
         self.outbox = self.store.outbox
         self.sender = WebhookSender(
@@ -223,13 +193,6 @@ class Deliverer:
             if lock is not None:
                 lock.release()
             self.store.close()
-            self._writer.shutdown(wait=False)
-
-    async def _write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """``fn`` on the write thread (at the service's priority: the module says why)."""
-        assert self._writer is not None
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, functools.partial(fn, *args, **kwargs))
 
     def _ready(self) -> None:
         callback, self.on_ready = self.on_ready, None
@@ -240,7 +203,7 @@ class Deliverer:
         assert self.outbox is not None and self._stop is not None
         while not self._stop.is_set():
             try:
-                return await self._write(self.outbox.release_claims)
+                return await asyncio.to_thread(self.outbox.release_claims)
             except StoreError as exc:
                 log.warning("delivery: %s; trying again", exc)
                 self._ready()  # started, if not delivering yet: the service need not wait
@@ -273,7 +236,7 @@ class Deliverer:
         """Fan out, record, claim and start sends; True if anything moved."""
         assert self.outbox is not None
         settings = self.settings
-        fanned = await self._write(
+        fanned = await asyncio.to_thread(
             self.outbox.fan_out, matches, settings.delivery_batch, self.policy.first_delay
         )
         if fanned and self.metrics is not None:
@@ -295,7 +258,7 @@ class Deliverer:
         contexts: dict[int, Context] = {}
         if room > 0 and (not self._tasks or recorded >= gather or fanned):
             hold = timedelta(seconds=settings.delivery_timeout_s + CLAIM_MARGIN_S)
-            due, contexts = await self._claim(room, hold)
+            due, contexts = await asyncio.to_thread(self._claim, room, hold)
         for item in due:
             self._busy[item.destination_id] += 1
             task = asyncio.create_task(self._deliver(item, contexts.get(item.event.id)))
@@ -307,28 +270,16 @@ class Deliverer:
             return True
         return bool(fanned or recorded or due)
 
-    async def _claim(
-        self, room: int, hold: timedelta
-    ) -> tuple[list[DueDelivery], dict[int, Context]]:
-        """Claim due sends (the write thread), then read and make their payloads' context
-        at the lowest priority (the contexts of the whole batch at once: _context.py)."""
+    def _claim(self, room: int, hold: timedelta) -> tuple[list[DueDelivery], dict[int, Context]]:
+        """Claim due sends and read their payloads' context, in one thread hop (the
+        contexts of the whole batch at once: _context.py says why)."""
         assert self.outbox is not None
-        due = await self._write(
-            self.outbox.claim_due, room, hold, None, dict(self._busy), parts=SHARE_PARTS
-        )
+        due = self.outbox.claim_due(room, hold, None, dict(self._busy), parts=SHARE_PARTS)
         if not due:
             return [], {}
         # a diff not stored yet is made here and stored with the answers (_record): once
-        contexts, made = await asyncio.to_thread(self._contexts, [d.event for d in due])
-        self._made.update(made)
+        contexts = event_contexts(self.outbox, self.settings, [d.event for d in due], self._made)
         return due, contexts
-
-    def _contexts(self, batch: list[EventRow]) -> tuple[dict[int, Context], dict[int, str]]:
-        """The contexts of ``batch`` and the diffs made for them (change id -> diff)."""
-        assert self.outbox is not None
-        sources: ContextSources = read_contexts(self.outbox, self.settings, batch)
-        made: dict[int, str] = {}
-        return build_contexts(sources, self.settings, made), made
 
     async def _wait_answers(self, want: int, timeout: float) -> None:
         """Until ``want`` answers wait to be written, no send is in flight, or ``timeout``."""
@@ -348,7 +299,7 @@ class Deliverer:
         made, self._made = self._made, {}
         if done or made:
             try:
-                await self._write(self.outbox.record, done, made)
+                await asyncio.to_thread(self.outbox.record, done, made)
             except StoreError:
                 self._done = done + self._done  # written at the next pass
                 self._made = made | self._made
@@ -404,7 +355,7 @@ class Deliverer:
         error = answer.error or f"HTTP {answer.status}: {answer.text[:200]}"
         if answer.status == 410:
             reason = f"answered 410 Gone to {message_id(item.event.id)}"
-            await self._write(self.outbox.disable_destination, item.destination_id, reason)
+            await asyncio.to_thread(self.outbox.disable_destination, item.destination_id, reason)
             log.warning("destination %d disabled: %s", item.destination_id, reason)
             self._outcome(item, DeliveryOutcome(*ids, PENDING, now, 410, error), "gone")
             return
@@ -414,7 +365,7 @@ class Deliverer:
             return
         at = now + timedelta(seconds=delay)
         if answer.retry_after is not None:
-            await self._write(self.outbox.pause_destination, item.destination_id, at)
+            await asyncio.to_thread(self.outbox.pause_destination, item.destination_id, at)
         self._outcome(item, DeliveryOutcome(*ids, PENDING, at, answer.status, error), "failed")
 
     def _outcome(self, item: DueDelivery, outcome: DeliveryOutcome, label: str) -> None:

@@ -1,13 +1,6 @@
-"""Lowering the scheduling priority of the calling thread (Linux: a thread's niceness is
-its own, and the threads it starts inherit it), and of a whole process: its own
-scheduling group (``own_cpu_group``).
-
-The delivery process runs its event loop, HTTP sends and payload making at the lowest
-priority (``delivery_nice``) but its database transactions on one thread started at the
-service's priority before: a niced thread that holds SQLite's one write lock waits for
-CPU behind every thread of normal priority, and the crawl's slot commit waits for it
-(priority inversion; ``_deliverer.py``). Raising a priority again needs privileges, so the
-thread that keeps it is started first.
+"""Lowering the scheduling priority of the delivery process: its threads' niceness
+(``lower_priority``; Linux: a thread's niceness is its own, and the threads it starts
+inherit it) and, on PostgreSQL, its scheduling group's (``own_cpu_group``).
 
 Niceness orders threads within one scheduling group only. Linux puts each session in a
 group of its own (autogroup, on by default) and shares the CPU between the groups first:
@@ -16,10 +9,14 @@ the service's group, so on a machine other jobs keep busy the crawl's share fell
 what delivery used, niced or not (``benchmarks/delivery.py``, docs/results.md). On
 PostgreSQL the delivery process therefore starts a session of its own and lowers that
 group's priority (``/proc/self/autogroup``): then it runs on CPU no other group wants. Not
-on SQLite: there its writes share the one write lock with the crawl's commits, and a
-group at the lowest priority holding it would make them wait (the inversion above, at
-the group's level). Where the service runs in a cgroup of its own (systemd with CPU
-accounting), autogroup does not apply and this changes nothing.
+on SQLite: there its write transactions take the one write lock the crawl's slot commits
+need, and a group at the lowest priority waits long for CPU while it holds it (tried: the
+slot commits took up to twice as long in the phases with delivery, and delivery cost the
+crawl more, docs/results.md). Keeping the deliverer's writes on a thread at the service's
+priority (tried too) made the commits wait less, but delivery cost the crawl more in the
+runs measured (that thread's CPU is taken at the crawl's priority). Where the service
+runs in a cgroup of its own (systemd with CPU accounting), autogroup does not apply and
+this changes nothing.
 """
 
 from __future__ import annotations

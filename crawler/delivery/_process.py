@@ -27,21 +27,19 @@ lock; the crawl and the deliverer share only the database, as before.
   thread applies them to the service's registry (``crawler_delivery_*`` stay on the
   service's metrics port).
 - **A lower scheduling priority** (``delivery_nice``, 19 by default: the lowest; 0 keeps
-  the service's): the deliverer lowers its loop's thread once the child has imported
-  what it runs (the service waits for its start; imports at the lowest priority on a busy
-  machine would make it wait longer), after starting the one thread of its writing
-  transactions, which keeps the service's priority (``_deliverer.py`` says why: SQLite's
-  write lock); every other thread the loop starts runs at the lowered priority (Linux: a
-  thread's niceness is its own, inherited by the threads it starts). Delivery then uses
-  mostly the CPU the crawl leaves; on PostgreSQL the process also starts a session, so a
-  scheduling group, of its own at that priority (``_priority.py``: niceness orders
-  threads within a group only). Measured (benchmarks/delivery.py, docs/results.md): at
-  the service's priority, on a 2-core machine kept busy by other jobs, the delivery
-  process's CPU (about 3 to 8 ms per event) came out of the crawl's share and cost it 25 %
-  to 66 % of its polls/s. The price of the lowest priority is delivery's speed while the
-  crawl keeps every core busy: events then wait in the outbox (in the database, never in
-  memory) until the crawl leaves CPU, which a paced crawl (a slot every
-  ``slot_seconds``) does between slots.
+  the service's): the child lowers its priority once it has imported what it runs (the
+  service waits for its start; imports at the lowest priority on a busy machine would
+  make it wait longer) and before the deliverer starts, so every thread the deliverer
+  starts runs at that priority (Linux: a thread's niceness is its own, inherited by the
+  threads it starts). On PostgreSQL it also starts a session, so a scheduling group, of
+  its own at that priority (``_priority.py``: niceness orders threads within a group
+  only). Delivery then uses mostly the CPU the crawl leaves. Measured
+  (benchmarks/delivery.py, docs/results.md): at the service's priority, on a 2-core
+  machine kept busy by other jobs, the delivery process's CPU (about 3 to 8 ms per event)
+  came out of the crawl's share and cost it 25 % to 66 % of its polls/s. The price of the
+  lowest priority is delivery's speed while the crawl keeps every core busy: events then
+  wait in the outbox (in the database, never in memory) until the crawl leaves CPU, which
+  a paced crawl (a slot every ``slot_seconds``) does between slots.
 - **Logs**: the child logs to stderr (inherited) at the service's level and format.
 """
 
@@ -56,7 +54,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from crawler.delivery._deliverer import Deliverer
-from crawler.delivery._priority import own_cpu_group
+from crawler.delivery._priority import lower_priority, own_cpu_group
 from crawler.logs import configure_logging
 from crawler.metrics import CrawlerMetrics
 from crawler.settings import Settings
@@ -120,13 +118,7 @@ def _child(
         with contextlib.suppress(OSError):
             control.send("ready")
 
-    deliverer = Deliverer(
-        settings,
-        metrics,
-        exclusive_lock=exclusive_lock,
-        on_ready=ready,
-        nice=settings.delivery_nice,  # imported at the service's: a prompt start
-    )
+    deliverer = Deliverer(settings, metrics, exclusive_lock=exclusive_lock, on_ready=ready)
 
     def watch() -> None:
         try:
@@ -138,6 +130,7 @@ def _child(
     threading.Thread(target=watch, name="crawler-delivery-watch", daemon=True).start()
     if settings.database_url.lower().startswith("postgresql"):  # SQLite: _priority.py
         own_cpu_group(settings.delivery_nice)
+    lower_priority(settings.delivery_nice)  # imported at the service's: a prompt start
     deliverer.run_here()
 
 

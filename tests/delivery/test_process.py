@@ -3,20 +3,16 @@ service is killed -9 (no orphan keeps sending while the next service delivers)."
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from crawler.delivery import Deliverer, DeliveryProcess
+from crawler.delivery import DeliveryProcess
 from crawler.settings import load_settings
 from crawler.store import Store
 
@@ -75,41 +71,6 @@ def test_the_process_dies_with_a_killed_service(tmp_path: Path) -> None:
     finally:
         parent.kill()
         parent.wait(10)
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness: Linux")
-def test_writes_keep_the_priority_the_rest_is_lowered(tmp_path: Path) -> None:
-    """The loop's thread and the threads it starts run at the lowered priority; the
-    thread of the writing transactions keeps the one it started with (a lowered thread
-    holding SQLite's write lock would make the crawl's commits wait for CPU it lacks)."""
-    url = f"sqlite:///{tmp_path / 'c.db'}"
-    Store(url).upgrade()
-    ready = threading.Event()
-    deliverer = Deliverer(
-        load_settings({"database_url": url}), exclusive_lock=False, on_ready=ready.set, nice=3
-    )
-    base = os.getpriority(os.PRIO_PROCESS, 0)  # this thread's (Linux: per thread)
-    deliverer.start()  # a thread of this process: the lowering is that thread's own
-    try:
-        assert ready.wait(60)
-        loop = deliverer._loop
-        assert loop is not None
-
-        def niceness() -> int:
-            return os.getpriority(os.PRIO_PROCESS, 0)
-
-        async def on_loop() -> int:
-            return niceness()
-
-        def run(coro: Coroutine[Any, Any, int]) -> int:
-            return asyncio.run_coroutine_threadsafe(coro, loop).result(30)
-
-        assert run(on_loop()) == base + 3
-        assert run(asyncio.to_thread(niceness)) == base + 3  # contexts, diffs
-        assert run(deliverer._write(niceness)) == base  # fan-out, claims, answers
-    finally:
-        deliverer.stop(30)
-    assert os.getpriority(os.PRIO_PROCESS, 0) == base
 
 
 @pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroup")
