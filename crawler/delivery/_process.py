@@ -31,15 +31,14 @@ lock; the crawl and the deliverer share only the database, as before.
   service waits for its start; imports at the lowest priority on a busy machine would
   make it wait longer) and before the deliverer starts, so every thread the deliverer
   starts runs at that priority (Linux: a thread's niceness is its own, inherited by the
-  threads it starts). On PostgreSQL it also starts a session, so a scheduling group, of
-  its own at that priority (``_priority.py``: niceness orders threads within a group
-  only). Delivery then uses mostly the CPU the crawl leaves. Measured
-  (benchmarks/delivery.py, docs/results.md): at the service's priority, on a 2-core
-  machine kept busy by other jobs, the delivery process's CPU (about 3 to 8 ms per event)
-  came out of the crawl's share and cost it 25 % to 66 % of its polls/s. The price of the
-  lowest priority is delivery's speed while the crawl keeps every core busy: events then
-  wait in the outbox (in the database, never in memory) until the crawl leaves CPU, which
-  a paced crawl (a slot every ``slot_seconds``) does between slots.
+  threads it starts). Delivery then uses the CPU the crawl leaves and never takes the
+  crawl's. Measured (benchmarks/delivery.py, docs/results.md): at the service's priority,
+  on a 2-core machine kept busy by other jobs, the delivery process's CPU (about 3 to 8
+  ms per event) came out of the crawl's share and cost it 25 % to 66 % of its polls/s;
+  at nice 19 the crawl keeps its share. The price is delivery's speed while the crawl
+  keeps every core busy: events then wait in the outbox (in the database, never in
+  memory) until the crawl leaves CPU, which a paced crawl (a slot every
+  ``slot_seconds``) does between slots.
 - **Logs**: the child logs to stderr (inherited) at the service's level and format.
 """
 
@@ -54,7 +53,6 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from crawler.delivery._deliverer import Deliverer
-from crawler.delivery._priority import lower_priority, own_cpu_group
 from crawler.logs import configure_logging
 from crawler.metrics import CrawlerMetrics
 from crawler.settings import Settings
@@ -100,6 +98,18 @@ def apply_metric(metrics: CrawlerMetrics, message: tuple[Any, ...]) -> None:
         metrics.set_outbox(message[1], message[2])
 
 
+def lower_priority(niceness: int) -> None:
+    """Add ``niceness`` to the calling thread's priority (before the deliverer starts its
+    threads, which inherit it); where the system has no ``os.nice``, or refuses, delivery
+    runs at the service's."""
+    if niceness <= 0 or not hasattr(os, "nice"):
+        return
+    try:
+        os.nice(niceness)
+    except OSError as exc:
+        log.warning("delivery process: cannot lower its priority (%s)", exc)
+
+
 def _child(
     settings: Settings,
     control: Connection,
@@ -128,8 +138,6 @@ def _child(
         deliverer.stop(timeout=0)
 
     threading.Thread(target=watch, name="crawler-delivery-watch", daemon=True).start()
-    if settings.database_url.lower().startswith("postgresql"):  # SQLite: _priority.py
-        own_cpu_group(settings.delivery_nice)
     lower_priority(settings.delivery_nice)  # imported at the service's: a prompt start
     deliverer.run_here()
 

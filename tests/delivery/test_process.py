@@ -14,7 +14,6 @@ import pytest
 
 from crawler.delivery import DeliveryProcess
 from crawler.settings import load_settings
-from crawler.store import Store
 
 PARENT = """
 import sys, time
@@ -71,28 +70,3 @@ def test_the_process_dies_with_a_killed_service(tmp_path: Path) -> None:
     finally:
         parent.kill()
         parent.wait(10)
-
-
-@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroup")
-def test_on_postgresql_delivery_runs_in_a_scheduling_group_of_its_own(
-    database_url: str,
-) -> None:
-    """Niceness orders threads within a scheduling group only: on PostgreSQL the delivery
-    process leaves the service's session (its group) for one of its own at the lowest
-    priority; on SQLite it stays (its writes share the one write lock with the crawl)."""
-    Store(database_url).upgrade()
-    delivery = DeliveryProcess(load_settings({"database_url": database_url}), exclusive_lock=False)
-    delivery.start()
-    try:
-        assert delivery.wait_ready(120)
-        pid = delivery.pid
-        assert pid is not None
-        group = Path(f"/proc/{pid}/autogroup").read_text()
-        if database_url.startswith("postgresql"):
-            assert os.getsid(pid) == pid
-            assert group.strip().endswith("nice 19")
-        else:
-            assert os.getsid(pid) == os.getsid(0)
-            assert group == Path("/proc/self/autogroup").read_text()
-    finally:
-        delivery.stop(timeout=60)
