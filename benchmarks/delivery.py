@@ -13,12 +13,16 @@ share this process's interpreter lock) verifies every signature with the referen
 ``standardwebhooks`` library and notes when each event arrived.
 
 A VM's speed drifts within minutes, so delivery on and off are compared in one run, in
-interleaved phases of ``--phase-polls`` polls each: off, on, off, on, ... (off: no
-deliverer, the events wait in the outbox; on: a ``DeliveryProcess``, the same one
-``crawler run`` starts, draining what waited and what the crawl writes; ``--thread``: the
-``Deliverer`` as a thread of this process, as it ran before). Each on
-phase's polls/s is compared with the mean of the off phases beside it. After the phases
-the crawl stops and the deliverer drains the rest (its rate alone: the deliverer's ceiling).
+interleaved phases of ``--phase-polls`` polls and at least ``--phase-min-seconds`` each:
+off, on, off, on, ... (off: no deliverer, the events wait in the outbox; on: a
+``DeliveryProcess``, the same one ``crawler run`` starts, draining what waited and what
+the crawl writes; ``--thread``: the ``Deliverer`` as a thread of this process, as it ran
+before). Each on phase's polls/s is compared with the mean of the off phases beside it.
+After the phases the crawl stops and the deliverer drains the rest (its rate alone: the
+deliverer's ceiling). The receiver runs in a session of its own (another service: Linux
+shares the CPU between sessions first, so in the crawl's its CPU was charged to the
+crawl's share); on PostgreSQL the server's CPU for the crawl's and the deliverer's
+connections is measured apart.
 
 ``--bad-receiver`` measures instead whether a receiver that refuses connections, answers
 500, hangs and answers 429 with Retry-After (in turn, ``--bad-cycle-s`` each) slows the
@@ -56,7 +60,8 @@ from typing import Any
 import numpy as np
 import psutil
 from aiohttp import web
-from sqlalchemy import func, select
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.pool import NullPool
 from standardwebhooks import Webhook
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -81,6 +86,9 @@ def _receive(secret: str, conn: Connection, count: Any, cycle_s: float) -> None:
     """Serve POST /hook; verify; note (id, created_at, arrival, verified); on "stop" send
     the notes back. On "bad", cycle through ``BAD_MODES`` (refuse: the port closed; 500;
     hang; 429 with Retry-After: 1) until "ok"."""
+    # a receiver is another service: a session of its own, so that Linux's per-session
+    # scheduling groups (autogroup) do not charge its CPU to the crawl's group
+    os.setsid()
     notes: dict[str, tuple[float, float, bool]] = {}
     hook = Webhook(secret)
     mode = "ok"
@@ -175,13 +183,17 @@ class PhaseCpu:
     whether the crawl lost polls/s because it did more work per poll (contention: lock
     waits show as less CPU with idle cores) or because it got less of a shared core."""
 
-    NAMES = ("crawl", "deliverer", "receiver", "site", "machine")
+    NAMES = ("crawl", "deliverer", "receiver", "site", "machine", "pg-crawl", "pg-deliverer")
 
-    def __init__(self, pids: dict[str, int | None]) -> None:
+    def __init__(self, pids: dict[str, int | None], database_url: str | None = None) -> None:
         self.procs = {k: psutil.Process(v) for k, v in pids.items() if v is not None}
         self.me = psutil.Process()
         self._start: dict[str, float] = {}
         self.used: dict[str, float] = {}
+        self.pg = (
+            PgBackends(database_url) if database_url and "postgresql" in database_url else None
+        )
+        self._pg_start: dict[int, float] = {}
 
     def _now(self) -> dict[str, float]:
         def cpu(p: psutil.Process) -> float:
@@ -201,10 +213,67 @@ class PhaseCpu:
 
     def start(self) -> None:
         self._start = self._now()
+        if self.pg is not None:
+            self._pg_start = self.pg.cpu()
 
     def stop(self) -> None:
         end = self._now()
         self.used = {k: end[k] - self._start.get(k, end[k]) for k in end}
+        if self.pg is not None:
+            pg_end = self.pg.cpu()
+            deliverer = self.procs.get("deliverer")
+            owners = self.pg.owners(self.me, deliverer)
+            for pid, cpu in pg_end.items():
+                owner = owners.get(pid)
+                if owner is not None:
+                    key = f"pg-{owner}"
+                    self.used[key] = self.used.get(key, 0.0) + cpu - self._pg_start.get(pid, 0.0)
+            self.pg.close()
+
+
+class PgBackends:
+    """The PostgreSQL server's CPU spent for the crawl's connections and for the
+    deliverer's (the server runs on this machine): backends found by their client port."""
+
+    def __init__(self, database_url: str) -> None:
+        self.engine = create_engine(database_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+
+    @staticmethod
+    def cpu() -> dict[int, float]:
+        out: dict[int, float] = {}
+        for p in psutil.process_iter(["name", "cpu_times"]):
+            if p.info["name"] == "postgres" and p.info["cpu_times"] is not None:
+                t = p.info["cpu_times"]
+                out[p.pid] = float(t.user + t.system)
+        return out
+
+    def owners(self, crawl: psutil.Process, deliverer: psutil.Process | None) -> dict[int, str]:
+        def ports(p: psutil.Process | None) -> set[int]:
+            if p is None:
+                return set()
+            try:
+                return {c.laddr.port for c in p.net_connections(kind="tcp") if c.laddr}
+            except psutil.Error:
+                return set()
+
+        mine, theirs = ports(crawl), ports(deliverer)
+        with self.engine.connect() as conn:
+            me = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            rows = conn.execute(
+                text("SELECT pid, client_port FROM pg_stat_activity WHERE client_port > 0")
+            ).all()
+        out: dict[int, str] = {}
+        for pid, port in rows:
+            if pid == me:
+                continue
+            if port in theirs:
+                out[int(pid)] = "deliverer"
+            elif port in mine:
+                out[int(pid)] = "crawl"
+        return out
+
+    def close(self) -> None:
+        self.engine.dispose()
 
 
 class CommitTimer:
@@ -267,6 +336,12 @@ class Phase:
                 if self.delivered and "deliverer" in c
                 else ""
             )
+            + (
+                f"; PostgreSQL for the crawl {c['pg-crawl'] / s:.0%}, for the deliverer "
+                f"{c.get('pg-deliverer', 0) / s:.0%}"
+                if "pg-crawl" in c
+                else ""
+            )
             + f"; receiver {c.get('receiver', 0) / s:.0%}; site {c.get('site', 0) / s:.0%}; "
             f"machine busy {c.get('machine', 0) / s / (os.cpu_count() or 1):.0%} of "
             f"{os.cpu_count()} cores{self.commit_line()}"
@@ -291,14 +366,19 @@ def events_written(store: Store) -> int:
         return int(conn.execute(select(func.count()).select_from(events)).scalar_one())
 
 
-async def crawl_phase(service: CrawlService, phase: Phase, polls: int) -> None:
+async def crawl_phase(
+    service: CrawlService, phase: Phase, polls: int, min_seconds: float = 0.0
+) -> None:
+    """Crawl until ``polls`` polls are made and ``min_seconds`` have passed (a phase of a
+    second or two is a handful of slots: too few to compare)."""
     done = 0
     stop = asyncio.Event()
+    until = time.perf_counter() + min_seconds
 
     def on_slot(s: SlotSummary) -> None:
         nonlocal done
         done += s.polls
-        if done >= polls:
+        if done >= polls and time.perf_counter() >= until:
             stop.set()
 
     phase.started, t0 = time.time(), time.perf_counter()
@@ -341,11 +421,12 @@ async def bench(
                 {
                     **pids,
                     "deliverer": deliverer.pid if isinstance(deliverer, DeliveryProcess) else None,
-                }
+                },
+                settings.database_url,
             )
             meter.start()
             c0 = timer.totals()
-            await crawl_phase(service, phase, args.phase_polls)
+            await crawl_phase(service, phase, args.phase_polls, args.phase_min_seconds)
             meter.stop()
             phase.commits = tuple(b - a for a, b in zip(c0, timer.totals(), strict=True))  # type: ignore[assignment]
             phase.cpu = meter.used
@@ -367,7 +448,8 @@ async def bench(
     if isinstance(deliverer, DeliveryProcess):
         await asyncio.to_thread(deliverer.wait_ready)
     meter = PhaseCpu(
-        {**pids, "deliverer": deliverer.pid if isinstance(deliverer, DeliveryProcess) else None}
+        {**pids, "deliverer": deliverer.pid if isinstance(deliverer, DeliveryProcess) else None},
+        settings.database_url,
     )
     meter.start()
     before, t0 = count.value, time.perf_counter()
@@ -417,7 +499,7 @@ async def bad_receiver_bench(
                 slots += 1
 
             stop = asyncio.Event()
-            meter = PhaseCpu({**pids, "deliverer": deliverer.pid})
+            meter = PhaseCpu({**pids, "deliverer": deliverer.pid}, settings.database_url)
             meter.start()
             t0 = time.perf_counter()
             asyncio.get_running_loop().call_later(args.phase_seconds, stop.set)
@@ -524,6 +606,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10_000, help="events to deliver at least")
     parser.add_argument("--phases", type=int, default=6, help="off/on phases, interleaved")
     parser.add_argument("--phase-polls", type=int, default=0, help="0: events/phases*1.3")
+    parser.add_argument(
+        "--phase-min-seconds",
+        type=float,
+        default=10.0,
+        help="a phase lasts at least this long (and --phase-polls polls)",
+    )
     parser.add_argument("--change-rate", type=float, default=1.0, help="per page per second")
     parser.add_argument("--page-bytes", type=int, default=4_000)
     parser.add_argument("--hosts", type=int, default=4)

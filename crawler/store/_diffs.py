@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import zstandard
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, select, text, update
 
+from crawler.store._sql import is_postgres
 from crawler.store.models import changes
 
 #: (url_id, slot, new_hash): how an event names its change (the slot commit writes the
@@ -78,9 +79,21 @@ def changes_of(conn: Connection, keys: Sequence[ChangeKey]) -> dict[ChangeKey, t
     return out
 
 
+_PG_STORE = text(
+    "UPDATE changes SET diff = v.d FROM unnest(CAST(:i AS bigint[]), CAST(:b AS bytea[])) "
+    "AS v(i, d) WHERE changes.id = v.i"
+)
+
+
 def store_diffs(conn: Connection, diffs: dict[int, bytes]) -> None:
-    if diffs:
-        conn.execute(
-            update(changes).where(changes.c.id == bindparam("i")).values(diff=bindparam("d")),
-            [{"i": i, "d": d} for i, d in diffs.items()],
-        )
+    """Store compressed diffs (change id -> blob); on PostgreSQL in one statement (as
+    ``executemany``, one statement per row at the server: ``_outbox_bulk.py``)."""
+    if not diffs:
+        return
+    if is_postgres(conn):
+        conn.execute(_PG_STORE, {"i": list(diffs), "b": list(diffs.values())})
+        return
+    conn.execute(
+        update(changes).where(changes.c.id == bindparam("i")).values(diff=bindparam("d")),
+        [{"i": i, "d": d} for i, d in diffs.items()],
+    )

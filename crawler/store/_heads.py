@@ -106,10 +106,29 @@ def choose_heads(
     return demoted
 
 
+_PG_DEMOTE = text(
+    "UPDATE deliveries SET head = false "
+    "FROM unnest(CAST(:e AS bigint[]), CAST(:d AS bigint[])) AS k(e, d) "
+    "WHERE deliveries.event_id = k.e AND deliveries.destination_id = k.d"
+)
+
+#: the smallest pending delivery of each (destination, URL) key; a key with none pending
+#: gives a NULL event id, which matches nothing
+_PG_PASS = text(
+    "UPDATE deliveries SET head = true WHERE (destination_id, event_id) IN ("
+    "SELECT k.d, (SELECT min(x.event_id) FROM deliveries x WHERE x.destination_id = k.d "
+    "AND x.url_id = k.u AND x.status = :pending) "
+    "FROM unnest(CAST(:d AS bigint[]), CAST(:u AS bigint[])) AS k(d, u))"
+)
+
+
 def demote(conn: Connection, pairs: Iterable[tuple[int, int]]) -> None:
-    """Clear ``head`` of these (event_id, destination_id) deliveries."""
+    """Clear ``head`` of these (event_id, destination_id) deliveries (PostgreSQL: one
+    statement, ``_outbox_bulk.py`` says why)."""
     params = [{"e": e, "d": d} for e, d in pairs]
-    if params:
+    if params and is_postgres(conn):
+        conn.execute(_PG_DEMOTE, {"e": [p["e"] for p in params], "d": [p["d"] for p in params]})
+    elif params:
         conn.execute(
             update(deliveries)
             .where(
@@ -126,6 +145,12 @@ def pass_heads(conn: Connection, keys: Iterable[tuple[int, int | None]]) -> None
     write that ended the previous head); a URL-less key needs nothing."""
     params = [{"d": d, "u": u} for d, u in dict.fromkeys(keys) if u is not None]
     if not params:
+        return
+    if is_postgres(conn):
+        conn.execute(
+            _PG_PASS,
+            {"pending": PENDING, "d": [p["d"] for p in params], "u": [p["u"] for p in params]},
+        )
         return
     conn.execute(
         update(deliveries)

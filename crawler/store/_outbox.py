@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, true, update
+from sqlalchemy import Connection, func, insert, select, true, update
 
 from crawler.store._diffs import ChangeKey, compress_diff, store_diffs
 from crawler.store._engine import translate_errors
@@ -50,6 +50,7 @@ from crawler.store._heads import (
     serialize,
 )
 from crawler.store._outbox_admin import OutboxAdmin, destination_row
+from crawler.store._outbox_bulk import mark_claimed, write_answers
 from crawler.store._outbox_types import (
     PENDING,
     DeliveryOutcome,
@@ -333,15 +334,7 @@ class OutboxStore(OutboxAdmin):
                     conn, select(events).where(among(conn, events.c.id, [r[0] for r in due]))
                 )
             }
-            conn.execute(
-                update(deliveries)
-                .where(
-                    deliveries.c.event_id == bindparam("e"),
-                    deliveries.c.destination_id == bindparam("d"),
-                )
-                .values(next_attempt_at=now + hold, claimed_at=now, updated_at=now),
-                [{"e": row[0], "d": row[1]} for row in due],
-            )
+            mark_claimed(conn, [(row[0], row[1]) for row in due], now + hold, now)
         return [
             DueDelivery(found[e], d, url, secret, n, *notify[d]) for e, d, n, url, secret in due
         ]
@@ -370,54 +363,27 @@ class OutboxStore(OutboxAdmin):
         if not outcomes and not diffs:
             return
         now = _now()
-        params = [
-            {
-                "e": o.event_id,
-                "d": o.destination_id,
-                "status": o.status,
-                "next_at": o.next_at or now,
-                "last_status": o.http_status,
-                "last_error": o.error,
-            }
-            for o in outcomes
-        ]
         ended = [o for o in outcomes if o.status != PENDING]
         blobs = {cid: compress_diff(d) for cid, d in (diffs or {}).items()}
         with translate_errors("recording deliveries"), self.engine.begin() as conn:
+            # read first (on SQLite before the write lock: the crawl's commits wait for it)
+            url_of: dict[int, int | None] = {}
             if ended:
-                serialize(conn)
-            store_diffs(conn, blobs)
-            if not params:
-                return
-            conn.execute(
-                update(deliveries)
-                .where(
-                    deliveries.c.event_id == bindparam("e"),
-                    deliveries.c.destination_id == bindparam("d"),
-                )
-                .values(
-                    status=bindparam("status"),
-                    attempts=deliveries.c.attempts + 1,
-                    next_attempt_at=bindparam("next_at"),
-                    last_status=bindparam("last_status"),
-                    last_error=bindparam("last_error"),
-                    claimed_at=None,
-                    updated_at=now,
-                ),
-                params,
-            )
-            if ended:  # the URL's next pending delivery becomes its head
-                pairs = [(o.event_id, o.destination_id) for o in ended]
-                demote(conn, pairs)
-                url_of: dict[int, int | None] = {
+                url_of = {
                     int(e): u
                     for e, u in conn.execute(
                         select(events.c.id, events.c.url_id).where(
-                            among(conn, events.c.id, sorted({e for e, _ in pairs}))
+                            among(conn, events.c.id, sorted({o.event_id for o in ended}))
                         )
                     )
                 }
-                pass_heads(conn, [(d, url_of.get(e)) for e, d in pairs])
+                serialize(conn)
+            store_diffs(conn, blobs)
+            # an ended delivery's head flag is cleared here; the URL's next pending
+            # delivery becomes its head
+            write_answers(conn, outcomes, now)
+            if ended:
+                pass_heads(conn, [(o.destination_id, url_of.get(o.event_id)) for o in ended])
 
     def backlog(self) -> tuple[int, datetime | None]:
         """(events not delivered yet: pending deliveries and unfanned events, the time of
