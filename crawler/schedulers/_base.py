@@ -448,6 +448,10 @@ class Scheduler(ABC):
         """sum(x) over the watched URLs: the knapsack's fill (0 when none is watched)."""
         return self._wanted_total() if self._ids.size else 0.0
 
+    def importances(self) -> tuple[IdArray, FloatArray]:
+        """Every watched URL's id and importance (``add``, ``set_importance``)."""
+        return self._ids.copy(), self._importance.copy()
+
     def frequencies(self) -> tuple[IdArray, FloatArray]:
         """Every watched URL's id and wanted polls per slot x_i."""
         return self._ids.copy(), np.asarray(self._wanted(), dtype=np.float64).copy()

@@ -308,6 +308,7 @@ class CrawlLoop:
                     self.metrics.observe_deferred("timeout", host)
         if new.any():
             self.scheduler.add(ids[new], importance=importance[new])
+        self._apply_importance(ids[~new], importance[~new])
         self.set_capacity()
         self._watch_version = version
         if gone.size or new.any():
@@ -319,6 +320,19 @@ class CrawlLoop:
                 self.scheduler.capacity,
             )
         return ids[new]
+
+    def _apply_importance(self, ids: IdArray, importance: FloatArray) -> None:
+        """Give the scheduler the importance an operator changed (``crawler edit
+        --importance``) of URLs it already watches; learning is kept."""
+        assert self.scheduler is not None
+        if not ids.size:
+            return
+        known, current = self.scheduler.importances()
+        at = np.searchsorted(known, ids)  # both sorted; every id in ``ids`` is watched
+        moved = current[at] != importance
+        if moved.any():
+            self.scheduler.set_importance(ids[moved], importance[moved])
+            log.info("importance changed for %d watched URLs", int(moved.sum()))
 
     def set_capacity(self) -> None:
         """The scheduler's polls per slot: the capacity less what the steps poll

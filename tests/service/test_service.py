@@ -249,6 +249,30 @@ async def test_a_rule_changed_while_running_applies_to_the_next_polls(database_u
     assert sum(hits[-20:]) == 0  # "#b" never does
 
 
+async def test_an_importance_edited_while_running_reaches_the_scheduler(
+    database_url: str,
+) -> None:
+    """``crawler edit --importance`` of a URL the service already watches takes effect at
+    the next slot, its learning kept (the loop compared only which URLs it watches)."""
+    urls = [f"http://127.0.0.1:9/{k}" for k in range(3)]  # refused at once: nothing listens
+    with Store(database_url) as store:
+        store.add_urls([NewUrl(u) for u in urls])
+    settings = service_settings(database_url, capacity=1.0)
+    async with CrawlService(settings) as service:
+        await service.run(asyncio.Event(), 2)
+        scheduler = service.loop.scheduler
+        assert scheduler is not None
+        ids, before = scheduler.importances()
+        assert before.tolist() == [1.0, 1.0, 1.0]
+        with Store(database_url) as store:
+            assert store.set_importance(urls[1], 0.25)
+        await service.run(asyncio.Event(), 3)  # one slot more: it syncs the watch list
+        assert service.loop.scheduler is scheduler  # changed in place, not rebuilt
+        after_ids, after = scheduler.importances()
+    assert after_ids.tolist() == ids.tolist()
+    assert after.tolist() == [1.0, 0.25, 1.0]
+
+
 @pytest.mark.parametrize("db_backend", ["sqlite"])  # PostgreSQL's: the delivery e2e tests
 async def test_the_delivery_process_runs_beside_the_crawl_and_stops_with_it(
     database_url: str, site: ChangingSite
