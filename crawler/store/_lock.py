@@ -182,6 +182,11 @@ class ServiceLock:
                 log.warning("the %s lock's clean release not recorded: %s", self.role, exc)
         if self._conn is not None:
             with contextlib.suppress(SQLAlchemyError):  # a dead session holds nothing
+                # unlocked before the session ends: the server ends a closed session
+                # after the client has gone on, and a next holder asking at once would
+                # still find it held
+                _pg_unlock(self._conn, self._key, self.shared)
+            with contextlib.suppress(SQLAlchemyError):
                 self._conn.close()
             self._conn = None
         if self._fd is not None:
@@ -348,6 +353,11 @@ def _pg_try(conn: Connection, key: int, shared: bool) -> bool:
     return bool(
         conn.execute(text(f"SELECT {fn}(:ns, :key)"), {"ns": NAMESPACE, "key": key}).scalar()
     )
+
+
+def _pg_unlock(conn: Connection, key: int, shared: bool) -> None:
+    fn = "pg_advisory_unlock_shared" if shared else "pg_advisory_unlock"
+    conn.execute(text(f"SELECT {fn}(:ns, :key)"), {"ns": NAMESPACE, "key": key})
 
 
 def _acquire_pg(engine: Engine, info: dict[str, Any], role: str, shared: bool) -> ServiceLock:
