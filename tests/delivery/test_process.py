@@ -40,7 +40,8 @@ def alive(pid: int) -> bool:
 
 
 def test_stop_ends_the_process(tmp_path: Path) -> None:
-    settings = load_settings({"database_url": f"sqlite:///{tmp_path / 'c.db'}"})
+    # at the service's priority: niced, its start and stop took 11 s beside a busy test run
+    settings = load_settings({"database_url": f"sqlite:///{tmp_path / 'c.db'}", "delivery_nice": 0})
     delivery = DeliveryProcess(settings, exclusive_lock=False)
     delivery.start()
     pid = delivery.pid
