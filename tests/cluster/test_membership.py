@@ -21,9 +21,11 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
+from crawler.schedulers import Scheduler
 from crawler.service._cluster import ClusterMember
 from crawler.service._coordinator import MASS_STALE_HOLD_TIMEOUTS, Coordinator
 from crawler.service._inflight import GRACE_S
+from crawler.service._watch import WatchUpdate
 from crawler.store import JOINING, NewUrl, Store
 from tests.service.conftest import service_settings
 
@@ -242,11 +244,11 @@ def test_a_site_lost_and_regained_between_two_syncs_is_a_loss_and_a_gain(
     assert member.sites_lost_total == 1 and member.sites_gained_total == 3
 
 
-def test_an_asked_site_is_released_once_the_slots_that_polled_it_committed(
+def _holding_two_sites(
     store: Store, database_url: str
-) -> None:
-    """Commit, then release: with the last slot's commit pending the release goes with the
-    next commit (``Fence.release``); with every slot committed it is released at once."""
+) -> tuple[ClusterMember, Scheduler, WatchUpdate]:
+    """A worker "a" (its member and scheduler) leasing sites x.test and y.test of three
+    URLs each, synced once: the update it watches."""
     import asyncio
 
     from crawler import schedulers
@@ -261,6 +263,18 @@ def test_an_asked_site_is_released_once_the_slots_that_polled_it_committed(
     first = asyncio.run(member.sync(scheduler, None))
     assert first is not None
     scheduler.add(first.ids, importance=first.importance)
+    return member, scheduler, first
+
+
+def test_an_asked_site_is_released_once_the_slots_that_polled_it_committed(
+    store: Store, database_url: str
+) -> None:
+    """Commit, then release: with the last slot's commit pending the release goes with the
+    next commit (``Fence.release``); with every slot committed it is released at once."""
+    import asyncio
+
+    member, scheduler, first = _holding_two_sites(store, database_url)
+    a = member.worker_id
     scheduler.select()  # slot 1 polls x and y; its commit is still pending
     store.cluster.assign_leases({"x.test": a, "y.test": a}, a, revoke=["x.test"])
     second = asyncio.run(member.sync(scheduler, first.version))
@@ -282,18 +296,8 @@ def test_an_asked_site_with_a_poll_in_flight_is_held_until_it_lands(
     released. Past the wait's budget the poll is given up and the site released."""
     import asyncio
 
-    from crawler import schedulers
-
-    store.add_urls([NewUrl(f"http://{s}.test/p{i}") for s in ("x", "y") for i in range(3)])
-    a = store.cluster.register_worker(4.0, name="a")
-    store.cluster.claim_coordinator(a)
-    store.cluster.assign_leases({"x.test": a, "y.test": a}, a)
-    member = ClusterMember(_settings(database_url), store)
-    member.worker_id = a
-    scheduler = schedulers.create("bayes", capacity=1.0, seed=1)
-    first = asyncio.run(member.sync(scheduler, None))
-    assert first is not None
-    scheduler.add(first.ids, importance=first.importance)
+    member, scheduler, first = _holding_two_sites(store, database_url)
+    a = member.worker_id
     x_ids, _, _ = store.cluster.active_urls_of(["x.test"])
     y_ids, _, _ = store.cluster.active_urls_of(["y.test"])
     scheduler.select()  # slot 1 polls x; one poll of it runs on past the slot
