@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from prometheus_client import CollectorRegistry
 
 from crawler import schedulers
@@ -127,28 +128,24 @@ async def _rebuilt_after_a_first_poll(
     return loop, bounded
 
 
-async def test_a_rebuilt_scheduler_keeps_a_bounded_urls_last_selection(
-    store: Store, database_url: str
+@pytest.mark.parametrize(
+    "replaced",
+    [
+        pytest.param(False, id="scheduler-rebuilt"),  # the saved rows of a site gained merged
+        pytest.param(True, id="url-dropped-and-taken-again"),  # a site lost and regained
+    ],
+)
+async def test_a_bounded_urls_last_selection_is_kept(
+    store: Store, database_url: str, replaced: bool
 ) -> None:
-    loop, bounded = await _rebuilt_after_a_first_poll(store, database_url, replaced=False)
+    loop, bounded = await _rebuilt_after_a_first_poll(store, database_url, replaced=replaced)
     assert loop.scheduler is not None
     # selected in slot 1; its bound allows it again from slot 1 + 8 on, not before
     waited = _slots_until_selected(loop.scheduler, bounded, 3 * BOUND_SLOTS)
+    what = "it was taken again" if replaced else "the rebuild"
     assert waited is not None and waited >= BOUND_SLOTS, (
-        f"the bounded URL was selected again {waited} slot(s) after the rebuild, its first "
+        f"the bounded URL was selected again {waited} slot(s) after {what}, its first "
         f"poll one slot before: within its {BOUND_SLOTS}-slot bound"
-    )
-
-
-async def test_a_url_dropped_and_taken_again_keeps_its_last_selection(
-    store: Store, database_url: str
-) -> None:
-    loop, bounded = await _rebuilt_after_a_first_poll(store, database_url, replaced=True)
-    assert loop.scheduler is not None
-    waited = _slots_until_selected(loop.scheduler, bounded, 3 * BOUND_SLOTS)
-    assert waited is not None and waited >= BOUND_SLOTS, (
-        f"the bounded URL was selected again {waited} slot(s) after it was taken again, "
-        f"its first poll one slot before: within its {BOUND_SLOTS}-slot bound"
     )
 
 
