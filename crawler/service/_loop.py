@@ -252,8 +252,9 @@ class CrawlLoop:
         # a URL dropped and taken again, would count their bounds from the last poll the
         # scheduler learned from, and a poll with no feedback since (a first poll, a
         # failure, one in flight) could be followed by another within the bound
-        selections = self.scheduler.selections()
         replaced = update.replaced if update.replaced is not None else np.empty(0, np.int64)
+        may_rebuild = update.saved is not None or replaced.size > 0
+        selections = self.scheduler.selections() if may_rebuild else None
         if replaced.size:  # dropped, then taken again
             known, _ = self.scheduler.frequencies()
             if (dropped := np.intersect1d(known, replaced)).size:
@@ -271,7 +272,7 @@ class CrawlLoop:
                 merged.set_capacity(self.scheduler.capacity)
                 self.scheduler, rebuilt = merged, True
         added = self._apply_watch_list(update.version, update.ids, update.importance)
-        if rebuilt or replaced.size:
+        if selections is not None and (rebuilt or replaced.size):
             self.scheduler.keep_selections(*selections)
         if rebuilt:  # the guard's constraints are not part of a scheduler's state
             self.caps.forget_applied()
