@@ -249,7 +249,7 @@ def replay_ms(urls: list[str], repeat: int = 200) -> dict[str, float]:
         out: dict[str, list[float]] = {"cluster_version": [], "cluster_state": [], "fence": []}
         for _ in range(repeat):
             t = time.perf_counter()
-            st.cluster.cluster_version()
+            st.cluster.versions()
             out["cluster_version"].append(time.perf_counter() - t)
             t = time.perf_counter()
             st.cluster.cluster_state()

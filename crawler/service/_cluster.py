@@ -172,6 +172,9 @@ class ClusterMember:
         #: the last scheduler slot the loop committed (``committed``)
         self._committed_through = -1
         self._slots_since_report = 0
+        #: a report is due at the next slot (the sites changed), and when the last was sent
+        self._report_now = False
+        self._reported_at = -math.inf
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: the worker fences itself: no poll past its renew deadline (``may_poll``)
@@ -437,7 +440,7 @@ class ClusterMember:
         return sorted(self.leases)
 
     def _versions(self) -> tuple[int, int]:
-        return self.store.watch_list_version(), self.store.cluster.cluster_version()
+        return self.store.cluster.versions()
 
     def owns(self, url: str) -> bool:
         """Whether this worker leases the site of ``url`` (its discovery sources run here);
@@ -525,9 +528,22 @@ class ClusterMember:
                 )
             # report at the next slot, once the scheduler has planned with the new sites
             self._slots_since_report = REPORT_EVERY_SLOTS - 1
+            self._report_now = True
         self._slots_since_report += 1
-        if self._slots_since_report >= REPORT_EVERY_SLOTS and update is None:
+        # otherwise every REPORT_EVERY_SLOTS slots, but not more often than the coordinator's
+        # rounds read them (every heartbeat): with slots tens of times a second, a report
+        # per 5 slots rewrote every lease row of the worker several times a round
+        if (
+            self._slots_since_report >= REPORT_EVERY_SLOTS
+            and update is None
+            and (
+                self._report_now
+                or time.monotonic() - self._reported_at >= self.settings.heartbeat_s
+            )
+        ):
             self._slots_since_report = 0
+            self._report_now = False
+            self._reported_at = time.monotonic()
             weights, multiplier = self._measure(scheduler)
             self._report = (len(weights), sum(weights.values()), multiplier,
                             scheduler.slot)  # fmt: skip

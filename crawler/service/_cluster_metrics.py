@@ -1,9 +1,14 @@
-"""The cluster's Prometheus figures of this worker, refreshed once per slot.
+"""The cluster's Prometheus figures of this worker, refreshed after a slot at most once a
+second.
 
-Called by the crawl loop after each slot (one hook line in ``_loop.py``), as a background
-task in a thread (not awaited: under load the thread hop and the read took about 10 ms, 4%
-of a 0.25 s slot, when the slot waited for it; a refresh still running when the next slot
-ends makes that slot skip its own). It reads this worker's leases and weights from memory,
+Called by the crawl loop after each slot (the cluster step's ``after_slot``), as a
+background task in a thread (not awaited: under load the thread hop and the read took about
+10 ms, 4% of a 0.25 s slot, when the slot waited for it; a refresh still running when the
+next slot ends makes that slot skip its own). At most one refresh a second
+(``REFRESH_EVERY_S``): a scrape comes every few seconds at most and the cluster-wide
+figures change once per coordinator round (every ``heartbeat_s``), while with short slots
+(tens a second, as when slots run back to back) a refresh per slot cost a thread hop and a
+database read per slot for nothing. It reads this worker's leases and weights from memory,
 and the cluster_state row (one primary-key read: the coordinator's last packing, the same
 for every worker) from the database. The counters (fenced polls, and the moves and
 overloads this process made as the coordinator) are kept as running totals by the worker
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from typing import TYPE_CHECKING
 
@@ -27,19 +33,26 @@ if TYPE_CHECKING:  # _cluster imports the loop, which imports this module
 
 log = logging.getLogger(__name__)
 
-#: the refresh in flight per worker (a reference keeps the task alive until it is done)
-_running: weakref.WeakKeyDictionary[ClusterMember, asyncio.Future[None]] = (
+#: seconds between two refreshes of a worker's cluster figures
+REFRESH_EVERY_S = 1.0
+
+#: the last refresh per worker: when it started (monotonic), and its task (a reference
+#: keeps the task alive until it is done)
+_last: weakref.WeakKeyDictionary[ClusterMember, tuple[float, asyncio.Future[None]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
 def export_cluster_metrics_soon(metrics: CrawlerMetrics, member: ClusterMember) -> None:
-    """Start :func:`export_cluster_metrics` in a thread unless the last one still runs."""
-    previous = _running.get(member)
-    if previous is not None and not previous.done():
+    """Start :func:`export_cluster_metrics` in a thread, unless the last one still runs or
+    started less than ``REFRESH_EVERY_S`` ago."""
+    now = time.monotonic()
+    previous = _last.get(member)
+    if previous is not None and (not previous[1].done() or now - previous[0] < REFRESH_EVERY_S):
         return
-    _running[member] = asyncio.ensure_future(
-        asyncio.to_thread(export_cluster_metrics, metrics, member)
+    _last[member] = (
+        now,
+        asyncio.ensure_future(asyncio.to_thread(export_cluster_metrics, metrics, member)),
     )
 
 

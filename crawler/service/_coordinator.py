@@ -100,7 +100,8 @@ log = logging.getLogger("crawler.cluster")
 #: would be "over" by a rounding error at every round
 OVERLOAD_MARGIN = 0.05
 #: slots between two reports of a worker's sites' learned weights (the heartbeat carries
-#: only their sum)
+#: only their sum); and at least a heartbeat between two, but for the report right after
+#: the worker's sites changed
 REPORT_EVERY_SLOTS = 5
 #: a worker silent for this many timeouts is deleted from cluster_workers
 FORGET_AFTER_TIMEOUTS = 10
@@ -207,7 +208,8 @@ class Coordinator:
         )  # fmt: skip
         #: seconds after (re)gaining the database (a new coordinator, a failed round: a
         #: stall) during which nothing held moves: every worker has renewed and reported its
-        #: weights afresh by then (a report every REPORT_EVERY_SLOTS slots)
+        #: weights afresh by then (a report every REPORT_EVERY_SLOTS slots, or every
+        #: heartbeat if that is longer: the worker timeout is longer than a heartbeat)
         self.settle_s = max(
             settings.effective_worker_timeout(), (REPORT_EVERY_SLOTS + 1) * settings.slot_seconds
         )

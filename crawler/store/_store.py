@@ -61,6 +61,7 @@ from crawler.store._types import (
 from crawler.store._upsert import upsert
 from crawler.store.models import (
     SNAPSHOT_LINES,
+    WATCH_VERSION,
     UTCDateTime,
     deferrals,
     meta,
@@ -83,8 +84,6 @@ FloatArray = NDArray[np.float64]
 
 #: rows per statement for IN (...) lists and inserts (SQLite allows 32766 parameters)
 CHUNK = 10_000
-#: rows fetched at a time when streaming large results
-WATCH_VERSION = "watch_version"
 #: zstd level for change snapshots, which are written on the crawl's hot path, where CPU is the
 #: scarcer resource: 87 µs for a 25 KB text, against 178 µs for zlib's fastest level (which
 #: also compressed 3% less). Snapshots written as zlib by earlier versions are still read.

@@ -376,6 +376,8 @@ changes: Table = _tables["changes"]
 change_baselines: Table = _tables["change_baselines"]
 deferrals: Table = _tables["deferrals"]
 meta: Table = _tables["meta"]
+#: the ``meta`` key of the watch-list version (bumped by every watch-list edit)
+WATCH_VERSION = "watch_version"
 host_caps: Table = _tables["host_caps"]
 url_tags: Table = _tables["url_tags"]
 service_fence: Table = _tables["service_fence"]

@@ -170,8 +170,7 @@ def test_a_worker_with_a_small_share_never_scans_every_url(
         store.health_state_at(PAGE_STOPPED_CHANGING, gained)
         store.cluster.release_leases(wid, {own[1]: 1})  # (matches no row: the plan is the point)
     with captured(store) as per_slot:
-        store.cluster.cluster_version()
-        store.watch_list_version()
+        store.cluster.versions()
         store.url_records(polled)
         with store.engine.begin() as conn:
             polls: Any = [SimpleNamespace(url_id=i) for i in polled]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from crawler.store import Fence, NotCoordinator, Store
+from crawler.store import Fence, NewUrl, NotCoordinator, Store
 from crawler.store.models import url_state
 from tests.store._helpers import add, custom_state, poll, slot_record
 
@@ -72,6 +72,11 @@ def test_assign_leases_bumps_epochs_of_moved_sites_only(store: Store) -> None:
     assert store.cluster.assign_leases({"y.test": a}, a, figures={"moves_total": 1}) == 1
     assert store.cluster.leases_of(a) == {"x.test": 1, "y.test": 2}
     assert store.cluster.cluster_version() == v1 + 1
+    # both versions a worker reads at a slot start, in one statement
+    watch = store.watch_list_version()
+    assert store.cluster.versions() == (watch, v1 + 1)
+    store.add_urls([NewUrl("http://w.test/new")])
+    assert store.cluster.versions() == (store.watch_list_version(), v1 + 1) != (watch, v1 + 1)
     leases = {le.site: le for le in store.cluster.leases()}
     assert leases["y.test"].weight == 3.0 and leases["z.test"].worker_id is None
     state = store.cluster.cluster_state()
