@@ -248,23 +248,35 @@ class Scheduler(ABC):
         self._selected_ids = selected
         return selected.copy()
 
+    def allowed(self, ids: ArrayLike) -> IdArray:
+        """Those of ``ids`` watched and that the guard would let be added to this slot's
+        selection (``add_to_selection``), without marking them: for a caller choosing one
+        of several candidates (a gained site's probe among the site's URLs)."""
+        out, _ = self._allowed_rows(ids)
+        return out
+
     def add_to_selection(self, ids: ArrayLike) -> IdArray:
         """Polls the caller adds to this slot's selection (a site just gained, a URL whose
         sitemap says it changed): those of ``ids`` watched and that the guard lets be
         polled in this slot (not paused, not within their upper bound's gap), marked as
         selected in it, so that the next selections count their bounds from it. Returns
         them."""
+        out, rows = self._allowed_rows(ids)
+        if self._guard is not None:
+            self._guard.mark(rows, self._slot)
+        return out
+
+    def _allowed_rows(self, ids: ArrayLike) -> tuple[IdArray, NDArray[np.intp]]:
+        """The watched ids of ``ids`` the guard lets be polled in this slot, and their rows."""
         extra = as_id_array(ids, check_repeats=False)
         pos = self._positions(extra, strict=False)
         watched = pos >= 0
         extra, rows = extra[watched], pos[watched].astype(np.intp)
         guard = self._guard
         if guard is None or not rows.size:
-            return extra
+            return extra, rows
         allowed = guard.may_poll(rows, self._slot)
-        guard.mark(rows[allowed], self._slot)
-        out: IdArray = extra[allowed]
-        return out
+        return extra[allowed], rows[allowed]
 
     def feedback(self, ids: ArrayLike, hits: ArrayLike) -> None:
         """Outcomes of this slot's successful polls: ``hits[j]`` is True if URL ``ids[j]``

@@ -805,11 +805,16 @@ def _ids_of(ids: IdArray, site_list: list[str], chosen: set[str]) -> IdArray:
 def _probes(
     scheduler: schedulers.Scheduler, gained: set[str], ids: IdArray, site_list: list[str]
 ) -> IdArray:
-    """The most wanted URL of each gained site. A site taken over from a dead (or paused)
-    worker is polled by its new owner in the very next slot, whatever its URLs' places in
-    the new owner's stride: a light site would otherwise wait for its own long interval,
-    and the operator (and the acceptance test) want a moved site seen again within a few
-    slots. One poll per gained site, once per move."""
+    """The most wanted URL of each gained site among those the scheduler's guard lets be
+    polled now (not paused, not within an upper bound's gap: a site whose most wanted URL is
+    bounded is probed by another). A site taken over from a dead (or paused) worker is
+    polled by its new owner in the very next slot, whatever its URLs' places in the new
+    owner's stride: a light site would otherwise wait for its own long interval, and the
+    operator (and the acceptance test) want a moved site seen again within a few slots. One
+    poll per gained site, once per move."""
+    candidate = np.isin(ids, scheduler.allowed(_ids_of(ids, site_list, gained)))
+    ids = ids[candidate]
+    site_list = [s for s, keep in zip(site_list, candidate.tolist(), strict=True) if keep]
     known, x = scheduler.frequencies()
     order = np.argsort(known, kind="stable")
     known, x = known[order], x[order]

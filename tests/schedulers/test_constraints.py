@@ -181,7 +181,9 @@ def test_polls_added_to_a_selection_keep_pauses_and_bounds() -> None:
     s.select()  # slot 1: everything the guard allows (URL 0 included)
     s.feedback(np.array([2, 3]), np.array([True, False]))
     s.select()  # slot 2
-    assert s.add_to_selection([0, 1, 5, 99]).tolist() == [5]  # bound, pause, not watched
+    assert s.allowed([0, 1, 5, 99]).tolist() == [5]  # bound, pause, not watched
+    assert s.allowed([5]).tolist() == [5]  # asked: not marked
+    assert s.add_to_selection([0, 1, 5, 99]).tolist() == [5]
     for _ in range(5):  # up to slot 7
         assert 0 not in s.select().tolist()
     # an added poll that the guard allows is marked: URL 4 added in slot 7, so not before 15
