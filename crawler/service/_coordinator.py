@@ -61,6 +61,12 @@ Decisions:
   the session every third of that while a round runs (``_keeping_the_lock``), so a round
   longer than the worker timeout (a large cluster) still commits instead of losing the
   lock midway to a successor whose round would fail the same way.
+* **A round's cost sets its cadence.** After a round the coordinator waits a heartbeat,
+  or three times the round's own length if that is longer (``pause_after``): it spends at
+  most a quarter of its time in rounds. A round reads every site and lease row; at 1M
+  sites that takes about a minute, and back to back rounds kept the database reading
+  millions of rows without a pause, while the sites' weights change slowly. The price is
+  the time before a dead worker's sites move, which grows with the round at that size.
 * **Unassigned sites** (no live worker at all) keep their lease rows with no owner and
   are not polled until a worker is live.
 """
@@ -108,6 +114,14 @@ FORGET_AFTER_TIMEOUTS = 10
 #: when most lease holders go silent together, their sites wait this many worker timeouts
 #: (after the coordinator has read the database for one) before they move
 MASS_STALE_HOLD_TIMEOUTS = 3
+#: the largest share of its time the coordinator spends in rounds (``pause_after``)
+ROUND_DUTY = 0.25
+
+
+def pause_after(round_s: float, heartbeat_s: float) -> float:
+    """Seconds to wait after a try that took ``round_s``: a heartbeat, or longer after a
+    long round, so that rounds take at most ``ROUND_DUTY`` of the coordinator's time."""
+    return max(heartbeat_s, round_s * (1.0 / ROUND_DUTY - 1.0))
 
 
 def shared_level_weights(
@@ -192,7 +206,8 @@ class Round:
 
 
 class Coordinator:
-    """Tries for the coordinator lock; while it holds it, packs every ``heartbeat_s``."""
+    """Tries for the coordinator lock; while it holds it, packs every ``heartbeat_s`` (less
+    often when a round is long: ``pause_after``)."""
 
     def __init__(self, settings: Settings, store: Store, worker_id: str) -> None:
         self.settings = settings
@@ -266,11 +281,12 @@ class Coordinator:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            began = time.monotonic()
             try:
                 self.tick()
             except Exception:  # a bug in a round must not end the thread: log, go on
                 log.exception("coordination round failed unexpectedly")
-            self._stop.wait(self.settings.heartbeat_s)
+            self._stop.wait(pause_after(time.monotonic() - began, self.settings.heartbeat_s))
 
     def tick(self) -> Round | None:
         """One try: take (or check) the lock; if held, run a round."""
