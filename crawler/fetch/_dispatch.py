@@ -1,10 +1,12 @@
 """Handing polls to a bounded number of runners, host by host, politely.
 
-Each host has a FIFO queue of items. A host is *ready* when it has items waiting, fewer than
-``width`` of its items are in flight, and its gate's next start is not in the future; ready
-hosts take turns. At most ``runners`` runner tasks exist; each takes an item from the next
-ready host and awaits ``work(item)``, then the next, and ends when no host is ready. A host
-that must wait for its delay is parked on a timer instead of holding a runner.
+Each host has a FIFO queue of items (items submitted ``ahead`` go before those already
+queued: a few polls that must not wait behind a host's many). A host is *ready* when it has
+items waiting, fewer than ``width`` of its items are in flight, and its gate's next start is
+not in the future; ready hosts take turns. At most ``runners`` runner tasks exist; each
+takes an item from the next ready host and awaits ``work(item)``, then the next, and ends
+when no host is ready. A host that must wait for its delay is parked on a timer instead of
+holding a runner.
 
 Why runners rather than a coroutine per item or per host, each waiting for one of the
 fetcher's connection slots: a coroutine waiting on an asyncio semaphore costs a future and an
@@ -68,18 +70,25 @@ class HostDispatcher(Generic[T]):
         self.pending = 0  # items submitted and not yet done
         self._idle: asyncio.Future[None] | None = None  # what join() waits on
 
-    def submit(self, items: Iterable[tuple[str, T]]) -> None:
-        """Queue ``(host key, item)`` pairs (each host's in the order given)."""
+    def submit(self, items: Iterable[tuple[str, T]], *, ahead: bool = False) -> None:
+        """Queue ``(host key, item)`` pairs (each host's in the order given); ``ahead``:
+        before the items its host has queued already (not those in flight)."""
         hosts = self._hosts
         touched: list[_Host[T]] = []
+        fronts: dict[str, list[T]] = {}
         for key, item in items:
             host = hosts.get(key)
             if host is None:
                 host = hosts[key] = _Host(key)
-            if not host.queue:
+            if not host.queue and key not in fronts:
                 touched.append(host)
-            host.queue.append(item)
+            if ahead:
+                fronts.setdefault(key, []).append(item)
+            else:
+                host.queue.append(item)
             self.pending += 1
+        for key, front in fronts.items():
+            hosts[key].queue.extendleft(reversed(front))
         for host in touched:
             self._offer(host)
 

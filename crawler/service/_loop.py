@@ -448,9 +448,10 @@ class CrawlLoop:
             repolled = asyncio.Event()  # the re-polls are done: discovery polls what they heard
             side = Alongside(picked, scheduler.size, deadline, stop, repolled)
             works = [asyncio.ensure_future(w) for st in steps if (w := st.alongside(side))]
-            if works:  # their polls queue at a host's gate before the slot's own: on a host
-                # that takes one poll a slot, discovery's few polls are not starved by the
-                # scheduler's, which the host has every slot
+            if works:  # discovery's polls go before a host's queued re-polls wherever they
+                # arrive (the poller queues them ahead); letting its work start first also puts
+                # them before the re-poll a host would otherwise have in flight already: on a
+                # host that takes one poll a slot, they are not starved by the scheduler's
                 await asyncio.sleep(0)
             # outcomes recorded chunk by chunk, as the answers come, while the rest are
             # fetched; at the deadline the poller defers what is queued and carries what is

@@ -130,7 +130,16 @@ class PollEngine:
             for job in jobs:
                 if job.handed_over_at is not None:  # (a cluster worker's gained host)
                     self.fetcher.gates.handed_over(key(job.url), job.handed_over_at)
-            self.dispatch.submit((key(job.url), (batch, j)) for j, job in enumerate(jobs))
+            # discovery's few polls go before a host's queued re-polls: on a host that takes
+            # one poll a slot they would otherwise wait behind the scheduler's every slot
+            self.dispatch.submit(
+                (key(job.url), (batch, j)) for j, job in enumerate(jobs) if not job.want_body
+            )
+            if any(job.want_body for job in jobs):
+                self.dispatch.submit(
+                    ((key(job.url), (batch, j)) for j, job in enumerate(jobs) if job.want_body),
+                    ahead=True,
+                )
             if when is not None:
                 batch.timer = loop.call_at(when, self.expire, batch)
         return batch

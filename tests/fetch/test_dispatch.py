@@ -56,6 +56,19 @@ async def test_each_host_in_order_within_its_width() -> None:
     assert work.peak_total == 6  # 3 hosts x width 2, under the 10 runners
 
 
+async def test_items_submitted_ahead_go_before_a_hosts_queue() -> None:
+    """Discovery's few polls go before the re-polls a host has queued (in their own order),
+    not before what is in flight, and other hosts' queues are left as they were."""
+    work = Recorder()
+    dispatch = HostDispatcher(work, width=1, runners=10)
+    dispatch.submit([("a", ("a", n)) for n in range(4)] + [("b", ("b", 0))])
+    await asyncio.sleep(0.003)  # a's first item is in flight
+    dispatch.submit([("a", ("a", 9)), ("a", ("a", 8)), ("c", ("c", 7))], ahead=True)
+    await drained(dispatch)
+    assert work.started["a"] == [0, 9, 8, 1, 2, 3]
+    assert work.started["b"] == [0] and work.started["c"] == [7]
+
+
 async def test_runners_bound_what_is_in_flight() -> None:
     work = Recorder()
     dispatch = HostDispatcher(work, width=5, runners=3)
