@@ -17,6 +17,7 @@ from yarl import URL
 
 from crawler.fetch._addresses import AddressPolicy, GuardedResolver, ip_literal
 from crawler.fetch._body import read_capped
+from crawler.fetch._deadlines import Deadlines
 from crawler.fetch._dispatch import HostDispatcher
 from crawler.fetch._errors import classify, parse_retry_after, release, status_failure
 from crawler.fetch._hosts import HostGates
@@ -75,6 +76,7 @@ class Fetcher:
         self._session: aiohttp.ClientSession | None = None
         self._slots: asyncio.Semaphore | None = None
         self._at_gate: set[asyncio.Task[object] | None] = set()
+        self._deadlines = Deadlines()  # the requests' network timeouts, on one timer
 
     async def __aenter__(self) -> Fetcher:
         await self.open()
@@ -111,6 +113,7 @@ class Fetcher:
 
     async def close(self) -> None:
         self.robots.close()
+        self._deadlines.close()
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
@@ -354,6 +357,7 @@ class Fetcher:
         host = url.raw_host or ""
         slots = self._slots
         assert slots is not None, "Fetcher is not open"
+        loop = asyncio.get_running_loop()
         attempt = 0
         while True:
             try:
@@ -371,11 +375,13 @@ class Fetcher:
                     async with slots:
                         t0 = time.monotonic()
                         try:
-                            async with asyncio.timeout(budget.remaining):
-                                async with self.session.get(
+                            async with (
+                                self._deadlines.at(loop.time() + budget.remaining),
+                                self.session.get(
                                     url, headers=headers, allow_redirects=False
-                                ) as resp:
-                                    return await self._read(resp, url, host, cap, truncate)
+                                ) as resp,
+                            ):
+                                return await self._read(resp, url, host, cap, truncate)
                         finally:
                             budget.remaining -= time.monotonic() - t0
                 finally:

@@ -16,16 +16,18 @@ answer set when it ends (the fetcher's own timeout usually ends it first). The c
 lets a slot end on time that way while a trickling host's poll finishes in the background
 and lands in a later slot (docs/pipeline.md).
 
-The fetch runs under ``asyncio.timeout_at`` (~2 us per poll), its timeout kept so that the
-deadline can cut a poll waiting at its gate and a cut can end a carried one (``reschedule``);
-a batch without a deadline runs every poll to its end (the fetcher's own timeouts still bound
-each one).
+A poll has no timer of its own: the batch's deadline cuts the polls then inside the fetcher
+(in flight, or waiting at their host's gate) by cancelling their tasks, as ``asyncio.timeout``
+would, and the poll answers "timeout". A per-poll ``asyncio.timeout_at`` cost 4-6 us of CPU per
+poll (its timer handle, pushed on and cancelled out of the loop's heap) for a deadline that
+almost never ends a poll: the fetcher's own budget (a timer per request anyway) comes first.
+A lingering batch keeps one timer for its carried polls' end. A batch without a deadline runs
+every poll to its end (the fetcher's own timeouts still bound each one).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,8 +40,8 @@ class Batch:
     """Jobs, their answers as they come, the in-flight ones, and when all are in."""
 
     __slots__ = (
-        "answers", "carried", "done", "expired", "held", "jobs", "left", "linger", "running",
-        "sink", "timeouts", "timer", "when",
+        "answers", "carried", "cut", "done", "ending", "expired", "fetching", "held", "jobs",
+        "left", "linger", "running", "sink", "timer", "when",
     )  # fmt: skip
 
     def __init__(
@@ -56,12 +58,15 @@ class Batch:
         self.linger = linger
         #: the jobs in flight at the deadline that go on (answered "running" there)
         self.carried: set[int] = set()
-        self.timeouts: dict[int, asyncio.Timeout] = {}  # the fetches' own timeouts
+        #: the polls inside the fetcher now (a deadline cuts them there): their tasks
+        self.fetching: dict[int, asyncio.Task[Any]] = {}
+        self.cut: set[int] = set()  # the polls whose tasks the deadline cancelled
         self.answers: list[PollAnswer | None] = [None] * len(jobs)
         self.left = len(jobs)
         self.running: dict[int, asyncio.Task[Any] | None] = {}  # started, not answered: task
         self.expired = False
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: asyncio.TimerHandle | None = None  # the deadline's
+        self.ending: asyncio.TimerHandle | None = None  # the end of the carried polls' linger
         self.sink = sink  # sees every answer as it is set
         self.held = 0  # fetched, waiting for a verdict (the in-process poller's count)
         self.done: asyncio.Future[None] = loop.create_future()
@@ -75,9 +80,10 @@ class Batch:
             return
         self.answers[j] = answer
         self.running.pop(j, None)
-        self.timeouts.pop(j, None)
         if j in self.carried:
             self.carried.discard(j)
+            if not self.carried and self.ending is not None:
+                self.ending.cancel()
         else:
             self.left -= 1
         if self.sink is not None:
@@ -87,6 +93,14 @@ class Batch:
                 self.timer.cancel()
             if not self.done.done():
                 self.done.set_result(None)
+
+    def cancel(self, j: int) -> None:
+        """End poll ``j`` now if it is inside the fetcher (its task is cancelled there, and
+        the poll answers "timeout", unless answered already)."""
+        task = self.fetching.pop(j, None)
+        if task is not None:
+            self.cut.add(j)
+            task.cancel()
 
     def carry(self, j: int) -> None:
         """Job ``j`` goes on past the deadline: "running" now, its answer later."""
@@ -155,24 +169,30 @@ class PollEngine:
         self.dispatch.discard(lambda item: item[0] is batch)
         running, jobs, at_gate = batch.running, batch.jobs, self.fetcher.waits_at_gate
         carry = carry and batch.linger > 0
-        now = asyncio.get_running_loop().time()
         for j, answer in enumerate(batch.answers):
             if answer is None:
                 started = j in running and not at_gate(running[j])
                 if started and carry:
                     batch.carry(j)
                     continue
-                if batch.linger > 0:  # cut now (a lingering batch's fetch runs longer)
-                    _cut(batch.timeouts.get(j), now)
+                batch.cancel(j)
                 batch.set(j, deferred_answer(jobs[j], "timeout" if started else "politeness"))
+        if batch.carried and batch.when is not None:  # they go on until the linger ends
+            loop = asyncio.get_running_loop()
+            batch.ending = loop.call_at(batch.when + batch.linger, self._end_carried, batch)
+
+    def _end_carried(self, batch: Batch) -> None:
+        """The linger is over: the carried polls still in flight end (answered "timeout")."""
+        batch.ending = None
+        for j in list(batch.carried):
+            batch.cancel(j)
 
     def cut(self, batch: Batch, reason: str = "timeout") -> None:
         """End the batch now: what is queued or in flight (carried polls too) is answered
         deferred (``reason`` for the polls in flight)."""
         self.expire(batch, carry=False)
-        now = asyncio.get_running_loop().time()
         for j in list(batch.carried):
-            _cut(batch.timeouts.get(j), now)
+            batch.cancel(j)
             batch.set(j, deferred_answer(batch.jobs[j], reason))
 
     async def _poll(self, item: tuple[Batch, int]) -> None:
@@ -180,32 +200,29 @@ class PollEngine:
         if batch.expired:
             return
         job = batch.jobs[j]
-        batch.running[j] = asyncio.current_task()
+        task = asyncio.current_task()
+        assert task is not None
+        batch.running[j] = task
         request = FetchRequest(job.url_id, job.url, job.etag, job.last_modified)
+        cancelling = task.cancelling()
+        if batch.when is not None:  # a deadline may cut it (``Batch.cancel``)
+            batch.fetching[j] = task
         try:
-            if batch.when is None:
+            try:
                 result = await self.fetcher.fetch(request)
-            else:
-                async with asyncio.timeout_at(batch.when + batch.linger) as timeout:
-                    batch.timeouts[j] = timeout
-                    result = await self.fetcher.fetch(request)
+            finally:
+                batch.fetching.pop(j, None)
+                # a cut's cancellation is ours to take back (as ``asyncio.timeout`` does)
+                cut = j in batch.cut and task.uncancel() <= cancelling
             if not batch.expired or j in batch.carried:
                 self.finish(batch, j, result)
-        except TimeoutError:  # the deadline (the fetcher itself never raises one)
-            batch.set(j, deferred_answer(job, "timeout"))
+        except asyncio.CancelledError:
+            if not cut:  # not (only) the deadline: the task itself is cancelled
+                raise
+            batch.set(j, deferred_answer(job, "timeout"))  # the deadline cut it
         except Exception as exc:  # a bug, not a network problem: one failed poll
             batch.set(j, failed_answer(job, f"poll failed: {type(exc).__name__}: {exc}"))
 
     def close(self) -> None:
         """Cancel every poll in flight and drop the queued ones."""
         self.dispatch.close()
-
-
-def _cut(timeout: asyncio.Timeout | None, now: float) -> None:
-    """Move a fetch's timeout to ``now`` (one that already fired or ended is left alone)."""
-    if timeout is None or timeout.expired():
-        return
-    when = timeout.when()
-    if when is None or when > now:
-        with contextlib.suppress(RuntimeError):  # left its block meanwhile
-            timeout.reschedule(now)
