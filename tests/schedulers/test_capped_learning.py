@@ -1,5 +1,6 @@
-"""Under host caps: ``bayes`` finds the hot URLs of a capped host (probing), and the guard
-holds per URL only its host's index (the rest is sparse)."""
+"""Under host caps: ``bayes`` finds the hot URLs of a capped host (its capped-host rule,
+and probing under the stride rule), and the guard holds per URL only its host's index (the
+rest is sparse)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ import numpy as np
 from crawler import schedulers
 
 
-def _polls_of_hot_url(probe_hits: float, slots: int = 300) -> int:
+def _polls_of_hot_url(probe_hits: float, rule: str = "stride", slots: int = 300) -> int:
     """Polls of the one URL that changes every slot, in a host of 60 capped at 1 poll per
-    slot (others: rare changes), over ``slots`` slots."""
+    slot (others: rare changes), over ``slots`` slots, the capped host's polls chosen by
+    ``rule``."""
     rng = np.random.default_rng(3)
     n = 80
     p = np.full(n, 0.01)
     p[7] = 1.0  # the hot URL, in the capped host
-    sched = schedulers.create("bayes", capacity=4.0, seed=2, probe_hits=probe_hits)
+    sched = schedulers.create(
+        "bayes", capacity=4.0, seed=2, probe_hits=probe_hits, capped_rule=rule
+    )
     ids = np.arange(n)
     sched.add(ids)
     sched.set_groups(ids, np.where(ids < 60, 0, -1))
@@ -33,9 +37,19 @@ def _polls_of_hot_url(probe_hits: float, slots: int = 300) -> int:
 
 
 def test_probing_finds_the_hot_url_of_a_capped_host() -> None:
-    # every poll of the hot URL hits; without probing its interval never shrinks below the
-    # round-robin's, with it the interval halves per hit
+    # every poll of the hot URL hits; under the stride rule without probing its interval
+    # never shrinks below the round-robin's, with it the interval halves per hit
     assert _polls_of_hot_url(32.0) >= 2 * _polls_of_hot_url(1.0)
+
+
+def test_the_capped_host_polls_what_most_likely_changed() -> None:
+    # the host's cap binds: each slot it polls the URL most likely to have changed since its
+    # last poll, and the hot URL (changed after every poll) is that URL most of the time,
+    # with or without probing (measured: 198 of 300 slots; stride 39, stride probing 187)
+    changed = _polls_of_hot_url(1.0, rule="changed")
+    assert changed >= 4 * _polls_of_hot_url(1.0)
+    assert changed >= _polls_of_hot_url(32.0)
+    assert _polls_of_hot_url(32.0, rule="changed") == changed  # the rule does not probe
 
 
 def test_the_guard_keeps_the_host_index_dense_and_the_bounds_sparse() -> None:
