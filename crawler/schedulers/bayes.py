@@ -82,8 +82,8 @@ fixed number of polls a slot whatever its URLs' rates, so which of its URLs get 
 all that its learning decides. Its due URLs (stride credit >= 1) are ranked by their chance
 of having changed since their last poll, ``1 - e^(-r age)`` (ranked as ``r age``), and the
 first that the host's credit lets in this slot are polled; the host's other due URLs wait
-(their credit kept at most the guard's ceiling, 2). The stride credit ranked them before:
-credits that wait at a cap pile up at that ceiling and lose their age. The rates ``r`` of
+(their credit kept at most the guard's ceiling, 2); the stride credit ranked them before.
+The rates ``r`` of
 these URLs are the posterior means under a prior of change rates fitted to the observed
 URLs (empirical Bayes on a grid: ``_prior.py``), taken at each poll of a URL of a held
 host, so a URL seen once or twice is estimated from what is common among the watched URLs
@@ -362,7 +362,8 @@ class BayesRate(Scheduler):
         target = min(self.capacity, self._ids.size)
         if self._limits is not None:
             target = self._planned_total  # caps may leave part of the budget unused
-            self._note_baselines()
+            if self.settings.capped_rule == "changed":
+                self._note_baselines()
         due = self._stale or self._since_solve >= self.settings.resolve_every
         drifted = abs(self._total - target) > self.settings.tolerance * self.capacity
         # between the scheduled re-solves only the estimates of the polled URLs moved:
