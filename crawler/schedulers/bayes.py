@@ -77,26 +77,25 @@ hits. It lifts the big hosts to 2.78 and the whole run's share of the capped lim
 slots 100-300 from 0.90 to 0.92.
 
 **Capped hosts** (``capped_rule``, default ``"changed"``; ``"stride"`` is the rule of
-before). A host whose cap binds (held at its own level, above the global one) takes a
-fixed number of polls a slot whatever its URLs' rates, so which of its URLs get them is
-all that its learning decides. Its due URLs (stride credit >= 1) are ranked by their chance
-of having changed since their last poll, ``1 - e^(-r age)`` (ranked as ``r age``), and the
+before). A host whose cap binds (held at its own level, above the global one) takes a fixed
+number of polls a slot whatever its URLs' rates, so which of its URLs get them is all that
+its learning decides. Its due URLs (stride credit >= 1) are ranked by their chance of
+having changed since their last poll, ``1 - e^(-r age)`` (ranked as ``r age``), and the
 first that the host's credit lets in this slot are polled; the host's other due URLs wait
 (their credit kept at most the guard's ceiling, 2); the stride credit ranked them before.
-The rates ``r`` of
-these URLs are the posterior means under a prior of change rates fitted to the observed
-URLs (empirical Bayes on a grid: ``_prior.py``), taken at each poll of a URL of a held
-host, so a URL seen once or twice is estimated from what is common among the watched URLs
-instead of from a fixed prior of half a hit and half a miss at its own interval. The prior
-is fitted again every ``PRIOR_EVERY`` (32) slots from at most 2,048 observed URLs. A URL's
-first poll under constraints (its baseline in the service: no feedback) is noted at the
-next slot, and its first observation's interval counts from it, not from the URL's
-addition (one boolean per URL, ``selected``, a hint rebuilt as False where a saved state
-lacks it). On the live caps benchmark's site (simulated with baselines, ``caps_sim``, 20
-seeds) the three big capped hosts catch 2.96-2.98 changes per slot against 2.80, the site
-0.903-0.905 of the capped limit over wall slots 100-300 against 0.872. Without constraints
-nothing changes; probing (above) no longer applies to the held hosts' URLs, whose rate is
-the posterior mean.
+The rates ``r`` of these URLs are the posterior means under a prior of change rates fitted
+to the observed URLs (empirical Bayes on a grid: ``_prior.py``), taken at each poll of a
+URL of a held host, so a URL seen once or twice is estimated from what is common among the
+watched URLs instead of from a fixed prior of half a hit and half a miss at its own
+interval. The prior is fitted again every ``PRIOR_EVERY`` (32) slots from at most 2,048
+observed URLs. A URL's first poll under constraints (its baseline in the service: no
+feedback) is noted at the next slot, and its first observation's interval counts from it,
+not from the URL's addition (one boolean per URL, ``selected``, a hint rebuilt as False
+where a saved state lacks it). On the live caps benchmark's site (simulated with baselines,
+``caps_sim``, 20 seeds) the three big capped hosts catch 2.98 changes per slot against
+2.80, the site 0.905 of the capped limit over wall slots 100-300 against 0.872. Without
+constraints nothing changes; probing (above) no longer applies to the held hosts' URLs,
+whose rate is the posterior mean.
 
 **Allocation.** With equal importance the Lagrange optimum is ``x_i = min(1, r_i / u)``
 with ``sum x = C``. Only the polled URLs' estimates change in a slot, so their ``x`` and
