@@ -283,8 +283,8 @@ class BayesRate(Scheduler):
         )
         if self._limits is not None and self.settings.capped_rule == "changed":
             rows = np.flatnonzero(self._held_hosts()[self._limits.group] & np.isfinite(r))
-            if rows.size:
-                prior = self._population_prior()
+            if rows.size:  # the prior in force (a read does not refit it: no side effect)
+                prior = self._prior if self._prior is not None else self._fit_prior()
                 r[rows] = _prior.posterior_mean(
                     self._hit_time[rows], self._miss_time[rows], self._hit_count[rows], prior
                 )
@@ -518,22 +518,25 @@ class BayesRate(Scheduler):
         """The prior of change rates fitted to the observed URLs (at most ``_prior.SAMPLE``
         of them, evenly spaced), again every ``PRIOR_EVERY`` slots, each fit starting from
         the last."""
-        if self._prior is not None and self._slot - self._prior_slot < PRIOR_EVERY:
-            return self._prior
+        if self._prior is None or self._slot - self._prior_slot >= PRIOR_EVERY:
+            self._prior = self._fit_prior()
+            self._prior_slot = self._slot
+        return self._prior
+
+    def _fit_prior(self) -> FloatArray:
+        """The prior fitted now, starting from the one in force (see _population_prior)."""
         n = self._ids.size
         rows = np.arange(0, n, max(1, n // (4 * _prior.SAMPLE)))
         rows = rows[(self._hit_count[rows] + self._miss_count[rows]) > 0]
         if rows.size > _prior.SAMPLE:
             rows = rows[np.linspace(0, rows.size - 1, _prior.SAMPLE).astype(np.intp)]
-        self._prior = _prior.fit(
+        return _prior.fit(
             self._hit_time[rows],
             self._miss_time[rows],
             self._hit_count[rows],
             self._prior,
             steps=_prior.STEPS if self._prior is None else _prior.MORE_STEPS,
         )
-        self._prior_slot = self._slot
-        return self._prior
 
     def _shift_test(
         self, pos: IndexArray, hits: BoolArray, tau: F32Array, rate: F32Array, seen: BoolArray
