@@ -271,8 +271,8 @@ class BayesRate(Scheduler):
 
     def rates(self) -> tuple[NDArray[np.int64], FloatArray]:
         """Every URL's id and estimated change probability per slot (NaN: not observed);
-        on a host whose cap binds, the posterior mean under the population's prior (see
-        "Capped hosts")."""
+        on a host whose cap binds, the rate the scheduler uses (the posterior mean under the
+        population's prior from the URL's last poll on: see "Capped hosts")."""
         r = estimate_rates(
             self._hit_time,
             self._miss_time,
@@ -282,12 +282,10 @@ class BayesRate(Scheduler):
             self.settings.prior_misses,
         )
         if self._limits is not None and self.settings.capped_rule == "changed":
-            rows = np.flatnonzero(self._held_hosts()[self._limits.group] & np.isfinite(r))
-            if rows.size:  # the prior in force (a read does not refit it: no side effect)
-                prior = self._prior if self._prior is not None else self._fit_prior()
-                r[rows] = _prior.posterior_mean(
-                    self._hit_time[rows], self._miss_time[rows], self._hit_count[rows], prior
-                )
+            # the rate in use, the posterior mean of the URL's last poll: no new fit and no
+            # posterior of every held URL at each read (the health checks read every slot)
+            held = self._held_hosts()[self._limits.group] & np.isfinite(r)
+            r = np.where(held, self._rhat, r)
         return self._ids.copy(), -np.expm1(-r)
 
     # ----- Scheduler hooks ----------------------------------------------------------------
@@ -518,25 +516,22 @@ class BayesRate(Scheduler):
         """The prior of change rates fitted to the observed URLs (at most ``_prior.SAMPLE``
         of them, evenly spaced), again every ``PRIOR_EVERY`` slots, each fit starting from
         the last."""
-        if self._prior is None or self._slot - self._prior_slot >= PRIOR_EVERY:
-            self._prior = self._fit_prior()
-            self._prior_slot = self._slot
-        return self._prior
-
-    def _fit_prior(self) -> FloatArray:
-        """The prior fitted now, starting from the one in force (see _population_prior)."""
+        if self._prior is not None and self._slot - self._prior_slot < PRIOR_EVERY:
+            return self._prior
         n = self._ids.size
         rows = np.arange(0, n, max(1, n // (4 * _prior.SAMPLE)))
         rows = rows[(self._hit_count[rows] + self._miss_count[rows]) > 0]
         if rows.size > _prior.SAMPLE:
             rows = rows[np.linspace(0, rows.size - 1, _prior.SAMPLE).astype(np.intp)]
-        return _prior.fit(
+        self._prior = _prior.fit(
             self._hit_time[rows],
             self._miss_time[rows],
             self._hit_count[rows],
             self._prior,
             steps=_prior.STEPS if self._prior is None else _prior.MORE_STEPS,
         )
+        self._prior_slot = self._slot
+        return self._prior
 
     def _shift_test(
         self, pos: IndexArray, hits: BoolArray, tau: F32Array, rate: F32Array, seen: BoolArray
