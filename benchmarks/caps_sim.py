@@ -2,6 +2,7 @@
 
     python -m benchmarks.caps_sim                          # bayes and the oracle, 10 seeds
     python -m benchmarks.caps_sim --start-delay 17 --no-baseline
+    python -m benchmarks.caps_sim --schedulers bayes --param capped_rule=stride
 
 ``benchmarks/caps_live.py`` runs the service for 10 minutes per figure; this runs the same
 site (its ``Config``: 400 URLs on 20 hosts, 3 of them holding 60 %, Zipf(0.6, 0.8) change
@@ -25,9 +26,11 @@ and delay is the ceiling for any learner.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,14 +58,16 @@ def simulate(
     cap: float = 1.8,
     start_delay: int = 10,
     baseline: bool = True,
+    params: dict[str, Any] | None = None,
 ) -> Run:
-    """One run of the site under ``name`` (see the module docstring)."""
+    """One run of the site under ``name`` (see the module docstring), created with
+    ``params``."""
     cfg = Config()
     p, host = cfg.layout()
     n = p.size
     caps = {h: cap for h in range(cfg.hosts)}
     bound = constrained_limit(p, cfg.capacity, limits=Limits.build(n, host, caps))
-    sched = schedulers.create(name, capacity=cfg.capacity, seed=seed)
+    sched = schedulers.create(name, capacity=cfg.capacity, seed=seed, **(params or {}))
     ids = np.arange(n, dtype=np.int64)
     sched.add(ids, rates=p if sched.needs_rates else None)
     sched.set_groups(ids, host)
@@ -104,7 +109,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cap", type=float, default=1.8)
     parser.add_argument("--start-delay", type=int, default=10)
     parser.add_argument("--no-baseline", action="store_true", help="feed the first poll back")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter of bayes (repeatable; VALUE read as JSON, else text)",
+    )
     args = parser.parse_args(argv)
+    params = dict(_param(text) for text in args.param)
     a, b = (int(v) for v in args.window.split(","))
     print(
         f"caps_live's site simulated: cap {args.cap:g}, start delay {args.start_delay} slots, "
@@ -124,9 +137,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cap=args.cap,
                 start_delay=args.start_delay,
                 baseline=not args.no_baseline,
+                params=params if name == "bayes" else None,
             )
             for seed in range(args.seeds)
         ]
+        if name == "bayes" and params:
+            name += " " + " ".join(f"{k}={v}" for k, v in params.items())
         windows = " ".join(f"{v:.2f}" for v in np.mean([r.windows for r in runs], axis=0))
         print(
             f"| {name} | {np.mean([r.share for r in runs]):.3f} "
@@ -134,6 +150,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"| {np.mean([r.big for r in runs]):.2f} | {np.mean([r.small for r in runs]):.2f} |"
         )
     return 0
+
+
+def _param(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep:
+        raise SystemExit(f"--param needs KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ import numpy as np
 
 #: the change models the adaptation can be tuned for (docs/schedulers.md)
 MODELS = ("overwrite", "disappear")
+#: how a host whose cap binds chooses its polls (see "Capped hosts" in bayes.py):
+#: "changed", the URLs most likely to have changed since their last poll, on rates under
+#: a prior learned from the population; "stride", by the stride credit as any other host
+CAPPED_RULES = ("changed", "stride")
 
 
 def _check_real(
@@ -44,9 +48,9 @@ def _check_count(what: str, value: Any, *, low: int) -> int:
     return int(value)
 
 
-def _check_model(what: str, value: Any) -> str:
-    if value not in MODELS:
-        raise ValueError(f"{what} must be one of {', '.join(MODELS)}, got {value!r}")
+def _check_choice(what: str, value: Any, *, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
     return str(value)
 
 
@@ -79,11 +83,16 @@ class BayesParams:
     #: 0 turns the drop test off
     drop_threshold: float = _real(8.0, low=0.0)
     drop_keep: float = _real(0.0, low=0.0, high=1.0)
-    model: str = field(default="overwrite", metadata={"check": _check_model})
+    model: str = field(
+        default="overwrite", metadata={"check": partial(_check_choice, choices=MODELS)}
+    )
     disappear_shift_factor: float = _real(16.0, low=1.0, open_low=True)
     #: under host caps or bounds: a URL with no miss on record has its allocation rate
     #: doubled per hit, up to this factor (1 turns it off; see "Probing" in bayes.py)
     probe_hits: float = _real(32.0, low=1.0)
+    capped_rule: str = field(
+        default="changed", metadata={"check": partial(_check_choice, choices=CAPPED_RULES)}
+    )
 
     def __post_init__(self) -> None:
         for spec in fields(self):

@@ -84,7 +84,7 @@ FAILURE_KINDS: tuple[FailureKind, ...] = ("transient", "permanent", "gone")
 #: re-solve the projection of the wanted frequencies this often (slots) in between changes
 PROJECT_EVERY = 32
 #: at most this much stride credit is kept by a URL the guard turned away
-_CREDIT_CEILING = 2.0
+CREDIT_CEILING = 2.0
 #: ``seen``'s answer for a URL the scheduler has never polled (due at once when it has a
 #: lower bound). Far enough back that no slot difference overflows int32 before slot 2**30.
 NEVER_POLLED = -(2**30)
@@ -428,6 +428,15 @@ class Guard:
         self.mark(kept, slot)
         return kept, dropped
 
+    def within_caps(self, order: IndexArray) -> IndexArray:
+        """The first rows of ``order`` that this slot's host credits let in: at most as
+        many of each capped group as it may poll now, in order (nothing is spent: ``enforce``
+        spends the credit when the slot's picks come)."""
+        if not self.labels.size or order.size == 0:
+            return order
+        credit = self._host_credit(self.labels, self._caps())
+        return self._within_credit(order, self.group, credit)
+
     def mark(self, rows: IndexArray, slot: int) -> None:
         """Record the selection of some rows in a slot (only the table's rows keep it)."""
         self._slot = max(self._slot, slot)
@@ -733,9 +742,9 @@ def _run_starts(ordered: NDArray[np.signedinteger]) -> NDArray[np.int64]:
 
 
 def refund(credit: CreditArray, rows: IndexArray) -> None:
-    """Give a turned-away URL its stride credit back (at most ``_CREDIT_CEILING``)."""
+    """Give a turned-away URL its stride credit back (at most ``CREDIT_CEILING``)."""
     if rows.size:
-        credit[rows] = np.minimum(credit[rows] + 1.0, _CREDIT_CEILING)
+        credit[rows] = np.minimum(credit[rows] + 1.0, CREDIT_CEILING)
 
 
 def _per_row(values: ArrayLike, count: int, what: str) -> FloatArray:

@@ -76,6 +76,27 @@ interval halves until it misses, which finds a hot URL in a few polls, each of w
 hits. It lifts the big hosts to 2.78 and the whole run's share of the capped limit over
 slots 100-300 from 0.90 to 0.92.
 
+**Capped hosts** (``capped_rule``, default ``"changed"``; ``"stride"`` is the rule of
+before). A host whose cap binds (held at its own level, above the global one) takes a fixed
+number of polls a slot whatever its URLs' rates, so which of its URLs get them is all that
+its learning decides. Its due URLs (stride credit >= 1) are ranked by their chance of
+having changed since their last poll, ``1 - e^(-r age)`` (ranked as ``r age``), and the
+first that the host's credit lets in this slot are polled; the host's other due URLs wait
+(their credit kept at most the guard's ceiling, 2); the stride credit ranked them before.
+The rates ``r`` of these URLs are the posterior means under a prior of change rates fitted
+to the observed URLs (empirical Bayes on a grid: ``_prior.py``), taken at each poll of a
+URL of a held host, so a URL seen once or twice is estimated from what is common among the
+watched URLs instead of from a fixed prior of half a hit and half a miss at its own
+interval. The prior is fitted again every ``PRIOR_EVERY`` (32) slots from at most 2,048
+observed URLs. A URL's first poll under constraints (its baseline in the service: no
+feedback) is noted at the next slot, and its first observation's interval counts from it,
+not from the URL's addition (one boolean per URL, ``selected``, a hint rebuilt as False
+where a saved state lacks it). On the live caps benchmark's site (simulated with baselines,
+``caps_sim``, 20 seeds) the three big capped hosts catch 2.98 changes per slot against
+2.80, the site 0.905 of the capped limit over wall slots 100-300 against 0.872. Without
+constraints nothing changes; probing (above) no longer applies to the held hosts' URLs,
+whose rate is the posterior mean.
+
 **Allocation.** With equal importance the Lagrange optimum is ``x_i = min(1, r_i / u)``
 with ``sum x = C``. Only the polled URLs' estimates change in a slot, so their ``x`` and
 the running ``sum(x)`` are updated in O(C); the multiplier ``u`` is re-solved over all
@@ -90,9 +111,10 @@ k URLs with the largest credit >= 1 are polled (only the candidates with credit 
 ranked). ``realization="sampling"`` uses the base class's sampler.
 
 Memory per URL: the base's 21 bytes (id, importance, float32 stride credit, dirty flag;
-no true-rate column: only the oracles keep one) plus 36 (int32 last poll slot, six float32
-arrays, the two float16 CUSUM statistics, and the float32 buffer of each slot's credit
-step, kept so that no slot allocates an array of n rows): 57 bytes.
+no true-rate column: only the oracles keep one) plus 37 (int32 last poll slot, six float32
+arrays, the two float16 CUSUM statistics, the float32 buffer of each slot's credit
+step, kept so that no slot allocates an array of n rows, and the boolean ``selected``):
+58 bytes.
 """
 
 from __future__ import annotations
@@ -104,10 +126,11 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from crawler.schedulers import _prior
 from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Scheduler
 from crawler.schedulers._bayes_params import BayesParams
 from crawler.schedulers._fill import constrained_fill, optimum_curve
-from crawler.schedulers._guard import NEVER_POLLED
+from crawler.schedulers._guard import CREDIT_CEILING, NEVER_POLLED
 from crawler.schedulers._lagrange import gain, inverse_gain, water_level
 from crawler.schedulers._limits import Limits
 
@@ -126,6 +149,9 @@ RELEVEL_FROM = 50_000
 #: a discounted miss count below this is no miss on record (forgetting never brings a real
 #: miss this low within 290 polls)
 _NO_MISS = 0.05
+#: under a binding host cap, the prior of change rates is fitted to the population again
+#: every this many slots (see "Capped hosts")
+PRIOR_EVERY = 32
 
 
 def estimate_rates(
@@ -170,12 +196,14 @@ class BayesRate(Scheduler):
         "x",
         "surge",
         "slump",
+        "selected",
     )
     #: the CUSUM statistics came in later releases: older saved states start them at zero
     _added_fields: ClassVar[tuple[str, ...]] = ("surge", "slump")
     #: rebuilt from the statistics and the saved multiplier by _after_restore (left out of
-    #: take_delta: a re-solve moves every x, and only the polled rows are saved each slot)
-    _derived_fields: ClassVar[tuple[str, ...]] = ("rhat", "x")
+    #: take_delta: a re-solve moves every x, and only the polled rows are saved each slot);
+    #: ``selected`` is only a hint (see "Capped hosts"), False where it was not saved
+    _derived_fields: ClassVar[tuple[str, ...]] = ("rhat", "x", "selected")
     _scalar_fields: ClassVar[tuple[str, ...]] = (
         "u",
         "m",
@@ -209,6 +237,12 @@ class BayesRate(Scheduler):
         self._step: F32Array = np.empty(0, dtype=np.float32)  # _choose's buffer
         self._surge: NDArray[np.float16] = np.empty(0, dtype=np.float16)  # CUSUM, nats
         self._slump: NDArray[np.float16] = np.empty(0, dtype=np.float16)  # CUSUM, nats
+        # under constraints: the URL has been selected (its baseline is taken)
+        self._selected: BoolArray = np.empty(0, dtype=bool)
+        # under a binding host cap: the prior of change rates (weights on _prior.GRID) and
+        # the slot it was fitted in
+        self._prior: FloatArray | None = None
+        self._prior_slot = 0
         self._u = 1.0  # equal weights: x = min(1, rhat / u)
         self._m = 0.5  # weights: x = min(1, rhat / u_i), w_i g(u_i) = m
         self._total = 0.0  # sum(x), kept incrementally
@@ -236,7 +270,9 @@ class BayesRate(Scheduler):
         return {**super().params(), **asdict(self.settings)}
 
     def rates(self) -> tuple[NDArray[np.int64], FloatArray]:
-        """Every URL's id and estimated change probability per slot (NaN: not observed)."""
+        """Every URL's id and estimated change probability per slot (NaN: not observed);
+        on a host whose cap binds, the rate the scheduler uses (the posterior mean under the
+        population's prior from the URL's last poll on: see "Capped hosts")."""
         r = estimate_rates(
             self._hit_time,
             self._miss_time,
@@ -245,6 +281,11 @@ class BayesRate(Scheduler):
             self.settings.prior_hits,
             self.settings.prior_misses,
         )
+        if self._limits is not None and self.settings.capped_rule == "changed":
+            # the rate in use, the posterior mean of the URL's last poll: no new fit and no
+            # posterior of every held URL at each read (the health checks read every slot)
+            held = self._held_hosts()[self._limits.group] & np.isfinite(r)
+            r = np.where(held, self._rhat, r)
         return self._ids.copy(), -np.expm1(-r)
 
     # ----- Scheduler hooks ----------------------------------------------------------------
@@ -263,6 +304,7 @@ class BayesRate(Scheduler):
             "x": zeros,
             "surge": np.zeros(count, dtype=np.float16),
             "slump": np.zeros(count, dtype=np.float16),
+            "selected": np.zeros(count, dtype=bool),
         }
 
     def _after_add(self) -> None:
@@ -317,6 +359,8 @@ class BayesRate(Scheduler):
         target = min(self.capacity, self._ids.size)
         if self._limits is not None:
             target = self._planned_total  # caps may leave part of the budget unused
+            if self.settings.capped_rule == "changed":
+                self._note_baselines()
         due = self._stale or self._since_solve >= self.settings.resolve_every
         drifted = abs(self._total - target) > self.settings.tolerance * self.capacity
         # between the scheduled re-solves only the estimates of the polled URLs moved:
@@ -342,14 +386,66 @@ class BayesRate(Scheduler):
             _at_most_one(step)
         credit += step
         cand = np.flatnonzero(credit >= 1.0)
-        if cand.size > k:
+        first = None
+        if self._limits is not None and self.settings.capped_rule == "changed":
+            first, cand = self._held_picks(cand)
+            k -= first.size
+        if cand.size > k > 0:
             # Among the due URLs, those that would fall furthest behind by waiting one more
             # slot first: short intervals keep their regularity, long ones barely notice.
             key = credit[cand] + self._x[cand] * scale
             part = np.argpartition(key, cand.size - k)[cand.size - k :]
             cand = cand[part]
+        elif k <= 0:
+            cand = cand[:0]
+        if first is not None:
+            cand = np.concatenate([first, cand])
         credit[cand] -= 1.0
         return cand.astype(np.intp)
+
+    def _held_hosts(self) -> BoolArray:
+        """Per host (index -1: no host, False), whether its cap binds: the host is held at
+        its own level, above the global one."""
+        limits = self._limits
+        assert limits is not None
+        held = (self._own_padded[:-1] > self._level) & np.isfinite(limits.cap)
+        return np.append(held, False)
+
+    def _held_picks(self, cand: IndexArray) -> tuple[IndexArray, IndexArray]:
+        """Split the due URLs: those of the hosts whose cap binds that this slot's host
+        credits let in, the likeliest to have changed since their last poll first (see
+        "Capped hosts"), and the due URLs of the other hosts. The held hosts' due URLs
+        left over wait, their credit kept at most the guard's ceiling."""
+        guard, limits = self._guard, self._limits
+        none = np.empty(0, dtype=np.intp)
+        if guard is None or limits is None or cand.size == 0:
+            return none, cand
+        held = self._held_hosts()
+        in_held = held[limits.group[cand]]
+        if not in_held.any():
+            return none, cand
+        mine = cand[in_held]
+        # the chance of a change since the last poll, 1 - e^(-r age), ranks as r age
+        age = (self._slot - self._last[mine]).astype(np.float64)
+        key = self._rhat[mine] * age
+        picks = guard.within_caps(mine[np.argsort(-key, kind="stable")])
+        waiting = np.setdiff1d(mine, picks, assume_unique=True)
+        self._credit[waiting] = np.minimum(self._credit[waiting], CREDIT_CEILING)
+        return picks.astype(np.intp), cand[~in_held]
+
+    def _note_baselines(self) -> None:
+        """Under constraints: the URLs of the last selection selected for the first time
+        that still have no observation were polled for their baseline (a first answer has
+        nothing to compare with: no feedback), so their first observation's interval counts
+        from that poll, not from their addition."""
+        rows = self._selected_rows
+        if rows is None or rows.size == 0:
+            return
+        first = rows[~self._selected[rows]]
+        if first.size:
+            self._selected[first] = True
+            unseen = first[(self._hit_count[first] + self._miss_count[first]) == 0]
+            self._last[unseen] = self._slot - 1
 
     def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
         tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
@@ -405,10 +501,37 @@ class BayesRate(Scheduler):
             # the rows' bounds and hosts, looked up once for the x and the host sums
             bounds = limits.bounds_of(pos)
             group = limits.group[pos]
+            if self.settings.capped_rule == "changed":
+                held = np.flatnonzero(self._held_hosts()[group])
+                if held.size:  # see "Capped hosts"
+                    prior = self._population_prior()
+                    rate[held] = _prior.posterior_mean(a[held], b[held], h[held], prior)
+                    self._rhat[pos[held]] = rate[held]
             new_x = self._constrained_x(rate, pos, bounds, group)
             self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
             self._add_sums(group, (old_x, new_x), bounds)
         self._x[pos] = new_x
+
+    def _population_prior(self) -> FloatArray:
+        """The prior of change rates fitted to the observed URLs (at most ``_prior.SAMPLE``
+        of them, evenly spaced), again every ``PRIOR_EVERY`` slots, each fit starting from
+        the last."""
+        if self._prior is not None and self._slot - self._prior_slot < PRIOR_EVERY:
+            return self._prior
+        n = self._ids.size
+        rows = np.arange(0, n, max(1, n // (4 * _prior.SAMPLE)))
+        rows = rows[(self._hit_count[rows] + self._miss_count[rows]) > 0]
+        if rows.size > _prior.SAMPLE:
+            rows = rows[np.linspace(0, rows.size - 1, _prior.SAMPLE).astype(np.intp)]
+        self._prior = _prior.fit(
+            self._hit_time[rows],
+            self._miss_time[rows],
+            self._hit_count[rows],
+            self._prior,
+            steps=_prior.STEPS if self._prior is None else _prior.MORE_STEPS,
+        )
+        self._prior_slot = self._slot
+        return self._prior
 
     def _shift_test(
         self, pos: IndexArray, hits: BoolArray, tau: F32Array, rate: F32Array, seen: BoolArray
