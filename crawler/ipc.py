@@ -24,7 +24,7 @@ and the detection's parsers: 0.2-0.3 s of CPU and 0.5-1 s of wall time per worke
 2-core machine (2026-11-27), paid at every service start, every restart of a dead worker,
 and by every test that starts a service; a fork of the server costs milliseconds. As with
 spawn, a worker inherits nothing of the parent's memory (the server is a fresh interpreter),
-only its environment as it was when the server started.
+only its environment and standard streams as they were when the server started.
 
 Imports nothing of the project.
 """
@@ -140,11 +140,11 @@ def _main_not_imported() -> Iterator[None]:
     """Start a worker without it importing the parent's ``__main__`` module.
 
     A spawned child (or a fork server's) imports the parent's main module first (by module
-    name, or by path), so
-    that pickled functions of it resolve. Our workers' targets live in this package, and the
-    parent's main is often heavy (the ``crawler`` command imports the whole CLI, the store, the
-    schedulers: seconds per worker on a busy start). While ``start()`` takes its preparation
-    data, the main module shows neither a module spec nor a file."""
+    name, or by path), so that pickled functions of it resolve. Our workers' targets live in
+    this package, and the parent's main is often heavy (the ``crawler`` command imports the
+    whole CLI, the store, the schedulers: seconds per worker on a busy start). While
+    ``start()`` takes its preparation data, the main module shows neither a module spec nor
+    a file."""
     main = sys.modules["__main__"]
     saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if k in main.__dict__}
     main.__dict__["__spec__"] = None
