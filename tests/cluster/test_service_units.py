@@ -130,18 +130,21 @@ def test_coordinator_failover_when_its_connection_dies(store: Store, database_ur
         assert {lease.worker_id for lease in leases} == {a_id, b_id}  # spread over both
         assert all(lease.epoch == 1 for lease in leases)
         # a's lock session is killed (its connection dies)
+        held = (
+            "FROM pg_locks WHERE locktype = 'advisory' AND classid = CAST(:ns AS oid) "
+            "AND objid = CAST(:key AS oid) AND objsubid = 2 AND granted"
+        )
         with store.engine.connect() as conn:
             schema = conn.execute(text("SELECT current_schema()")).scalar()
-            key = lock_key(str(schema), "coordinator") % 2**32
-            killed = conn.execute(
-                text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
-                    "AND classid = CAST(:ns AS oid) AND objid = CAST(:key AS oid) "
-                    "AND objsubid = 2 AND granted"
-                ),
-                {"ns": NAMESPACE, "key": key},
-            ).all()
-        assert len(killed) == 1
+            lock = {"ns": NAMESPACE, "key": lock_key(str(schema), "coordinator") % 2**32}
+            killed = conn.execute(text(f"SELECT pg_terminate_backend(pid) {held}"), lock).all()
+            assert len(killed) == 1
+            # the termination is asynchronous: the server frees the lock once the session
+            # has ended, after pg_terminate_backend returned
+            deadline = time.monotonic() + 10
+            while conn.execute(text(f"SELECT count(*) {held}"), lock).scalar():
+                assert time.monotonic() < deadline, "the lock outlived its session"
+                time.sleep(0.01)
         assert b.tick() is not None  # b's next try takes over
         assert a.tick() is None  # a finds the lock taken and steps down
         assert not a.is_coordinator and b.is_coordinator
