@@ -4,6 +4,7 @@ holds back neither the other hosts nor the next batch. Real servers on loopback.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 
@@ -151,3 +152,38 @@ async def test_a_poll_in_flight_at_a_lingering_deadline_goes_on_and_is_answered_
         assert again[0].outcome == "ok"
     finally:
         await poller.aclose()
+
+
+DELAY_S = 0.4
+POLITE = dataclasses.replace(CONFIG, per_host_concurrency=1, per_host_min_delay_s=DELAY_S)
+
+
+@pytest.mark.parametrize("kind", ["crawl-workers", "in-process"])
+async def test_a_discovery_poll_goes_before_the_hosts_queued_repolls(kind: str) -> None:
+    """Discovery's polls (``want_body``) go before a polite host's queued re-polls (not
+    before one in flight): sent after a slot's, they would otherwise wait behind all of the
+    host's, past the deadline, every slot."""
+    poller: Poller = (
+        CrawlWorkers(1, POLITE, None, chunk=8)
+        if kind == "crawl-workers"
+        else InProcessPoller(POLITE, None, ChangeDetector(workers=0))
+    )
+    await poller.start()
+    try:
+        async with HostileServer("127.0.0.1") as host:
+            await answers_of(poller, [job(0, host, "/page/0")], time.monotonic() + 5)  # robots
+            await asyncio.sleep(DELAY_S)
+            repolls = [job(k, host, f"/page/{k}") for k in range(1, 6)]
+            found = job(100, host, "/page/100")._replace(want_body=True)
+            # room for three requests (0, 0.4 and 0.8 s) before the deadline
+            deadline = time.monotonic() + 2.5 * DELAY_S
+            slot = asyncio.ensure_future(answers_of(poller, repolls, deadline))
+            await asyncio.sleep(0.05)  # the slot's re-polls are queued (the first in flight)
+            discovered = await answers_of(poller, [found], deadline)
+            slot_answers = {a.url_id: a for a in await slot}
+    finally:
+        await poller.aclose()
+    assert [a.outcome for a in discovered] == ["ok"], discovered
+    assert discovered[0].body is not None
+    outcomes = [slot_answers[k].outcome for k in range(1, 6)]
+    assert outcomes[:2] == ["ok", "ok"] and outcomes[2:] == ["deferred"] * 3, outcomes
