@@ -141,19 +141,18 @@ class PollEngine:
         batch = Batch(jobs, when, loop, sink, max(0.0, linger or 0.0))
         if jobs:
             key = self.fetcher.gate_key
-            for job in jobs:
-                if job.handed_over_at is not None:  # (a cluster worker's gained host)
-                    self.fetcher.gates.handed_over(key(job.url), job.handed_over_at)
             # discovery's few polls go before a host's queued re-polls: on a host that takes
             # one poll a slot they would otherwise wait behind the scheduler's every slot
-            self.dispatch.submit(
-                (key(job.url), (batch, j)) for j, job in enumerate(jobs) if not job.want_body
-            )
-            if any(job.want_body for job in jobs):
-                self.dispatch.submit(
-                    ((key(job.url), (batch, j)) for j, job in enumerate(jobs) if job.want_body),
-                    ahead=True,
-                )
+            queued: list[tuple[str, tuple[Batch, int]]] = []
+            ahead: list[tuple[str, tuple[Batch, int]]] = []
+            for j, job in enumerate(jobs):
+                host = key(job.url)
+                if job.handed_over_at is not None:  # (a cluster worker's gained host)
+                    self.fetcher.gates.handed_over(host, job.handed_over_at)
+                (ahead if job.want_body else queued).append((host, (batch, j)))
+            self.dispatch.submit(queued)
+            if ahead:
+                self.dispatch.submit(ahead, ahead=True)
             if when is not None:
                 batch.timer = loop.call_at(when, self.expire, batch)
         return batch
