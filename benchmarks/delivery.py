@@ -643,6 +643,12 @@ def main() -> None:
         help="delivery_nice, the niceness the delivery process adds to its priority (default: "
         "the setting's default, as a service runs it)",
     )
+    parser.add_argument(
+        "--delivery-busy-share",
+        type=float,
+        help="delivery_busy_share, the share of one core the delivery process keeps to "
+        "while the machine is busy (0: no limit; default: the setting's default)",
+    )
     args = parser.parse_args()
     if args.phase_polls <= 0:
         args.phase_polls = int(args.events / args.phases * 1.3)
@@ -650,12 +656,15 @@ def main() -> None:
     nice = args.delivery_nice
     if nice is None:
         nice = Settings.model_fields["delivery_nice"].default
+    share = args.delivery_busy_share
+    if share is None:
+        share = Settings.model_fields["delivery_busy_share"].default
     print(
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other jobs share "
         f"the machine); {args.urls:,} URLs changing {args.change_rate:g}/s; {args.phases} "
         f"phases of {args.phase_polls:,} polls; delivery_concurrency {args.concurrency}, "
         f"delivery_batch {args.batch}; deliverer in a {'thread' if args.thread else 'process'}"
-        f", delivery_nice {nice}",
+        f", delivery_nice {nice}, delivery_busy_share {share:g}",
         flush=True,
     )
     summary: list[str] = []
@@ -694,6 +703,7 @@ def main() -> None:
                         if args.delivery_nice is not None
                         else {}
                     ),
+                    delivery_busy_share=share,
                 )
                 pids = {"site": site_pid, "receiver": proc.pid}
                 hook = f"http://127.0.0.1:{rport}/hook"

@@ -664,6 +664,12 @@ class CrawlerMetrics:
             "Age of the oldest event not delivered yet (0: none).",
             registry=reg,
         )
+        self.delivery_paced_seconds_total = Counter(
+            "crawler_delivery_paced_seconds",
+            "Seconds the deliverer waited to keep its CPU under delivery_busy_share while "
+            "other processes kept the machine busy (delivery_busy_above).",
+            registry=reg,
+        )
 
     def observe_delivery_attempt(self, destination: int, outcome: str) -> None:
         if outcome not in DELIVERY_OUTCOMES:
@@ -673,6 +679,9 @@ class CrawlerMetrics:
     def set_outbox(self, depth: int, oldest_age_s: float) -> None:
         self.delivery_outbox_depth.set(depth)
         self.delivery_oldest_pending_age_seconds.set(oldest_age_s)
+
+    def observe_delivery_paced(self, seconds: float) -> None:
+        self.delivery_paced_seconds_total.inc(seconds)
 
     # ------------------------------------------------------------------ reading
     @property

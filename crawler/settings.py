@@ -344,6 +344,21 @@ class Settings(BaseSettings):
         "service's own; 19: the lowest): delivery takes mostly the CPU the crawl leaves "
         "(docs/delivery.md)",
     )
+    delivery_busy_share: float = Field(
+        0.1,
+        ge=0,
+        le=64,
+        description="while other processes keep the machine busy (delivery_busy_above), the "
+        "delivery process keeps its CPU under this share of one core and events wait in the "
+        "outbox (0: no limit; docs/delivery.md)",
+    )
+    delivery_busy_above: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="the machine counts as busy for delivery_busy_share while the other "
+        "processes use more than this share of all its cores",
+    )
     health_failing_after: int = Field(
         3,
         ge=1,

@@ -32,6 +32,7 @@ from crawler.delivery._context import event_context, event_contexts
 from crawler.delivery._events import message_id
 from crawler.delivery._filters import matches
 from crawler.delivery._notify import NotifySender, notification
+from crawler.delivery._pace import CpuPace
 from crawler.delivery._payload import Context, event_body
 from crawler.delivery._retry import RetryPolicy
 from crawler.delivery._sender import Answer, WebhookSender
@@ -69,6 +70,8 @@ class DeliveryMetrics(Protocol):
 
     def set_outbox(self, depth: int, oldest_age_s: float) -> None: ...
 
+    def observe_delivery_paced(self, seconds: float) -> None: ...
+
 
 #: the role of the lock a cluster's deliverer holds (one deliverer per database)
 DELIVERY_ROLE = "delivery"
@@ -94,8 +97,12 @@ class Deliverer:
         *,
         exclusive_lock: bool,
         on_ready: Callable[[], None] | None = None,
+        pace: CpuPace | None = None,
     ) -> None:
         self.settings = settings
+        #: the deliverer's own CPU limit while the machine is busy (_pace.py); a delivery
+        #: process sets it, a deliverer in a thread of the service cannot tell its CPU apart
+        self.pace = pace
         #: called once the deliverer's start-up work is done (claims of a stopped deliverer
         #: released), or, in a cluster, when it begins to wait for the delivery lock
         self.on_ready = on_ready
@@ -184,6 +191,7 @@ class Deliverer:
                     busy = False
                 if not busy:
                     await self._wait(self.settings.delivery_poll_s)
+                await self._keep_pace()
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -224,6 +232,14 @@ class Deliverer:
                 log.warning("delivery lock: %s; trying again", exc)
             await self._wait(LOCK_RETRY_S)
         return None
+
+    async def _keep_pace(self) -> None:
+        """Wait while over the CPU budget on a busy machine (_pace.py says why)."""
+        pause = 0.0 if self.pace is None else self.pace.pause()
+        if pause > 0:
+            await self._wait(pause)
+            if self.metrics is not None:
+                self.metrics.observe_delivery_paced(pause)
 
     async def _wait(self, seconds: float) -> None:
         assert self._stop is not None
