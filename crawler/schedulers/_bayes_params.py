@@ -93,19 +93,6 @@ class BayesParams:
     capped_rule: str = field(
         default="changed", metadata={"check": partial(_check_choice, choices=CAPPED_RULES)}
     )
-    capped_key: str = field(
-        default="mean",
-        metadata={
-            "check": partial(
-                _check_choice, choices=("mean", "predictive", "thompson", "upper", "ucb")
-            )
-        },
-    )
-    capped_first: int = _count(0, low=0)
-    capped_q: float = _real(0.5, low=-5.0)
-    capped_pool: str = field(
-        default="due", metadata={"check": partial(_check_choice, choices=("due", "all"))}
-    )
 
     def __post_init__(self) -> None:
         for spec in fields(self):

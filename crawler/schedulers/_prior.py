@@ -76,14 +76,13 @@ def fit(
     return weights
 
 
-def posterior_weights(
+def posterior_mean(
     hit_time: NDArray[np.float32],
     miss_time: NDArray[np.float32],
     hits: NDArray[np.float32],
     weights: FloatArray,
 ) -> NDArray[np.float32]:
-    """Each URL's posterior weights on ``GRID`` (rows x grid, each row summing to 1) under
-    the prior ``weights``.
+    """Each URL's posterior mean rate (changes per slot) under the prior ``weights``.
 
     In float32 and in place on one array of rows x grid (it runs on every slot's polls of
     the capped hosts): 2.5 ms for 10,000 URLs against 9.3 ms for the float64 form of
@@ -102,17 +101,5 @@ def posterior_weights(
     z += np.log(weights).astype(np.float32)
     z -= z.max(axis=1, keepdims=True)
     np.exp(z, out=z)
-    z /= z.sum(axis=1, keepdims=True)
-    return z
-
-
-def posterior_mean(
-    hit_time: NDArray[np.float32],
-    miss_time: NDArray[np.float32],
-    hits: NDArray[np.float32],
-    weights: FloatArray,
-) -> NDArray[np.float32]:
-    """Each URL's posterior mean rate (changes per slot) under the prior ``weights``."""
-    z = posterior_weights(hit_time, miss_time, hits, weights)
-    out: NDArray[np.float32] = z @ GRID.astype(np.float32)
+    out: NDArray[np.float32] = (z @ grid) / z.sum(axis=1)
     return out

@@ -401,8 +401,6 @@ class BayesRate(Scheduler):
         if first is not None:
             cand = np.concatenate([first, cand])
         credit[cand] -= 1.0
-        if first is not None and self.settings.capped_pool == "all":
-            credit[first] = np.maximum(credit[first], 0.0)
         return cand.astype(np.intp)
 
     def _held_hosts(self) -> BoolArray:
@@ -427,45 +425,13 @@ class BayesRate(Scheduler):
         if not in_held.any():
             return none, cand
         mine = cand[in_held]
-        if self.settings.capped_pool == "all":
-            mine = np.flatnonzero(held[limits.group])
         # the chance of a change since the last poll, 1 - e^(-r age), ranks as r age
         age = (self._slot - self._last[mine]).astype(np.float64)
-        key = self._held_key(mine, age)
-        if self.settings.capped_first == 1:
-            key[~self._selected[mine]] = np.inf
-        elif self.settings.capped_first >= 2:
-            seen = self._hit_count[mine] + self._miss_count[mine]
-            key[seen < self.settings.capped_first - 1.5] += 1e6
+        key = self._rhat[mine] * age
         picks = guard.within_caps(mine[np.argsort(-key, kind="stable")])
         waiting = np.setdiff1d(mine, picks, assume_unique=True)
         self._credit[waiting] = np.minimum(self._credit[waiting], CREDIT_CEILING)
         return picks.astype(np.intp), cand[~in_held]
-
-    def _held_key(self, mine: IndexArray, age: FloatArray) -> FloatArray:
-        how = self.settings.capped_key
-        if how == "mean":
-            return np.asarray(self._rhat[mine] * age, dtype=np.float64)
-        prior = self._population_prior()
-        w = _prior.posterior_weights(
-            self._hit_time[mine], self._miss_time[mine], self._hit_count[mine], prior
-        ).astype(np.float64)
-        grid = _prior.GRID
-        if how == "thompson":
-            cum = np.cumsum(w, axis=1)
-            u = self._rng.random(mine.size)[:, None]
-            idx = np.minimum((cum < u).sum(axis=1), grid.size - 1)
-            return np.asarray(grid[idx] * age)
-        if how == "upper":
-            cum = np.cumsum(w, axis=1)
-            idx = np.minimum((cum < self.settings.capped_q).sum(axis=1), grid.size - 1)
-            return np.asarray(grid[idx] * age)
-        change = -np.expm1(-np.multiply.outer(age, grid))
-        m = (w * change).sum(axis=1)
-        if how == "predictive":
-            return np.asarray(m)
-        sd = np.sqrt(np.maximum((w * change * change).sum(axis=1) - m * m, 0.0))
-        return np.asarray(m + self.settings.capped_q * sd)
 
     def _note_baselines(self) -> None:
         """Under constraints: the URLs of the last selection selected for the first time
