@@ -32,6 +32,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -224,12 +225,12 @@ def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture
-def database_url(
-    db_backend: str, tmp_path: Path, _postgres: _Postgres, request: pytest.FixtureRequest
+@contextmanager
+def _migrated_database(
+    backend: str, tmp_path: Path, postgres: _Postgres, request: pytest.FixtureRequest
 ) -> Iterator[str]:
-    """A database URL of a new database migrated to the latest revision."""
-    if db_backend == "sqlite":
+    """The URL of a database on ``backend`` migrated to the latest revision, empty."""
+    if backend == "sqlite":
         template: Path = request.getfixturevalue("_sqlite_template")  # made only if needed
         path = tmp_path / "crawler.db"
         for suffix in ("", "-wal"):  # closed, the template has no WAL: copied if it had one
@@ -238,11 +239,33 @@ def database_url(
                 shutil.copyfile(source, path.with_name(path.name + suffix))
         yield f"sqlite:///{path}"
         return
-    schema = _postgres.migrated()
+    schema = postgres.migrated()
     try:
-        yield _postgres.url_of(schema)
+        yield postgres.url_of(schema)
     finally:
-        _postgres.release(schema)
+        postgres.release(schema)
+
+
+@pytest.fixture
+def database_url(
+    db_backend: str, tmp_path: Path, _postgres: _Postgres, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A database URL of a new database migrated to the latest revision."""
+    with _migrated_database(db_backend, tmp_path, _postgres, request) as url:
+        yield url
+
+
+@pytest.fixture
+def database_urls(
+    tmp_path: Path, _postgres: _Postgres, request: pytest.FixtureRequest
+) -> Iterator[dict[str, str]]:
+    """A new migrated database on each backend at once, by backend name: for a test whose
+    database only feeds the set-up of a long computation, which then runs once."""
+    with ExitStack() as stack:
+        yield {
+            backend: stack.enter_context(_migrated_database(backend, tmp_path, _postgres, request))
+            for backend in BACKENDS
+        }
 
 
 @pytest.fixture
