@@ -12,9 +12,10 @@ written when anything is refused (exit 2), and the message names the option.
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -37,6 +38,9 @@ from crawler.cli._common import (
     store_errors,
 )
 from crawler.cli._rules import parse_since
+
+if TYPE_CHECKING:
+    from publicsuffixlist import PublicSuffixList
 
 sources_app = typer.Typer(help="Sources that discovery follows links from.", no_args_is_help=True)
 app.add_typer(sources_app, name="sources")
@@ -64,12 +68,18 @@ def _check_range(value: int | None, flag: str, low: int, what: str) -> None:
         fail(f"{flag} {value}: {what} must be from {low} to {INTEGER_MAX:,}", USAGE)
 
 
+@functools.cache
+def _public_suffixes() -> PublicSuffixList:
+    """The Public Suffix List, parsed once per process (0.14 s of CPU a parse, 2026-11-27):
+    it is only read."""
+    from publicsuffixlist import PublicSuffixList
+
+    return PublicSuffixList()
+
+
 def _check_domains(domains: list[str]) -> tuple[str, ...]:
     """The allowed domains, lower-case; exit 2 on a public suffix or a name that is no
     domain."""
-    from publicsuffixlist import PublicSuffixList
-
-    suffixes = PublicSuffixList()
     out = []
     for raw in domains:
         domain = raw.strip().lower().strip(".")
@@ -79,6 +89,7 @@ def _check_domains(domains: list[str]) -> tuple[str, ...]:
             ascii_form = domain.encode("idna").decode("ascii")
         except UnicodeError:
             fail(f"--allow-domain {raw!r}: not a domain name", USAGE)
+        suffixes = _public_suffixes()
         if suffixes.is_public(ascii_form) or suffixes.is_public(domain):
             fail(
                 f"--allow-domain {raw!r}: a public suffix (anyone can register under it); "

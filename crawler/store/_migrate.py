@@ -11,6 +11,7 @@ nothing. The migration runs in that one transaction (PostgreSQL's DDL is transac
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -36,7 +37,15 @@ def alembic_config(database_url: str | None = None) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Migrate the database of ``engine`` to ``revision``."""
+    """Migrate the database of ``engine`` to ``revision``.
+
+    A database already at head (every start of the service, every CLI command after the
+    first) is left at once, after one read of its revision: Alembic's own no-op upgrade
+    loads its environment and every migration script first, 4-8 ms of CPU a call, a third
+    of what the CLI's tests spent (2026-11-27). A migration commits its revision with its
+    last change (one transaction), so a database read at head has nothing left to apply."""
+    if revision == "head" and current_revision(engine) == head_revision():
+        return
     cfg = alembic_config()
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":  # one migrating process per schema at a time
@@ -49,7 +58,9 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(cfg, revision)
 
 
+@functools.cache
 def head_revision() -> str | None:
+    """The newest revision of the packaged migrations (read once: they ship with the code)."""
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 

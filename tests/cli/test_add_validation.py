@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,10 @@ from crawler.cli._validate import MAX_URL_LENGTH
 
 
 @pytest.fixture
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _sqlite_template: Path) -> CliRunner:
+    # a copy of the session's migrated database: a first ``add`` migrating a new file took
+    # 76 ms of CPU, most of these tests' time (tests/cli/test_admin.py starts from nothing)
+    shutil.copyfile(_sqlite_template, tmp_path / "add.db")
     monkeypatch.setenv("CRAWLER_DATABASE_URL", f"sqlite:///{tmp_path / 'add.db'}")
     monkeypatch.delenv("CRAWLER_CONFIG", raising=False)
     monkeypatch.delenv("CRAWLER_ALLOW_PRIVATE_ADDRESSES", raising=False)
@@ -22,8 +26,6 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 def watched(cli: CliRunner) -> set[str]:
     listing = cli.invoke(app, ["list", "--json"])
-    if listing.exit_code == 1 and "no crawler database" in listing.output:
-        return set()  # a refused add never created the database: nothing is watched
     assert listing.exit_code == 0, listing.output
     return {u["url"] for u in json.loads(listing.stdout)["urls"]}
 

@@ -280,10 +280,12 @@ async def test_the_delivery_process_runs_beside_the_crawl_and_stops_with_it(
     """As deployed (delivery on, the default): the service starts its delivery process
     before the first slot, crawls with it running, and stops it when it stops. (The other
     service tests turn it off: tests/service/conftest.py says why; tests/delivery runs it
-    with destinations on both databases.)"""
+    with destinations on both databases.) At the service's own priority: at the default
+    nice 19 its start and stop took 16.6 s of wall beside a busy test run, for 1.7 s of its
+    CPU (2026-11-27), as for tests/delivery/test_process.py's stop."""
     with Store(database_url) as store:
         watch(store, site.urls())
-    summaries, service = await run_service(database_url, 10, delivery=True)
+    summaries, service = await run_service(database_url, 10, delivery=True, delivery_nice=0)
     assert len(summaries) == 10 and sum(s.polls for s in summaries) > 0
     assert service.deliverer is not None and service.deliverer.pid is not None
     assert service.deliverer.exitcode == 0  # asked to stop, and stopped
