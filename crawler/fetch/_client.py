@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from types import TracebackType
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import aiohttp
 from multidict import CIMultiDictProxy
@@ -20,10 +20,10 @@ from crawler.fetch._body import read_capped
 from crawler.fetch._deadlines import Deadlines
 from crawler.fetch._dispatch import HostDispatcher
 from crawler.fetch._errors import classify, parse_retry_after, release, status_failure
-from crawler.fetch._hosts import HostGates
+from crawler.fetch._hosts import HostGates, HostSlot
 from crawler.fetch._robots import MISSING, RobotsAnswer, RobotsCache
 from crawler.fetch._types import FetchConfig, FetchError, FetchRequest, FetchResult
-from crawler.fetch._urls import UnsupportedSchemeError, validate_url
+from crawler.fetch._urls import UnsupportedSchemeError, origin, validate_url
 from crawler.sites import url_host_key
 
 T = TypeVar("T")
@@ -31,10 +31,24 @@ T = TypeVar("T")
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
+class _Target(NamedTuple):
+    """A polled URL parsed, with what every poll of it reads: its text (the final URL of a
+    poll that was not redirected, the key of its robots.txt verdict), its origin (the key
+    of its robots.txt) and its host (its gate's key). A yarl URL rebuilds its text at every
+    ``str()``, and ``url_host_key`` splits the string: kept here, that is 2.5 us less per
+    poll (2026-11-27)."""
+
+    url: URL
+    text: str
+    site: str
+    host: str
+
+
 @lru_cache(maxsize=1 << 16)
-def _canonical_url(url: str) -> URL:
+def _canonical_url(url: str) -> _Target:
     """validate_url + parse, cached: the same URLs are polled again and again."""
-    return URL(validate_url(url), encoded=True)
+    parsed = URL(validate_url(url), encoded=True)
+    return _Target(parsed, str(parsed), origin(parsed), parsed.raw_host or "")
 
 
 class _Budget:
@@ -127,8 +141,12 @@ class Fetcher:
     # -- public -------------------------------------------------------------------------------
 
     def gate_key(self, url: str) -> str:
-        """The host whose gate a fetch of (canonical) ``url`` passes first: its host key."""
-        return url_host_key(url)
+        """The host whose gate a fetch of (canonical) ``url`` passes first: its host key
+        (its parsed host: the same for a canonical URL, and cached with the parse)."""
+        try:
+            return _canonical_url(url).host
+        except Exception:  # not a URL the fetcher polls: its fetch fails at once anyway
+            return url_host_key(url)
 
     def waits_at_gate(self, task: asyncio.Task[object] | None) -> bool:
         """Whether ``task`` is waiting for its host's concurrency or delay (no request made
@@ -161,7 +179,7 @@ class Fetcher:
             raise RuntimeError("Fetcher is not open: use 'async with Fetcher(config)'")
         started = time.monotonic()
         try:
-            url = _canonical_url(request.url)
+            target = _canonical_url(request.url)
         except UnsupportedSchemeError as exc:
             return self._error(
                 request, request.url, FetchError("unsupported_scheme", str(exc)), started
@@ -178,23 +196,25 @@ class Fetcher:
         cfg = self.config
         try:
             resp = await self._follow(
-                url,
+                target.url,
                 headers,
                 _Budget(cfg.timeout_s),
                 cap=cfg.max_body_bytes,
                 truncate=False,
                 retries=cfg.retries,
                 robots=cfg.respect_robots,
+                known=target,
             )
         except FetchError as failure:
-            return self._error(request, failure.final_url or str(url), failure, started)
+            return self._error(request, failure.final_url or target.text, failure, started)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             classified = classify(exc, request.url)
             release(exc)
             return self._error(request, request.url, classified, started)
-        return self._result(request, resp, started)
+        final_url = target.text if resp.url is target.url else str(resp.url)
+        return self._result(request, resp, final_url, started)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -219,19 +239,21 @@ class Fetcher:
             retry_after_s=failure.retry_after_s,
         )
 
-    def _result(self, request: FetchRequest, resp: _Response, started: float) -> FetchResult:
+    def _result(
+        self, request: FetchRequest, resp: _Response, final_url: str, started: float
+    ) -> FetchResult:
         h = resp.headers
         etag = h.get("ETag") if h is not None else None
         last_modified = h.get("Last-Modified") if h is not None else None
         if resp.status == 304:
             return FetchResult(
-                request.url_id, request.url, str(resp.url), "not_modified", 304, b"",
+                request.url_id, request.url, final_url, "not_modified", 304, b"",
                 h.get("Content-Type") if h is not None else None,
                 etag or request.etag, last_modified or request.last_modified,
                 None, None, time.monotonic() - started, 0,
             )  # fmt: skip
         return FetchResult(
-            request.url_id, request.url, str(resp.url), "ok", resp.status, resp.body,
+            request.url_id, request.url, final_url, "ok", resp.status, resp.body,
             h.get("Content-Type") if h is not None else None, etag, last_modified,
             None, None, time.monotonic() - started, len(resp.body),
         )  # fmt: skip
@@ -269,14 +291,16 @@ class Fetcher:
         truncate: bool,
         retries: int,
         robots: bool,
+        known: _Target | None = None,
     ) -> _Response:
         """GET with manual redirects; every hop is address-checked, robots-checked and gated.
         (The hops, their checks and their attempts are in this one coroutine: every layer of
-        coroutines costs on each of a request's suspensions.)"""
+        coroutines costs on each of a request's suspensions.) ``known``: ``url`` with its
+        text and origin."""
         visited: set[str] | None = None  # made at the first redirect (most polls have none)
         for _hop in range(self.config.max_redirects + 1):
             try:
-                if self._hop_checks(url, robots):
+                if self._hop_checks(url, robots, known if _hop == 0 else None):
                     self._crawl_delay(url, await self.robots.check(url))
                 resp = await self._attempts(url, headers, budget, cap, truncate, retries)
             except FetchError as failure:
@@ -291,7 +315,7 @@ class Fetcher:
             "too_many_redirects", f"more than {self.config.max_redirects} redirects from {url}"
         )
 
-    def _hop_checks(self, url: URL, robots: bool) -> bool:
+    def _hop_checks(self, url: URL, robots: bool, known: _Target | None = None) -> bool:
         """Address check, back-off check, cached robots.txt check of one hop (FetchError if
         refused); True if robots.txt must be fetched first (then ``robots.check``)."""
         host = url.raw_host or ""
@@ -309,7 +333,10 @@ class Fetcher:
                 deferred=True,
             )
         if robots:
-            delay = self.robots.check_cached(url)
+            if known is not None:
+                delay = self.robots.check_cached(url, known.site, known.text)
+            else:
+                delay = self.robots.check_cached(url)
             if delay is MISSING:
                 return True
             self._crawl_delay(url, delay)
@@ -363,14 +390,18 @@ class Fetcher:
             try:
                 if budget.remaining <= 0:
                     raise TimeoutError()
-                gate = None if self.gates.trivial else self.gates.slot(host)
-                if gate is not None:
-                    task = asyncio.current_task()
-                    self._at_gate.add(task)
-                    try:
-                        await gate.__aenter__()
-                    finally:
-                        self._at_gate.discard(task)
+                gates = self.gates
+                held = None  # the host's gate, held (None: no gate can limit)
+                if not gates.trivial:
+                    held = gates.enter_now(host)  # (most requests pass at once)
+                    if held is None:  # it waits for its host's slot or delay
+                        task = asyncio.current_task()
+                        self._at_gate.add(task)
+                        held = gates.state(host)
+                        try:
+                            await HostSlot(held).__aenter__()
+                        finally:
+                            self._at_gate.discard(task)
                 try:
                     async with slots:
                         t0 = time.monotonic()
@@ -385,8 +416,8 @@ class Fetcher:
                         finally:
                             budget.remaining -= time.monotonic() - t0
                 finally:
-                    if gate is not None:
-                        await gate.__aexit__(None, None, None)
+                    if held is not None:
+                        gates.leave(held)
             except Exception as exc:
                 failure = classify(exc, str(url))
                 if isinstance(exc, asyncio.TimeoutError | TimeoutError) and budget.remaining <= 0:

@@ -83,19 +83,22 @@ class RobotsCache:
             entry = await self._entry(url)
         return self._verdict(entry, url)
 
-    def check_cached(self, url: URL) -> float | _Missing | None:
+    def check_cached(
+        self, url: URL, site: str | None = None, text: str | None = None
+    ) -> float | _Missing | None:
         """``check`` without awaiting: ``MISSING`` when robots.txt of the URL's origin is not
-        cached (or expired); then call ``check``."""
-        entry = self._entries.get(origin(url))
+        cached (or expired); then call ``check``. ``site`` and ``text``: ``origin(url)`` and
+        ``str(url)`` when the caller knows them already."""
+        entry = self._entries.get(site if site is not None else origin(url))
         if entry is None or entry.expires <= time.monotonic():
             return MISSING
-        return self._verdict(entry, url)
+        return self._verdict(entry, url, text)
 
-    def _verdict(self, entry: _Entry, url: URL) -> float | None:
+    def _verdict(self, entry: _Entry, url: URL, text: str | None = None) -> float | None:
         if entry.failure is not None:
             f = entry.failure
             raise FetchError(f.kind, f.message, status=f.status)
-        if not entry.allows(str(url), self.user_agent):
+        if not entry.allows(text if text is not None else str(url), self.user_agent):
             raise FetchError("robots", f"disallowed by {origin(url)}/robots.txt: {url}")
         return entry.crawl_delay
 

@@ -635,7 +635,10 @@ class CrawlLoop:
         now = datetime.now(UTC)
         polls: list[PollRecord] = []
         keep_text = self.settings.store_snapshots
-        observe = self.metrics.observe_poll
+        # the metrics of the chunk's polls, recorded at once at its end
+        counted: dict[str, int] = {}
+        durations: list[float] = []
+        received = 0  # bytes
         for a in answers:
             url_id, fetched, status = a.url_id, a.outcome, a.status
             rec = records[url_id]
@@ -689,7 +692,14 @@ class CrawlLoop:
             if outcome == "hit":
                 tally.hits += 1
                 _log_change(rec.url, tally.hits)
-            observe(_METRIC_OUTCOME[outcome], duration, size, kind, rec.host if failed else None)
+            counted_as = _METRIC_OUTCOME[outcome]
+            counted[counted_as] = counted.get(counted_as, 0) + 1
+            durations.append(duration)
+            if size > 0:
+                received += size
+            if failed:
+                self.metrics.observe_poll_error(kind, rec.host)
+        self.metrics.observe_polls(counted, durations, received)
         tally.polls += polls
         return polls
 

@@ -73,7 +73,7 @@ class _Worker:
 
     def __init__(self, fetcher: Fetcher, text_bytes: int | None) -> None:
         self.text_bytes = text_bytes
-        self.engine = PollEngine(fetcher, self._finish)
+        self.engine = PollEngine(fetcher, self._finish, per_turn=True)
         self.batches: deque[tuple[int, Batch]] = deque()
         self.carrying: dict[int, Batch] = {}  # token -> a batch whose polls outlive it
         self.more = asyncio.Event()
