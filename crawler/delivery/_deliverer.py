@@ -234,9 +234,14 @@ class Deliverer:
         return None
 
     async def _keep_pace(self) -> None:
-        """Wait while over the CPU budget on a busy machine (_pace.py says why)."""
-        pause = 0.0 if self.pace is None else self.pace.pause()
-        if pause > 0:
+        """Wait while over the CPU budget on a busy machine (_pace.py says why): until the
+        budget is paid back, not one pause per pass, or a pass costing more than a pause
+        pays back would keep delivery over its share."""
+        assert self._stop is not None
+        while self.pace is not None and not self._stop.is_set():
+            pause = self.pace.pause()
+            if pause <= 0:
+                return
             await self._wait(pause)
             if self.metrics is not None:
                 self.metrics.observe_delivery_paced(pause)

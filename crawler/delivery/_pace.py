@@ -82,7 +82,9 @@ class CpuPace:
         self._window_at = now
         self._window_own = own_cpu()
         self._window_machine = machine_busy()
-        self.load = Load(0.0, False)
+        # limited until the first window is measured: a delivery process that starts beside
+        # a busy crawl would otherwise run a whole window at full speed
+        self.load = Load(0.0, share > 0)
         # the budget: CPU seconds the process may still use while limited (it grows by
         # ``share`` a second, up to one window's worth, so an idle spell does not bank more)
         self._credit = share * window_s

@@ -51,9 +51,24 @@ class Clocks:
         self.machine += own + others
 
 
+def test_paced_from_the_start_until_a_window_shows_room() -> None:
+    """A delivery process started beside a busy crawl does not run its first window at full
+    speed: it is limited until the first measure says the machine has room."""
+    c = Clocks()
+    pace = c.pace(share=0.1)
+    c.run(0.3, own=0.3, others=0.1)
+    assert pace.load.limited
+    assert pace.pause() == MAX_PAUSE_S  # 0.17 s of CPU over: 1.7 s, paid a second at a time
+    c.run(1.0, own=0.0, others=0.2)  # it slept; the machine has room
+    assert pace.pause() == 0.0
+    assert not pace.load.limited
+
+
 def test_no_pause_while_the_machine_has_room() -> None:
     c = Clocks()
     pace = c.pace()
+    c.run(1.0, own=0.05, others=0.5)  # the first window, under the share
+    assert pace.pause() == 0.0
     for _ in range(10):  # the process uses a whole core; the others half a core of two
         c.run(0.5, own=0.5, others=0.25)
         assert pace.pause() == 0.0
