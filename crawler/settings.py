@@ -345,7 +345,7 @@ class Settings(BaseSettings):
         "(docs/delivery.md)",
     )
     delivery_busy_share: float = Field(
-        0.1,
+        0.05,
         ge=0,
         le=64,
         description="while other processes keep the machine busy (delivery_busy_above), the "

@@ -1,6 +1,6 @@
 """Delivery paces itself while other work keeps the machine busy.
 
->>> pace = CpuPace(share=0.1, busy_above=0.6)
+>>> pace = CpuPace(share=0.05, busy_above=0.6)
 >>> await asyncio.sleep(pace.pause())   # between two passes of the deliverer
 
 Why: a niceness of 19 was meant to give delivery only the CPU the crawl leaves, and it does
