@@ -146,6 +146,9 @@ _MAX_U = 10.0**2.5
 #: load of 17 on 2 cores: the full solve 0.4-0.6 s at 50,000 URLs and 5-6 s at 1M, the
 #: step under 1 ms and 25-100 ms)
 RELEVEL_FROM = 50_000
+#: rows per block of the relevel's pass over x (``_levelled_x``): four arrays of this many
+#: rows stay in a core's cache
+LEVEL_BLOCK = 1 << 15
 #: a discounted miss count below this is no miss on record (forgetting never brings a real
 #: miss this low within 290 polls)
 _NO_MISS = 0.05
@@ -428,10 +431,12 @@ class BayesRate(Scheduler):
         # the chance of a change since the last poll, 1 - e^(-r age), ranks as r age
         age = (self._slot - self._last[mine]).astype(np.float64)
         key = self._rhat[mine] * age
-        picks = guard.within_caps(mine[np.argsort(-key, kind="stable")])
-        waiting = np.setdiff1d(mine, picks, assume_unique=True)
+        ranked = mine[np.argsort(-key, kind="stable")]
+        lets_in = guard.within_caps_mask(ranked)
+        # the rest of them wait (the set that np.setdiff1d gave, without its sort)
+        waiting = ranked[~lets_in]
         self._credit[waiting] = np.minimum(self._credit[waiting], CREDIT_CEILING)
-        return picks.astype(np.intp), cand[~in_held]
+        return ranked[lets_in].astype(np.intp), cand[~in_held]
 
     def _note_baselines(self) -> None:
         """Under constraints: the URLs of the last selection selected for the first time
@@ -883,9 +888,24 @@ def _levelled_x(
     is half the cost of NumPy's minimum with a scalar (0.2 against 0.4 ms at 1M rows)."""
     table = own_padded.astype(np.float32)
     np.maximum(table, np.float32(level), out=table)
-    np.take(table, group, out=out, mode="wrap")
-    np.maximum(out, rate, out=out)
-    np.divide(rate, out, out=out)
+    n = group.size
+    if n <= LEVEL_BLOCK:
+        np.take(table, group, out=out, mode="wrap")
+        np.maximum(out, rate, out=out)
+        np.divide(rate, out, out=out)
+        return out
+    # Block by block, so that each block's level, maximum and quotient stay in the cache,
+    # and each block's host indices are widened into a buffer first: NumPy's take casts
+    # narrow indices to intp through a slower path (at a million rows of int16 indices,
+    # 1.4-2.3 ms against 0.4 ms to widen them and 0.9 ms to take).
+    index = np.empty(LEVEL_BLOCK, dtype=np.intp)
+    for start in range(0, n, LEVEL_BLOCK):
+        stop = min(n, start + LEVEL_BLOCK)
+        at, x, r = index[: stop - start], out[start:stop], rate[start:stop]
+        np.copyto(at, group[start:stop])
+        np.take(table, at, out=x, mode="wrap")
+        np.maximum(x, r, out=x)
+        np.divide(r, x, out=x)
     return out
 
 
