@@ -4,11 +4,11 @@ A constrained ``bayes`` slot at many URLs takes shortcuts that must not change a
 pick: a bitmap of the bounded rows before any binary search, the refill's ranked head
 instead of a sort of its whole pool, the run starts of the host ranks by a running maximum,
 the CUSUM logarithms on the hits only, the relevel written into x's own array as
-rate / max(level, rate) (block by block), the minimum with 1 skipped when nothing is above
-1, the forced rows taken out of the picks by a mask, and the host ranks taken only in the
-capped hosts. Each is swapped here for the plain formula it
-replaced, and both runs must give the same selection in every slot and the same state at
-the end (with relevels: more than ``RELEVEL_FROM`` URLs; with failures, a pause and a
+rate / max(level, rate) (block by block), the credit step block by block, the minimum with
+1 skipped when nothing is above 1, the forced rows taken out of the picks by a mask, and
+the host ranks taken only in the capped hosts. Each is swapped here for the plain formula
+it replaced, and both runs must give the same selection in every slot and the same state
+at the end (with relevels: more than ``RELEVEL_FROM`` URLs; with failures, a pause and a
 changed cap on the way; and without any constraint).
 """
 
@@ -44,6 +44,13 @@ def _straight_levelled_x(own_padded: Any, level: float, group: Any, rate: Any, o
     row_level = own_padded.astype(np.float32)[group]
     np.maximum(row_level, np.float32(level), out=row_level)
     return np.minimum(rate / row_level, np.float32(1.0))
+
+
+def _straight_add_step(credit: Any, x: Any, scale: float) -> None:
+    step = x * np.float32(scale)
+    if scale > 1.0:
+        step = np.minimum(step, np.float32(1.0))
+    credit += step
 
 
 def _straight_run_starts(ordered: Any) -> Any:
@@ -141,6 +148,7 @@ def test_fast_paths_select_as_the_straightforward_ones(
     monkeypatch.setattr(bayes, "_log_ratios", _straight_log_ratios)
     monkeypatch.setattr(bayes, "_levelled_x", _straight_levelled_x)
     monkeypatch.setattr(bayes, "_at_most_one", _straight_at_most_one)
+    monkeypatch.setattr(bayes, "_add_step", _straight_add_step)
     monkeypatch.setattr(_guard, "_not_in", _straight_not_in)
     monkeypatch.setattr(_guard, "within_mask", _straight_within_mask)
     plain_picks, plain_state = _run(mix)
@@ -164,7 +172,7 @@ def test_each_shortcut_gives_its_plain_formula_bit_for_bit() -> None:
     group = rng.integers(-1, 50, rate.size).astype(np.int16)
     group[:8] = [0, 1, 2, 3, 5, 0, -1, 2]
     # more rows than a block of the relevel's pass too (the last block partial)
-    repeat = 2 * bayes.LEVEL_BLOCK // rate.size + 1
+    repeat = 2 * bayes.BLOCK // rate.size + 1
     many_rate, many_group = np.tile(rate, repeat), np.tile(group, repeat)
     for level in (0.0, 0.3, 2.5):
         for r, g in ((rate, group), (many_rate, many_group)):
@@ -172,6 +180,11 @@ def test_each_shortcut_gives_its_plain_formula_bit_for_bit() -> None:
                 fast = bayes._levelled_x(table, level, g, r, np.empty_like(r))
                 plain = _straight_levelled_x(table, level, g, r, None)
             assert fast.tobytes() == plain.tobytes()
+    for scale in (0.5, 1.0, 1.7):
+        fast_credit, plain_credit = many_rate / np.float32(3), many_rate / np.float32(3)
+        bayes._add_step(fast_credit, many_rate, scale)
+        _straight_add_step(plain_credit, many_rate, scale)
+        assert fast_credit.tobytes() == plain_credit.tobytes()
     for values in (rate.copy(), rate / np.float32(4), np.array([np.nan, 0.5], np.float32)):
         fast_min, plain_min = values.copy(), values.copy()
         bayes._at_most_one(fast_min)
