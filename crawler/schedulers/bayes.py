@@ -440,8 +440,14 @@ class BayesRate(Scheduler):
         first = rows[~self._selected[rows]]
         if first.size:
             self._selected[first] = True
+            # A row given feedback in the last slot was polled in it (its last poll is that
+            # slot, where this would put it anyway): only the others, a few failed polls and
+            # baselines, are looked up for an observation (one gather of the rows instead
+            # of two, at 10,000 new rows a slot).
+            before = self._slot - 1
+            first = first[self._last[first] != before]
             unseen = first[(self._hit_count[first] + self._miss_count[first]) == 0]
-            self._last[unseen] = self._slot - 1
+            self._last[unseen] = before
 
     def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
         tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
@@ -797,8 +803,7 @@ class BayesRate(Scheduler):
             lo, hi = self._limits.lower, self._limits.upper
         else:
             lo, hi = self._limits.bounds_of(pos) if bounds is None else bounds
-        x = np.clip(np.nan_to_num(x, nan=0.0), lo, hi)
-        out: F32Array = x.astype(np.float32)
+        out: F32Array = _within_bounds(x, lo, hi).astype(np.float32)
         return out
 
     def _solve_equal(self, rate: F32Array, capacity: float) -> None:
@@ -897,6 +902,14 @@ def _levelled_x(
         np.take(table, at, out=x, mode="wrap")
         np.maximum(x, r, out=x)
         np.divide(r, x, out=x)
+    return out
+
+
+def _within_bounds(x: FloatArray, lo: FloatArray, hi: FloatArray) -> FloatArray:
+    """x clipped to [lo, hi], NaN to lo (the bounds are in [0, 1], lo <= hi): what
+    clip(nan_to_num(x, nan=0), lo, hi) gives (an infinite x goes to a bound either way), in
+    two passes instead of nan_to_num's copy and three tests before the clip."""
+    out: FloatArray = np.fmin(np.fmax(x, lo), hi)
     return out
 
 

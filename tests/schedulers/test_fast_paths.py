@@ -5,11 +5,12 @@ pick: a bitmap of the bounded rows before any binary search, the refill's ranked
 instead of a sort of its whole pool, the run starts of the host ranks by a running maximum,
 the CUSUM logarithms on the hits only, the relevel written into x's own array as
 rate / max(level, rate) (block by block), the credit step block by block, the minimum with
-1 skipped when nothing is above 1, the forced rows taken out of the picks by a mask, and
-the host ranks taken only in the capped hosts. Each is swapped here for the plain formula
-it replaced, and both runs must give the same selection in every slot and the same state
-at the end (with relevels: more than ``RELEVEL_FROM`` URLs; with failures, a pause and a
-changed cap on the way; and without any constraint).
+1 skipped when nothing is above 1, the forced rows taken out of the picks by a mask, the
+host ranks taken only in the capped hosts, the bounds of a polled row's x by fmax and fmin,
+and the baselines looked up only among the rows not polled in the last slot. Each is
+swapped here for the plain formula it replaced, and both runs must give the same selection
+in every slot and the same state at the end (with relevels: more than ``RELEVEL_FROM``
+URLs; with failures, a pause and a changed cap on the way; and without any constraint).
 """
 
 from __future__ import annotations
@@ -51,6 +52,21 @@ def _straight_add_step(credit: Any, x: Any, scale: float) -> None:
     if scale > 1.0:
         step = np.minimum(step, np.float32(1.0))
     credit += step
+
+
+def _straight_within_bounds(x: Any, lo: Any, hi: Any) -> Any:
+    return np.clip(np.nan_to_num(x, nan=0.0), lo, hi)
+
+
+def _straight_note_baselines(self: Any) -> None:
+    rows = self._selected_rows
+    if rows is None or rows.size == 0:
+        return
+    first = rows[~self._selected[rows]]
+    if first.size:
+        self._selected[first] = True
+        unseen = first[(self._hit_count[first] + self._miss_count[first]) == 0]
+        self._last[unseen] = self._slot - 1
 
 
 def _straight_run_starts(ordered: Any) -> Any:
@@ -149,6 +165,8 @@ def test_fast_paths_select_as_the_straightforward_ones(
     monkeypatch.setattr(bayes, "_levelled_x", _straight_levelled_x)
     monkeypatch.setattr(bayes, "_at_most_one", _straight_at_most_one)
     monkeypatch.setattr(bayes, "_add_step", _straight_add_step)
+    monkeypatch.setattr(bayes, "_within_bounds", _straight_within_bounds)
+    monkeypatch.setattr(bayes.BayesRate, "_note_baselines", _straight_note_baselines)
     monkeypatch.setattr(_guard, "_not_in", _straight_not_in)
     monkeypatch.setattr(_guard, "within_mask", _straight_within_mask)
     plain_picks, plain_state = _run(mix)
@@ -185,6 +203,12 @@ def test_each_shortcut_gives_its_plain_formula_bit_for_bit() -> None:
         bayes._add_step(fast_credit, many_rate, scale)
         _straight_add_step(plain_credit, many_rate, scale)
         assert fast_credit.tobytes() == plain_credit.tobytes()
+    wide = np.concatenate([rate.astype(np.float64) - 1, [np.inf, -np.inf, np.nan, 0.0, 1.0]])
+    lo = np.where(rng.random(wide.size) < 0.5, 0.0, rng.random(wide.size) / 2)
+    hi = np.where(rng.random(wide.size) < 0.5, 1.0, lo + rng.random(wide.size) / 2)
+    lo[-3:], hi[-3:] = 0.25, 0.25  # a bound of one value: lower == upper
+    fast_x, plain_x = bayes._within_bounds(wide, lo, hi), _straight_within_bounds(wide, lo, hi)
+    assert fast_x.tobytes() == plain_x.tobytes()
     for values in (rate.copy(), rate / np.float32(4), np.array([np.nan, 0.5], np.float32)):
         fast_min, plain_min = values.copy(), values.copy()
         bayes._at_most_one(fast_min)
