@@ -52,7 +52,9 @@ the meantime waited that long to be found), and it is how Nutch treats an inject
 Such a URL counts as just due, after the URLs already past their deadline. A slot's rows
 (thousands at a million URLs) are looked up in the table through a bitmap of its rows
 (n / 8 bytes, built again when the table changes) before any binary search: searching
-every polled row was the largest single cost of a constrained slot.
+every polled row was the largest single cost of a constrained slot. A slot's picks are
+ranked within their host (``within_mask``) only where the host has a cap: an uncapped
+host's credit is infinite, so all of its rows pass whatever their rank.
 
 ``limits()`` gives the bounds in force (pause, failures and retirement folded in) for
 the allocation: the schedulers that allocate by an optimum (``bayes``, ``optimal``) solve
