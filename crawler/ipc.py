@@ -19,12 +19,13 @@ dies fails its outstanding batches with ``WorkerLostError``.
 
 Workers start from a fork server where the platform has one (Linux, macOS): a process
 started once, on the first worker, that has imported that worker's module; each worker is
-then a fork of it. A spawned worker is a new interpreter importing the crawler, aiohttp
-and the detection's parsers: 0.2-0.3 s of CPU and 0.5-1 s of wall time per worker on this
-2-core machine (2026-11-27), paid at every service start, every restart of a dead worker,
-and by every test that starts a service; a fork of the server costs milliseconds. As with
-spawn, a worker inherits nothing of the parent's memory (the server is a fresh interpreter),
-only its environment and standard streams as they were when the server started.
+then a fork of it (``start_context``; the delivery process starts from it too). A spawned
+worker is a new interpreter importing the crawler, aiohttp and the detection's parsers:
+0.2-0.3 s of CPU and 0.5-1 s of wall time per worker on this 2-core machine (2026-11-27),
+paid at every service start, every restart of a dead worker, and by every test that starts
+a service; a fork of the server costs milliseconds. As with spawn, a worker inherits
+nothing of the parent's memory (the server is a fresh interpreter), only its environment
+and standard streams as they were when the server started.
 
 Imports nothing of the project.
 """
@@ -123,7 +124,7 @@ def widen_pipe(fd: int) -> None:
 _preload: list[str] = []
 
 
-def _start_context(target: Callable[..., None]) -> ForkServerContext | SpawnContext:
+def start_context(target: Callable[..., None]) -> ForkServerContext | SpawnContext:
     """The context a worker running ``target`` starts from: the fork server where there is
     one (not yet running, it imports ``target``'s module before its first fork), else spawn."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
@@ -136,7 +137,7 @@ def _start_context(target: Callable[..., None]) -> ForkServerContext | SpawnCont
 
 
 @contextlib.contextmanager
-def _main_not_imported() -> Iterator[None]:
+def main_not_imported() -> Iterator[None]:
     """Start a worker without it importing the parent's ``__main__`` module.
 
     A spawned child (or a fork server's) imports the parent's main module first (by module
@@ -173,11 +174,11 @@ class PipeWorker:
     ) -> None:
         """``extra``: sees every frame whose payload is a tuple (not a request's answer: a
         message the worker sends by itself), and None when the worker is lost."""
-        ctx = _start_context(target)
+        ctx = start_context(target)
         req_r, req_w = ctx.Pipe(duplex=False)
         ans_r, ans_w = ctx.Pipe(duplex=False)
         self.process = ctx.Process(target=target, args=(req_r, ans_w, *args), daemon=True)
-        with _main_not_imported():
+        with main_not_imported():
             self.process.start()
         req_r.close()
         ans_w.close()

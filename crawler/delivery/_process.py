@@ -9,17 +9,23 @@ lock. Sampled with py-spy (``--gil``: who holds the lock) while it drained a bac
 beside the crawl, 44 % of the lock's samples were the deliverer's: httpx's request
 machinery alone 35 % of them, reading the contexts (change texts, learned rates) 24 %,
 claims 7 %, difflib 4 %. ``benchmarks/delivery.py`` measured the crawl's polls/s 24 % to
-50 % lower with the thread delivering (docs/results.md). In a process of its own (spawned,
-with its own interpreter, database engine and HTTP client) none of that takes the crawl's
-lock; the crawl and the deliverer share only the database, as before.
+50 % lower with the thread delivering (docs/results.md). In a process of its own (with its
+own interpreter, database engine and HTTP client) none of that takes the crawl's lock; the
+crawl and the deliverer share only the database, as before.
 
-- **Started and stopped by the service**: ``start`` spawns it (``multiprocessing`` spawn:
-  no forked copy of the service's threads, connections or event loop); ``stop`` asks it to
-  stop (sends in flight are abandoned: their claims are released by the next deliverer and
-  sent again, same ids), waits ``timeout``, then terminates it. At nice 19 on a busy
-  machine the child's own end takes longer (measured 3.6 to 22 s, 2.7 to 5.8 s at nice 0,
-  load 18): its threads share one interpreter lock, so a watcher thread at the service's
-  priority cannot end it sooner.
+- **Started and stopped by the service**: ``start`` forks it from the fork server the crawl
+  workers start from (``crawler.ipc.start_context``; spawned where there is none): a fork of
+  a fresh interpreter, so no copy of the service's threads, connections or event loop. It
+  then imports what only it needs (the store: 1.2-1.9 s of CPU); spawned, it imported the
+  crawler anew: ready 2.0-2.9 s after its start instead of 3.5-3.9 s, with 1.2-1.9 s of CPU
+  instead of 2.2-2.5 s (load 11, 2026-11-27, the crawl workers started first, as in the
+  service). Preloaded by the fork server it was ready in 0.2 s, but the crawl workers then
+  waited for those imports at the server's start: the same start in all, so it is not.
+  ``stop`` asks it to stop (sends in flight are abandoned: their claims are released by the
+  next deliverer and sent again, same ids), waits ``timeout``, then terminates it. At nice
+  19 on a busy machine the child's own end takes longer (measured 3.6 to 22 s, 2.7 to 5.8 s
+  at nice 0, load 18): its threads share one interpreter lock, so a watcher thread at the
+  service's priority cannot end it sooner.
 - **Dies with the service**: the child blocks on a pipe from the service; when the service
   dies (a kill -9 included) the pipe closes and the child exits at once (``os._exit``), so
   no orphan keeps sending while the next service starts its own deliverer.
@@ -51,7 +57,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import threading
 from multiprocessing.connection import Connection
@@ -59,6 +64,7 @@ from typing import Any
 
 from crawler.delivery._deliverer import Deliverer
 from crawler.delivery._pace import CpuPace
+from crawler.ipc import main_not_imported, start_context
 from crawler.logs import configure_logging
 from crawler.metrics import CrawlerMetrics
 from crawler.settings import Settings
@@ -189,7 +195,7 @@ class DeliveryProcess:
         return False
 
     def start(self) -> None:
-        ctx = multiprocessing.get_context("spawn")
+        ctx = start_context(_child)
         control, child_control = ctx.Pipe()
         metrics_in: Connection | None = None
         metrics_out: Connection | None = None
@@ -207,7 +213,8 @@ class DeliveryProcess:
             name="crawler-delivery",
             daemon=True,
         )
-        self._proc.start()
+        with main_not_imported():
+            self._proc.start()
         child_control.close()
         self._control = control
         if metrics_in is not None and metrics_out is not None:

@@ -51,7 +51,9 @@ class InProcessPoller:
         self._timer: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
-        await self.fetcher.open()
+        # the judging pool too, now: started at the first slot's first judging, its spawn
+        # took that slot's deadline on a busy machine and the slot judged nothing
+        await asyncio.gather(self.fetcher.open(), self.detector.start())
 
     async def aclose(self) -> None:
         if self._timer is not None:

@@ -16,9 +16,10 @@ def service_settings(database_url: str, **overrides: Any) -> Settings:
     """Settings for a fast local run: loopback allowed, no politeness delay, no metrics, no
     delivery process.
 
-    The delivery process (crawler/delivery) is a spawned interpreter that imports the
-    crawler: about 2.5 s of CPU and 4 s of wall time per service start on this 2-core
-    machine (2026-11-27), against 0.5 s for the rest of a start with one crawl worker. The
+    The delivery process (crawler/delivery), a fork of the crawl workers' fork server,
+    imports the store: 1.2-1.9 s of CPU and 2-3 s of wall time per service start on this
+    2-core machine at load 11 (2026-11-27), against 0.5 s for the rest of a start with one
+    crawl worker. The
     crawl tests have no destinations, so it would only poll an empty outbox; the tests of
     delivery pass ``delivery=True`` (tests/delivery), as does one test of the service's
     start and stop with it (test_service.py)."""
