@@ -22,6 +22,7 @@ costs a Python call per node; and they are added only once the hash says the tex
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from math import inf
 from typing import Final
 
@@ -48,6 +49,20 @@ CELL_TAGS: Final = ("td", "th")
 ADJACENT_TAGS: Final = ("a", "button")
 
 
+#: Elements the HTML parser creates from another tag than their own (a cell outside a row
+#: gets a row and a table body, ``</p>`` an empty paragraph, ``</br>`` a break): a source
+#: without ``<name`` may still hold these names when it holds one of these tags.
+_IMPLIED_BY: Final = {
+    "tbody": ("tr", "td", "th"),
+    "tr": ("td", "th"),
+    "p": ("/p",),
+    "br": ("/br",),
+}
+#: From this many characters of source on, ``tag_names_in`` skips the walks of the names the
+#: source cannot hold; on smaller pages the walks cost less than the search for the names.
+LARGE_SOURCE: Final = 100_000
+_WALKED: Final = (*BLOCK_TAGS, *BREAK_TAGS, *CELL_TAGS, *ADJACENT_TAGS)
+
 _CHECK_EVERY = 4096
 #: The line break inserted into the tree: a Unicode noncharacter, which pages do not carry,
 #: so that the page's own newlines (source formatting, outside ``pre``) read as spaces. A page
@@ -56,29 +71,66 @@ BREAK: Final = "\ufdd0"
 _BREAK_BYTES = BREAK.encode()
 
 
+def tag_names_in(source: str) -> frozenset[str] | None:
+    """The names of the elements ``mark_blocks`` walks that a tree parsed from ``source``
+    may hold (a superset: a name is left out only when neither ``<name`` nor a tag that
+    implies it occurs in the source, in any case); None (walk them all) for a source
+    shorter than ``LARGE_SOURCE``.
+
+    Why: each name is one walk of the whole tree in lexbor. On a 30 KB page the 47 walks
+    take about 140 us, but on a hostile page of 200,000 elements they took 0.6-0.7 s of CPU,
+    for names it never held; a substring search per name costs a pass over the source's
+    characters instead (about 90 ms for all of them on 2 MB; a regex collecting the tag
+    names in one pass took 240-380 ms, measured 2026-11-27)."""
+    if len(source) < LARGE_SOURCE:
+        return None
+    lower = source.lower()
+    return frozenset(
+        name
+        for name in _WALKED
+        if f"<{name}" in lower or any(f"<{t}" in lower for t in _IMPLIED_BY.get(name, ()))
+    )
+
+
 def block_text(
-    tree: LexborHTMLParser, nodes: list[LexborNode], text: str, deadline: float = inf
+    tree: LexborHTMLParser,
+    nodes: list[LexborNode],
+    text: str,
+    deadline: float = inf,
+    names: Collection[str] | None = None,
 ) -> bytes:
     """The readable text of ``nodes`` of ``tree`` (adds text nodes to the tree): their text
     with a line per block element, each line's whitespace collapsed; ``text`` is their text
-    as the hash read it (to see whether the page carries ``BREAK``). Raises
-    ``BudgetExceededError`` once ``clock()`` passes ``deadline``."""
+    as the hash read it (to see whether the page carries ``BREAK``); ``names``: the tag
+    names the tree may hold (``tag_names_in``; None: any). Raises ``BudgetExceededError``
+    once ``clock()`` passes ``deadline``."""
     own = BREAK in text
     mark = "\n" if own else BREAK
-    mark_blocks(tree, mark, deadline)
+    mark_blocks(tree, mark, deadline, names)
     data = "\n".join(node.text_lexbor() for node in nodes).encode("utf-8", errors="replace")
     if not own:
         data = data.replace(b"\n", b" ").replace(_BREAK_BYTES, b"\n")
     return tidy_lines(data)
 
 
-def mark_blocks(tree: LexborHTMLParser, mark: str, deadline: float = inf) -> None:
+def mark_blocks(
+    tree: LexborHTMLParser,
+    mark: str,
+    deadline: float = inf,
+    names: Collection[str] | None = None,
+) -> None:
     """Insert the line breaks ``mark`` (and the spaces between cells and between adjacent
     links) into ``tree``; the newlines of ``pre`` elements become ``mark``. Elements are found
     by lexbor's walk per tag name (``tags``): 140 µs for the 42 names on a 30 KB page, against
     480 µs for one CSS selector list of them. The clock is read between names and every
-    ``_CHECK_EVERY`` elements (a 2 MB page of 250,000 paragraphs takes about a second)."""
-    tags = tree.tags
+    ``_CHECK_EVERY`` elements (a 2 MB page of 250,000 paragraphs takes about a second).
+    ``names``: the tag names the tree may hold (``tag_names_in``); the others are not walked.
+    """
+    walked = tree.tags
+
+    def tags(name: str) -> list[LexborNode]:
+        return walked(name) if names is None or name in names else []
+
     for name in BLOCK_TAGS:
         for n, node in enumerate(tags(name), 1):
             node.insert_before(mark)

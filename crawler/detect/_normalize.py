@@ -21,7 +21,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from crawler.detect._charset import decode
 from crawler.detect._guard import safe_length
-from crawler.detect._lines import block_text, tidy_lines
+from crawler.detect._lines import block_text, tag_names_in, tidy_lines
 from crawler.detect._rules import (
     NO_RULES,
     BudgetExceededError,
@@ -202,6 +202,7 @@ def extract_page(
         raise BudgetExceededError("decode")
     lines: Callable[[], bytes]
     if kind == "html" or (rules.has_selector and kind == "xml"):
+        source = text
         tree, nodes, cut = html_nodes(text, rules.selector, deadline)
         text = _joined_text(nodes)
         truncated = truncated or cut
@@ -209,7 +210,7 @@ def extract_page(
         hashed = text
 
         def lines() -> bytes:
-            return block_text(tree, nodes, hashed, deadline)
+            return block_text(tree, nodes, hashed, deadline, tag_names_in(source))
 
     else:
         if kind == "xml":

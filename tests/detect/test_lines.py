@@ -178,3 +178,28 @@ def test_a_readable_text_past_the_budget_never_fails_the_verdict(
     assert late.text is not None and content_hash(late.text) == late.content_hash
     # the text as hashed, by the page's own newlines: fewer, longer lines
     assert late.text.count(b"\n") < readable.count(b"\n")
+
+
+#: pieces whose elements the parser creates in other ways than from their own start tag, in
+#: any case, next to plain ones
+_TRICKY = (
+    "<td>cell", "<TH>head", "</p>", "</br>", "<tr>", "<table>", "</table>", "<TBODY>",
+    "<svg><title>icon</title></svg>", "<li>item", "<DIV>div", "<pre>a\nb</pre>", "<a>x</a>",
+    "<a>y</a>", "<button>go</button>", "<select><option>one", "<br>", "<P>para", "words ",
+    "<h2>title</h2>", "<dl><dt>t<dd>d", "<hr>", "<form>f</form>", "<isindex>", "<template><p>t",
+)  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_TRICKY), max_size=40))
+def test_walking_only_the_tag_names_a_source_holds_reads_the_same(pieces: list[str]) -> None:
+    body = ("<html><body>" + "".join(pieces) + "</body></html>").encode()
+    lines = crawler.detect._lines
+    large = lines.LARGE_SOURCE
+    try:
+        lines.LARGE_SOURCE = 0  # every page checked for the names it holds
+        checked = readable_text(body, HTML)
+        lines.LARGE_SOURCE = 10**12  # none: every name walked
+        walked = readable_text(body, HTML)
+    finally:
+        lines.LARGE_SOURCE = large
+    assert checked == walked
