@@ -3,17 +3,19 @@
 The crawl loop's slot is a fixed sequence (``CrawlLoop._slot``, drawn in ARCHITECTURE.md):
 sync the watch list, *before_select*, select, *add_picks*, drop the URLs still in flight,
 build the polls, *admit*, poll (with what runs *alongside*), land each chunk of answers
-(*observe*), learn, *after_polls*, record, commit, *after_slot*. The words in italics are
-the hooks of ``SlotStep``; host caps, operator constraints (failures), health, discovery and
-the cluster each hang on them as one ``SlotStep``, the way Scrapy's engine calls its
-extensions and never names one. The loop calls every step's hook in the order of its list
-(``CrawlLoop.steps``), and a step that does not need a hook inherits a no-op.
+(*observe*), learn (with the polled versions' ages: *version_ages*), *after_polls*, record,
+commit, *after_slot*. The words in italics are the hooks of ``SlotStep``; host caps,
+operator constraints (failures), health, discovery, the last change (believed
+``Last-Modified`` headers) and the cluster each hang on them as one ``SlotStep``, the way
+Scrapy's engine calls its extensions and never names one. The loop calls every step's hook
+in the order of its list (``CrawlLoop.steps``), and a step that does not need a hook
+inherits a no-op.
 
 The order is the feature's dependencies: discovery first (its share changes the capacity
 the caps compare with; its ceilings and floors for the constraints), health before the
-constraints (health reads the failure record as it was before the slot), host caps last
-(it reports which caps bind once the slot's failures backed off), the cluster's metrics
-after the record.
+constraints (health reads the failure record as it was before the slot), host caps next
+(it reports which caps bind once the slot's failures backed off), the last change after
+them (it only reads the answers), the cluster's metrics after the record.
 """
 
 from __future__ import annotations
