@@ -4,11 +4,13 @@ A constrained ``bayes`` slot at many URLs takes shortcuts that must not change a
 pick: a bitmap of the bounded rows before any binary search, the refill's ranked head
 instead of a sort of its whole pool, the run starts of the host ranks by a running maximum,
 the CUSUM logarithms on the hits only, the relevel written into x's own array as
-rate / max(level, rate), the minimum with 1 skipped when nothing is above 1, and the
-forced rows taken out of the picks by a mask. Each is swapped here for the plain formula it
-replaced, and both runs must give the same selection in every slot and the same state at
-the end (with relevels: more than ``RELEVEL_FROM`` URLs; with failures, a pause and a
-changed cap on the way; and without any constraint).
+rate / max(level, rate) (block by block), the credit step block by block, the minimum with
+1 skipped when nothing is above 1, the forced rows taken out of the picks by a mask, the
+host ranks taken only in the capped hosts, the bounds of a polled row's x by fmax and fmin,
+and the baselines looked up only among the rows not polled in the last slot. Each is
+swapped here for the plain formula it replaced, and both runs must give the same selection
+in every slot and the same state at the end (with relevels: more than ``RELEVEL_FROM``
+URLs; with failures, a pause and a changed cap on the way; and without any constraint).
 """
 
 from __future__ import annotations
@@ -45,8 +47,49 @@ def _straight_levelled_x(own_padded: Any, level: float, group: Any, rate: Any, o
     return np.minimum(rate / row_level, np.float32(1.0))
 
 
+def _straight_add_step(credit: Any, x: Any, scale: float) -> None:
+    step = x * np.float32(scale)
+    if scale > 1.0:
+        step = np.minimum(step, np.float32(1.0))
+    credit += step
+
+
+def _straight_within_bounds(x: Any, lo: Any, hi: Any) -> Any:
+    return np.clip(np.nan_to_num(x, nan=0.0), lo, hi)
+
+
+def _straight_note_baselines(self: Any) -> None:
+    rows = self._selected_rows
+    if rows is None or rows.size == 0:
+        return
+    first = rows[~self._selected[rows]]
+    if first.size:
+        self._selected[first] = True
+        unseen = first[(self._hit_count[first] + self._miss_count[first]) == 0]
+        self._last[unseen] = self._slot - 1
+
+
 def _straight_run_starts(ordered: Any) -> Any:
     return np.searchsorted(ordered, ordered, side="left")
+
+
+def _straight_within_mask(order: Any, group: Any, credit: Any, limit: int | None = None) -> Any:
+    """Every grouped row ranked within its group, capped or not."""
+    g = group[order]
+    keep = np.ones(order.size, dtype=bool)
+    idx = np.flatnonzero(g >= 0)
+    if idx.size:
+        gs = g[idx]
+        ranked = np.argsort(gs, kind="stable")
+        start = np.searchsorted(gs[ranked], gs[ranked], side="left")
+        rank = np.empty(idx.size, dtype=np.int64)
+        rank[ranked] = np.arange(idx.size) - start
+        keep[idx] = rank < np.floor(credit[gs] + 1e-9)
+    if limit is not None:
+        keep &= np.cumsum(keep) <= limit
+    if idx.size:
+        credit -= np.bincount(g[keep & (g >= 0)], minlength=credit.size)
+    return keep
 
 
 def _straight_at_most_one(x: Any) -> None:
@@ -121,7 +164,11 @@ def test_fast_paths_select_as_the_straightforward_ones(
     monkeypatch.setattr(bayes, "_log_ratios", _straight_log_ratios)
     monkeypatch.setattr(bayes, "_levelled_x", _straight_levelled_x)
     monkeypatch.setattr(bayes, "_at_most_one", _straight_at_most_one)
+    monkeypatch.setattr(bayes, "_add_step", _straight_add_step)
+    monkeypatch.setattr(bayes, "_within_bounds", _straight_within_bounds)
+    monkeypatch.setattr(bayes.BayesRate, "_note_baselines", _straight_note_baselines)
     monkeypatch.setattr(_guard, "_not_in", _straight_not_in)
+    monkeypatch.setattr(_guard, "within_mask", _straight_within_mask)
     plain_picks, plain_state = _run(mix)
     differ = [i for i, (a, b) in enumerate(zip(fast_picks, plain_picks, strict=True)) if a != b]
     assert not differ, (
@@ -142,11 +189,26 @@ def test_each_shortcut_gives_its_plain_formula_bit_for_bit() -> None:
     table[:4] = [0.0, np.inf, 1.5, np.nan]
     group = rng.integers(-1, 50, rate.size).astype(np.int16)
     group[:8] = [0, 1, 2, 3, 5, 0, -1, 2]
+    # more rows than a block of the relevel's pass too (the last block partial)
+    repeat = 2 * bayes.BLOCK // rate.size + 1
+    many_rate, many_group = np.tile(rate, repeat), np.tile(group, repeat)
     for level in (0.0, 0.3, 2.5):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fast = bayes._levelled_x(table, level, group, rate, np.empty_like(rate))
-            plain = _straight_levelled_x(table, level, group, rate, None)
-        assert fast.tobytes() == plain.tobytes()
+        for r, g in ((rate, group), (many_rate, many_group)):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                fast = bayes._levelled_x(table, level, g, r, np.empty_like(r))
+                plain = _straight_levelled_x(table, level, g, r, None)
+            assert fast.tobytes() == plain.tobytes()
+    for scale in (0.5, 1.0, 1.7):
+        fast_credit, plain_credit = many_rate / np.float32(3), many_rate / np.float32(3)
+        bayes._add_step(fast_credit, many_rate, scale)
+        _straight_add_step(plain_credit, many_rate, scale)
+        assert fast_credit.tobytes() == plain_credit.tobytes()
+    wide = np.concatenate([rate.astype(np.float64) - 1, [np.inf, -np.inf, np.nan, 0.0, 1.0]])
+    lo = np.where(rng.random(wide.size) < 0.5, 0.0, rng.random(wide.size) / 2)
+    hi = np.where(rng.random(wide.size) < 0.5, 1.0, lo + rng.random(wide.size) / 2)
+    lo[-3:], hi[-3:] = 0.25, 0.25  # a bound of one value: lower == upper
+    fast_x, plain_x = bayes._within_bounds(wide, lo, hi), _straight_within_bounds(wide, lo, hi)
+    assert fast_x.tobytes() == plain_x.tobytes()
     for values in (rate.copy(), rate / np.float32(4), np.array([np.nan, 0.5], np.float32)):
         fast_min, plain_min = values.copy(), values.copy()
         bayes._at_most_one(fast_min)
@@ -155,3 +217,13 @@ def test_each_shortcut_gives_its_plain_formula_bit_for_bit() -> None:
     rows = rng.permutation(10_000)[:3_000].astype(np.intp)
     drop = rng.permutation(10_000)[:1_000].astype(np.intp)
     assert np.array_equal(_guard._not_in(rows, drop, 10_000), _straight_not_in(rows, drop, 10_000))
+    # the host credits: capped (whole, fractional, spent, NaN) and uncapped (infinite)
+    credit = np.where(rng.random(50) < 0.5, np.inf, np.floor(rng.random(50) * 8) / 2)
+    credit[:3] = [np.nan, 0.0, 0.999999999999]
+    order = rng.permutation(rate.size)[:3_000].astype(np.intp)
+    for limit in (None, 10, 2_000):
+        fast_credit, plain_credit = credit.copy(), credit.copy()
+        fast = _guard.within_mask(order, group, fast_credit, limit)
+        plain = _straight_within_mask(order, group, plain_credit, limit)
+        assert np.array_equal(fast, plain)
+        assert fast_credit.tobytes() == plain_credit.tobytes()
