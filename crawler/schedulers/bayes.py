@@ -101,7 +101,8 @@ whose rate is the posterior mean.
 version's age ``c`` (slots since its last change, from a believed ``Last-Modified``) has the
 likelihood ``r e^(-r c)``: in the sums, a hit of one slot (at most the interval) and a miss of
 ``c``. A hit with an age is learned so, and a URL's first poll (its baseline, no feedback
-otherwise) too, if the URL has no observation yet; an age of the whole interval or more
+otherwise) too, if the URL has no observation yet (its age taken as at most
+``FIRST_AGE_MOST`` slots); an age of the whole interval or more
 contradicts the hit (a plain hit). Misses need no age. Without ages nothing changes.
 
 **Allocation.** With equal importance the Lagrange optimum is ``x_i = min(1, r_i / u)``
@@ -159,6 +160,10 @@ BLOCK = 1 << 16
 #: a discounted miss count below this is no miss on record (forgetting never brings a real
 #: miss this low within 290 polls)
 _NO_MISS = 0.05
+#: the most slots a first poll's version age teaches (see "Last change"): a page dated long
+#: ago (or on another clock) would otherwise be learned as a miss of millions of slots,
+#: which forgetting takes hundreds of polls to wear off
+FIRST_AGE_MOST = 1000.0
 #: under a binding host cap, the prior of change rates is fitted to the population again
 #: every this many slots (see "Capped hosts")
 PRIOR_EVERY = 32
@@ -466,7 +471,7 @@ class BayesRate(Scheduler):
         unseen = (self._hit_count[pos] + self._miss_count[pos]) == 0
         if not unseen.any():
             return
-        pos, c = pos[unseen], ago[unseen].astype(np.float32)
+        pos, c = pos[unseen], np.minimum(ago[unseen], FIRST_AGE_MOST).astype(np.float32)
         self._dirty[pos] = True
         self._learn(pos, np.ones(pos.size, dtype=bool), c, c + np.float32(1.0))
 
