@@ -9,7 +9,10 @@ host, ticking once per slot), where 3 hosts hold 60 % of the URLs, watched by tw
 services (``python -m crawler run``, each in its own process on its own SQLite database)
 at the same time: one with ``host_caps`` on (the default), one with it off (the behaviour
 before caps). Each service has its own copy of the 20 hosts (same addresses, other ports,
-same seeds: the same changes at the same ticks), so neither sees the other's polls.
+same seeds: the same changes at the same ticks), so neither sees the other's polls. The
+sites send each page's ``Last-Modified`` (the time of its version's last change, as static
+sites and most CMSs do), which the service believes while its polls bear it out
+(docs/detect.md); ``--no-last-modified`` leaves it out.
 
 With a 1 s delay between a host's requests and 2 s slots a host takes 2 polls per slot;
 the capacity (24 polls per slot over 400 URLs) would give each of the 3 big hosts about 5.
@@ -63,6 +66,8 @@ class Config:
     page_size: int = 4_000
     #: None: the service's default (the larger of the slot and the fetch timeout)
     slot_deadline_s: float | None = None
+    #: the sites send each page's Last-Modified (its version's last change)
+    last_modified: bool = True
 
     def layout(self) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         """Each URL's change probability per slot and its host (0 .. hosts - 1)."""
@@ -139,6 +144,7 @@ async def start_sites(cfg: Config) -> list[ChangingSite]:
             page_size=cfg.page_size,
             seed=cfg.seed * 1000 + k,
             host=f"127.0.0.{k + 1}",
+            last_modified=cfg.last_modified,
         )
         for k in range(cfg.hosts)
     ]
@@ -233,7 +239,7 @@ def report(cfg: Config, with_caps: Side, without: Side | None) -> list[str]:
         f"{cfg.urls} URLs on {cfg.hosts} hosts ({cfg.big_hosts} hold {cfg.big_share:.0%}), "
         f"Zipf({cfg.alpha}, {cfg.beta}) per {cfg.slot_seconds:g} s slot, C = {cfg.capacity:g}, "
         f"per-host delay {cfg.delay_s:g} s, {cfg.slots} slots of wall time, "
-        f"warm-up {cfg.warmup}",
+        f"warm-up {cfg.warmup}, Last-Modified {'sent' if cfg.last_modified else 'not sent'}",
         f"derived caps: {sorted(set(round(c, 3) for c in with_caps.host_caps.values()))} polls "
         f"per slot on {len(with_caps.host_caps)} hosts; binding: {', '.join(with_caps.binding)}",
         f"constrained limit {bound:.4f} true changes per slot (unconstrained {free:.4f})",
@@ -276,11 +282,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--caps-only", action="store_true", help="run the service with caps alone (half the load)"
     )
+    parser.add_argument(
+        "--no-last-modified", action="store_true", help="the sites send no Last-Modified"
+    )
     args = parser.parse_args(argv)
     cfg = Config(
         urls=args.urls, capacity=args.capacity, slot_seconds=args.slot_seconds,
         delay_s=args.delay, slots=args.slots, warmup=args.warmup, seed=args.seed,
-        slot_deadline_s=args.slot_deadline,
+        slot_deadline_s=args.slot_deadline, last_modified=not args.no_last_modified,
     )  # fmt: skip
     with_caps, without = asyncio.run(side_by_side(cfg, caps_only=args.caps_only))
     print("\n".join(report(cfg, with_caps, without)))

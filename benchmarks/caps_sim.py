@@ -14,7 +14,11 @@ simulation does not:
   so it gives the scheduler no feedback and the site counts no change seen (``--no-baseline``
   feeds it back as a hit or miss, as a plain simulation does);
 - **a start delay**: the site changes from wall slot 0, the service polls from its first
-  slot (``--start-delay`` slots later; 6-17 live, by the machine's load).
+  slot (``--start-delay`` slots later; 6-17 live, by the machine's load);
+- **Last-Modified**: each poll tells the version's age, as the live site's header does
+  (the poll at a uniform time in its slot, the service's whole-second conversion taking
+  half a slot off, a first poll's age of half a slot or less unknown: ``LastChanges``);
+  ``--no-last-modified`` gives none.
 
 Reported per scheduler: the share of the capped limit over the window (wall slots 100-300 by
 default, as the live benchmark's short learning window), mean and lowest over the seeds, per
@@ -58,6 +62,7 @@ def simulate(
     cap: float = 1.8,
     start_delay: int = 10,
     baseline: bool = True,
+    last_modified: bool = True,
     params: dict[str, Any] | None = None,
 ) -> Run:
     """One run of the site under ``name`` (see the module docstring), created with
@@ -76,10 +81,14 @@ def simulate(
     big = host < cfg.big_hosts
     changed = np.zeros(n, dtype=bool)
     polled = np.zeros(n, dtype=bool)
+    # each page's last change (slot), its first version as old as the live site draws it
+    since = -np.random.default_rng([seed, 1]).geometric(np.clip(p, 1e-9, 1.0)).astype(float)
     caught = np.zeros(slots)
     caught_big = np.zeros(slots)
     for t in range(slots):
-        changed |= rng.random(n) < p
+        fresh = rng.random(n) < p
+        changed |= fresh
+        since[fresh] = t
         if t < start_delay:
             continue
         chosen = sched.select()
@@ -90,7 +99,13 @@ def simulate(
         seen = hits & ~first
         caught[t] = seen.sum()
         caught_big[t] = (seen & big[chosen]).sum()
-        sched.feedback(chosen[~first], hits[~first])
+        if not last_modified:
+            sched.feedback(chosen[~first], hits[~first])
+            continue
+        raw = t - since[chosen] + rng.random(chosen.size)  # slots, at the poll's time
+        ago = np.maximum(raw - 0.5, 0.0)
+        sched.feedback(chosen[~first], hits[~first], changed_ago=ago[~first])
+        sched.first_polls(chosen[first], np.where(raw > 0.5, ago, np.nan)[first])
     a, b = window
     return Run(
         share=float(caught[a:b].mean() / bound),
@@ -109,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cap", type=float, default=1.8)
     parser.add_argument("--start-delay", type=int, default=10)
     parser.add_argument("--no-baseline", action="store_true", help="feed the first poll back")
+    parser.add_argument("--no-last-modified", action="store_true", help="no version ages")
     parser.add_argument(
         "--param",
         action="append",
@@ -122,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"caps_live's site simulated: cap {args.cap:g}, start delay {args.start_delay} slots, "
         f"baseline polls {'fed back' if args.no_baseline else 'without feedback'}, "
+        f"Last-Modified {'not sent' if args.no_last_modified else 'sent'}, "
         f"share of the capped limit over wall slots {a}-{b}, {args.seeds} seeds"
     )
     print()
@@ -137,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cap=args.cap,
                 start_delay=args.start_delay,
                 baseline=not args.no_baseline,
+                last_modified=not args.no_last_modified,
                 params=params if name == "bayes" else None,
             )
             for seed in range(args.seeds)

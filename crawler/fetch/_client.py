@@ -250,12 +250,13 @@ class Fetcher:
                 request.url_id, request.url, final_url, "not_modified", 304, b"",
                 h.get("Content-Type") if h is not None else None,
                 etag or request.etag, last_modified or request.last_modified,
-                None, None, time.monotonic() - started, 0,
+                None, None, time.monotonic() - started, 0, date=h.get("Date") if h else None,
             )  # fmt: skip
         return FetchResult(
             request.url_id, request.url, final_url, "ok", resp.status, resp.body,
             h.get("Content-Type") if h is not None else None, etag, last_modified,
             None, None, time.monotonic() - started, len(resp.body),
+            date=h.get("Date") if h is not None else None,
         )  # fmt: skip
 
     async def _fetch_robots(self, url: URL) -> RobotsAnswer:

@@ -126,6 +126,9 @@ class FetchResult:
     #: the minimum delay between requests the fetcher enforces on the request's host when
     #: robots.txt raised it (Crawl-delay); None when it is the configured one
     host_delay_s: float | None = None
+    #: the response's ``Date`` header (the server's clock, against which its
+    #: ``Last-Modified`` is read), None when it sent none
+    date: str | None = None
 
 
 class FetchError(Exception):

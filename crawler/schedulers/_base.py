@@ -278,9 +278,14 @@ class Scheduler(ABC):
         allowed = guard.may_poll(rows, self._slot)
         return extra[allowed], rows[allowed]
 
-    def feedback(self, ids: ArrayLike, hits: ArrayLike) -> None:
+    def feedback(
+        self, ids: ArrayLike, hits: ArrayLike, changed_ago: ArrayLike | None = None
+    ) -> None:
         """Outcomes of this slot's successful polls: ``hits[j]`` is True if URL ``ids[j]``
-        changed since its previous poll. Failed polls are simply left out."""
+        changed since its previous poll. Failed polls are simply left out. ``changed_ago``
+        (optional, one per id): slots since the polled version's last change, as the
+        page's believed ``Last-Modified`` says (NaN: unknown); a scheduler that learns
+        from hits and misses alone ignores it."""
         polled = as_id_array(ids, check_repeats=False)
         # feedback for exactly the selection (the common case) has distinct ids already
         if not (
@@ -295,6 +300,7 @@ class Scheduler(ABC):
         if outcome.size and outcome.dtype != np.bool_ and not np.all(np.isin(outcome, (0, 1))):
             raise ValueError("hits must be booleans")
         outcome = outcome.astype(bool)
+        ago = None if changed_ago is None else _check_ages(changed_ago, polled.size)
         pos = self._selected_positions(polled)
         if pos is None:
             pos = self._positions(polled, strict=False)
@@ -304,12 +310,32 @@ class Scheduler(ABC):
             if stray:
                 raise ValueError(f"feedback for ids that are not watched: {stray[:5]}")
             pos, outcome = pos[~unknown], outcome[~unknown]
+            ago = None if ago is None else ago[~unknown]
         if pos.size:
             pos = pos.astype(np.intp)
             self._dirty[pos] = True
             if self._guard is not None:
                 self._guard.succeed(pos)
-            self._learn(pos, outcome)
+            if ago is None:
+                self._learn(pos, outcome)
+            else:
+                self._learn_changed(pos, outcome, ago)
+
+    def first_polls(self, ids: ArrayLike, changed_ago: ArrayLike) -> None:
+        """URLs polled for the first time (their baseline: nothing to compare with, so no
+        hit or miss), with the slots since the version they showed last changed (NaN:
+        unknown), as the page's believed ``Last-Modified`` says. A scheduler that learns
+        from hits and misses alone ignores it; ids no longer watched are skipped."""
+        polled = as_id_array(ids)
+        ago = _check_ages(changed_ago, polled.size)
+        known = np.isfinite(ago)
+        if not known.any():
+            return
+        polled, ago = polled[known], ago[known]
+        pos = self._positions(polled, strict=False)
+        watched = pos >= 0
+        if watched.any():
+            self._learn_first(pos[watched].astype(np.intp), ago[watched])
 
     # ----- constraints: host caps, bounds, pause, failures (not saved in state()) --------
 
@@ -554,6 +580,15 @@ class Scheduler(ABC):
     def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
         """Apply one slot's outcomes; ``pos`` are row positions, distinct."""
 
+    def _learn_changed(self, pos: IndexArray, hits: BoolArray, ago: FloatArray) -> None:
+        """``_learn`` with each poll's slots since its version's last change (NaN:
+        unknown); a scheduler that does not use them learns the hits and misses alone."""
+        self._learn(pos, hits)
+
+    def _learn_first(self, pos: IndexArray, ago: FloatArray) -> None:
+        """Learn from first polls' version ages (finite, >= 0; rows distinct): see
+        ``first_polls``. Nothing by default."""
+
     def _wanted_total(self) -> float:
         """sum(x); subclasses that keep it incrementally override this."""
         return float(np.sum(self._wanted()))
@@ -681,6 +716,18 @@ class Scheduler(ABC):
             raise ValueError(f"ids not watched: {ids[~found][:5].tolist()}")
         pos[~found] = -1
         return pos
+
+
+def _check_ages(values: ArrayLike, count: int) -> FloatArray:
+    """Slots since a version's last change, one per poll: >= 0, or NaN (unknown)."""
+    ago = np.asarray(values, dtype=np.float64)
+    if ago.ndim == 0:
+        ago = ago.reshape(1)
+    if ago.shape != (count,):
+        raise ValueError("changed_ago must have one value per id")
+    if np.any(ago < 0) or np.any(np.isinf(ago)):
+        raise ValueError("changed_ago must be >= 0 and finite, or NaN (unknown)")
+    return ago
 
 
 def _check_capacity(capacity: float) -> float:

@@ -97,6 +97,14 @@ where a saved state lacks it). On the live caps benchmark's site (simulated with
 constraints nothing changes; probing (above) no longer applies to the held hosts' URLs,
 whose rate is the posterior mean.
 
+**Last change** (``feedback(changed_ago=)``, ``first_polls``). A poll that tells its
+version's age ``c`` (slots since its last change, from a believed ``Last-Modified``) has the
+likelihood ``r e^(-r c)``: in the sums, a hit of one slot (at most the interval) and a miss of
+``c``. A hit with an age is learned so, and a URL's first poll (its baseline, no feedback
+otherwise) too, if the URL has no observation yet (its age taken as at most
+``FIRST_AGE_MOST`` slots); an age of the whole interval or more
+contradicts the hit (a plain hit). Misses need no age. Without ages nothing changes.
+
 **Allocation.** With equal importance the Lagrange optimum is ``x_i = min(1, r_i / u)``
 with ``sum x = C``. Only the polled URLs' estimates change in a slot, so their ``x`` and
 the running ``sum(x)`` are updated in O(C); the multiplier ``u`` is re-solved over all
@@ -152,6 +160,10 @@ BLOCK = 1 << 16
 #: a discounted miss count below this is no miss on record (forgetting never brings a real
 #: miss this low within 290 polls)
 _NO_MISS = 0.05
+#: the most slots a first poll's version age teaches (see "Last change"): a page dated long
+#: ago (or on another clock) would otherwise be learned as a miss of millions of slots,
+#: which forgetting takes hundreds of polls to wear off
+FIRST_AGE_MOST = 1000.0
 #: under a binding host cap, the prior of change rates is fitted to the population again
 #: every this many slots (see "Capped hosts")
 PRIOR_EVERY = 32
@@ -449,8 +461,32 @@ class BayesRate(Scheduler):
             unseen = first[(self._hit_count[first] + self._miss_count[first]) == 0]
             self._last[unseen] = before
 
-    def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
-        tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
+    def _learn_changed(self, pos: IndexArray, hits: BoolArray, ago: FloatArray) -> None:
+        self._learn(pos, hits, ago.astype(np.float32))
+
+    def _learn_first(self, pos: IndexArray, ago: FloatArray) -> None:
+        """See "Last change": a first poll's version ``ago`` slots old is no change for
+        ``ago`` slots (a miss) after a change (a hit of one slot). Rows already observed
+        have learned more than this: left alone."""
+        unseen = (self._hit_count[pos] + self._miss_count[pos]) == 0
+        if not unseen.any():
+            return
+        pos, c = pos[unseen], np.minimum(ago[unseen], FIRST_AGE_MOST).astype(np.float32)
+        self._dirty[pos] = True
+        self._learn(pos, np.ones(pos.size, dtype=bool), c, c + np.float32(1.0))
+
+    def _learn(
+        self,
+        pos: IndexArray,
+        hits: BoolArray,
+        ago: F32Array | None = None,
+        tau: F32Array | None = None,
+    ) -> None:
+        """One slot's outcomes; ``ago`` (see "Last change"): slots since each polled
+        version's last change (NaN: unknown); ``tau``: the polls' intervals (default: since
+        each row's last poll)."""
+        if tau is None:
+            tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
         self._last[pos] = self._slot
         # Each statistic of the polled rows is gathered once: a gather from a million rows
         # costs more than the arithmetic on the polled few.
@@ -476,6 +512,13 @@ class BayesRate(Scheduler):
         b = old_b * g + tau * miss
         h = old_h * g + hit
         mc = old_mc * g + miss
+        if ago is not None:
+            # see "Last change": a hit of at most one slot at the change, a miss since
+            known = hits & (ago < tau)
+            cut = np.where(known, ago, np.float32(0.0))
+            point = np.minimum(tau - cut, np.float32(1.0))
+            a = a - np.where(known, tau - point, np.float32(0.0))
+            b, mc = b + cut, mc + (cut > 0)
         if shifted is not None and shifted.any():
             # The evidence against a higher rate, the misses, mostly go: what the old regime
             # said for a lower rate no longer holds. (Scaling the hits down as well would

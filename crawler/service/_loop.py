@@ -494,12 +494,8 @@ class CrawlLoop:
         counts = dict.fromkeys(OUTCOMES, 0)
         for p in polls:
             counts[p.outcome] += 1
-        learned = [p for p in polls if p.outcome in _FEEDBACK]  # baselines, errors: none
-        if learned:
-            scheduler.feedback(
-                np.fromiter((p.url_id for p in learned), np.int64, len(learned)),
-                np.fromiter((p.outcome == "hit" for p in learned), bool, len(learned)),
-            )
+        ages = [a for step in steps if (a := step.version_ages(polls)) is not None]
+        _learn(scheduler, polls, ages[0] if ages else None)  # ages: believed Last-Modified
         polled = Polled(scheduler, polls, records)
         for step in steps:  # floors and ceilings, health, failures back off, which caps bind
             await step.after_polls(polled)
@@ -702,6 +698,30 @@ class CrawlLoop:
         self.metrics.observe_polls(counted, durations, received)
         tally.polls += polls
         return polls
+
+
+def _learn(
+    scheduler: schedulers.Scheduler, polls: list[PollRecord], ages: FloatArray | None
+) -> None:
+    """The scheduler learns the slot's polls' outcomes and (when a step knows them:
+    ``ages``, one per poll) their versions' ages, a first poll's age too."""
+    if ages is None:
+        learned = [p for p in polls if p.outcome in _FEEDBACK]  # baselines, errors: none
+        if learned:
+            scheduler.feedback(
+                np.fromiter((p.url_id for p in learned), np.int64, len(learned)),
+                np.fromiter((p.outcome == "hit" for p in learned), bool, len(learned)),
+            )
+        return
+    outcome = [p.outcome for p in polls]
+    ids = np.fromiter((p.url_id for p in polls), np.int64, len(polls))
+    fed = np.fromiter((o in _FEEDBACK for o in outcome), bool, len(polls))
+    if fed.any():
+        hits = np.fromiter((o == "hit" for o in outcome), bool, len(polls))
+        scheduler.feedback(ids[fed], hits[fed], changed_ago=ages[fed])
+    first = np.fromiter((o == "baseline" for o in outcome), bool, len(polls))
+    if first.any():
+        scheduler.first_polls(ids[first], ages[first])
 
 
 @dataclass(slots=True)

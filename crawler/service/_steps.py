@@ -3,17 +3,19 @@
 The crawl loop's slot is a fixed sequence (``CrawlLoop._slot``, drawn in ARCHITECTURE.md):
 sync the watch list, *before_select*, select, *add_picks*, drop the URLs still in flight,
 build the polls, *admit*, poll (with what runs *alongside*), land each chunk of answers
-(*observe*), learn, *after_polls*, record, commit, *after_slot*. The words in italics are
-the hooks of ``SlotStep``; host caps, operator constraints (failures), health, discovery and
-the cluster each hang on them as one ``SlotStep``, the way Scrapy's engine calls its
-extensions and never names one. The loop calls every step's hook in the order of its list
-(``CrawlLoop.steps``), and a step that does not need a hook inherits a no-op.
+(*observe*), learn (with the polled versions' ages: *version_ages*), *after_polls*, record,
+commit, *after_slot*. The words in italics are the hooks of ``SlotStep``; host caps,
+operator constraints (failures), health, discovery, the last change (believed
+``Last-Modified`` headers) and the cluster each hang on them as one ``SlotStep``, the way
+Scrapy's engine calls its extensions and never names one. The loop calls every step's hook
+in the order of its list (``CrawlLoop.steps``), and a step that does not need a hook
+inherits a no-op.
 
 The order is the feature's dependencies: discovery first (its share changes the capacity
 the caps compare with; its ceilings and floors for the constraints), health before the
-constraints (health reads the failure record as it was before the slot), host caps last
-(it reports which caps bind once the slot's failures backed off), the cluster's metrics
-after the record.
+constraints (health reads the failure record as it was before the slot), host caps next
+(it reports which caps bind once the slot's failures backed off), the last change after
+them (it only reads the answers), the cluster's metrics after the record.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from crawler.schedulers import IdArray, Scheduler
+from crawler.schedulers import FloatArray, IdArray, Scheduler
 from crawler.service._bounds import Constraints
 from crawler.service._caps import HostCaps
 from crawler.service._cluster_metrics import export_cluster_metrics_soon
 from crawler.service._discovery import DiscoverySide
 from crawler.service._health import HealthWatch
+from crawler.service._last_change import LastChanges
 from crawler.store import (
     FailureRow,
     HealthEvent,
@@ -105,6 +108,12 @@ class SlotStep:
 
     def observe(self, answers: Sequence[PollAnswer], records: dict[int, UrlRecord]) -> None:
         """Learn from a chunk of answers that landed (never "running": polls that ended)."""
+
+    def version_ages(self, polls: Sequence[PollRecord]) -> FloatArray | None:
+        """Slots since the version each of the slot's ``polls`` saw last changed (NaN:
+        unknown), for the scheduler to learn from with their outcomes; None: the step
+        knows of no age."""
+        return None
 
     async def after_polls(self, polled: Polled) -> None:
         """After the scheduler learned from the slot's polls, before its record is made."""
@@ -239,6 +248,30 @@ class DiscoveryStep(SlotStep):
         side.note_dead([records[p.url_id].url for p in polled.polls if p.status in (404, 410)])
 
 
+class LastChangeStep(SlotStep):
+    """The polled versions' ages from believed ``Last-Modified`` headers
+    (``crawler.service._last_change``)."""
+
+    def __init__(self, slot_seconds: float) -> None:
+        self.changes = LastChanges(slot_seconds)
+        self._ages: dict[int, float] = {}  # url id -> age, of the answers landed this slot
+
+    def observe(self, answers: Sequence[PollAnswer], records: dict[int, UrlRecord]) -> None:
+        ages, changes = self._ages, self.changes
+        for a in answers:
+            record = records.get(a.url_id)
+            if record is not None and a.last_modified is not None:
+                age = changes.age(a, record)
+                if age == age:  # not NaN
+                    ages[a.url_id] = age
+
+    def version_ages(self, polls: Sequence[PollRecord]) -> FloatArray | None:
+        ages, self._ages = self._ages, {}
+        if not ages:
+            return None
+        return np.fromiter((ages.get(p.url_id, np.nan) for p in polls), np.float64, len(polls))
+
+
 class ClusterStep(SlotStep):
     """A cluster worker's part (``crawler.service._cluster``): sites just gained are polled
     at once (their hosts' first requests wait the host's delay from the old owner's last
@@ -274,6 +307,7 @@ def default_steps(loop: CrawlLoop) -> list[SlotStep]:
         HealthStep(loop.health, loop.constraints),
         FailuresStep(loop.constraints),
         CapsStep(loop),
+        LastChangeStep(loop.settings.slot_seconds),
     ]
 
 

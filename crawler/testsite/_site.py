@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from dataclasses import dataclass, field
+from email.utils import formatdate
 
 import numpy as np
 from aiohttp import web
@@ -45,7 +47,10 @@ class ChangingSite:
     calls ``tick()`` itself. ``etags=True`` serves a version ETag and answers 304 to a
     matching If-None-Match (the nonces make the raw bytes differ anyway). ``host``: the
     loopback address it serves on (127.0.0.2, ... for a site of many hosts). ``crawl_delay``:
-    a robots.txt Crawl-delay in seconds (None: none).
+    a robots.txt Crawl-delay in seconds (None: none). ``last_modified=True`` sends each page's
+    ``Last-Modified``: the time of its version's last change, as static sites and most CMSs
+    do (a page's first version is as old as a page of its rate would be at a random time:
+    a geometric number of ticks before the site was made, drawn apart from the changes).
     """
 
     def __init__(
@@ -59,6 +64,7 @@ class ChangingSite:
         manual: bool = False,
         host: str = "127.0.0.1",
         crawl_delay: float | None = None,
+        last_modified: bool = False,
     ) -> None:
         self.host = host
         self.crawl_delay = crawl_delay
@@ -71,6 +77,10 @@ class ChangingSite:
         self.ticks = 0
         self._renderer = PageRenderer(page_size)
         self._rng = np.random.default_rng(seed)
+        self.last_modified = last_modified
+        #: each page's last change (``time.time()``)
+        ages = np.random.default_rng([seed, 1]).geometric(np.clip(self.rates, 1e-9, 1.0))
+        self.changed_at = time.time() - tick_seconds * ages.astype(np.float64)
         self._clock: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -87,7 +97,9 @@ class ChangingSite:
 
     def tick(self) -> None:
         """Advance one slot: each page changes with its probability."""
-        self.versions += self._rng.random(self.n) < self.rates
+        changed = self._rng.random(self.n) < self.rates
+        self.versions += changed
+        self.changed_at[changed] = time.time()
         self.ticks += 1
 
     async def _run_clock(self) -> None:
@@ -112,10 +124,15 @@ class ChangingSite:
         if self.etags and request.headers.get("If-None-Match") == etag:
             self.truth.record(k, version)
             self.truth.not_modified += 1
-            return web.Response(status=304, headers={"ETag": etag})
+            headers = {"ETag": etag}
+            if self.last_modified:
+                headers["Last-Modified"] = formatdate(float(self.changed_at[k - 1]), usegmt=True)
+            return web.Response(status=304, headers=headers)
         self.truth.record(k, version)
         body = self._renderer.render(k, version, secrets.token_hex(8))
         headers = {"ETag": etag} if self.etags else {}
+        if self.last_modified:
+            headers["Last-Modified"] = formatdate(float(self.changed_at[k - 1]), usegmt=True)
         return web.Response(body=body, content_type="text/html", charset="utf-8", headers=headers)
 
     async def _truth(self, request: web.Request) -> web.Response:

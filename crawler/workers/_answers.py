@@ -26,7 +26,7 @@ def answer_of(result: FetchResult, verdict: Verdict | None, text_bytes: int | No
             r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
             r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
             None, None, None, None, None, "backoff" if r.outcome == "deferred" else None,
-            host_delay_s=r.host_delay_s,
+            host_delay_s=r.host_delay_s, date=r.date,
         )  # fmt: skip
     v = verdict
     failure = v.error  # a page the detector could not judge (its rules, its time budget)
@@ -41,7 +41,7 @@ def answer_of(result: FetchResult, verdict: Verdict | None, text_bytes: int | No
         r.url_id, r.outcome, r.status, r.content_type, r.etag, r.last_modified, r.error_kind,
         r.error, r.duration_s, r.bytes_received, r.retry_after_s, r.final_url,
         v.content_hash, v.raw_hash, v.changed, text, v.parsed, None,
-        v.truncated, r.host_delay_s,
+        v.truncated, r.host_delay_s, date=r.date,
     )  # fmt: skip
 
 

@@ -86,6 +86,9 @@ class PollAnswer(NamedTuple):
     host_delay_s: float | None = None
     #: the response body of a ``want_body`` job that was fetched ("ok"), else None
     body: bytes | None = None
+    #: the response's ``Date`` header, None when it sent none (or the poll failed): its
+    #: ``Last-Modified`` is read against it (crawler.service._last_change)
+    date: str | None = None
 
 
 _new = tuple.__new__

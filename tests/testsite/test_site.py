@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import time
+from email.utils import parsedate_to_datetime
+
 import aiohttp
 import numpy as np
 
@@ -30,6 +34,39 @@ async def test_site_serves_versions_and_records_truth() -> None:
     assert truth["baselines"] == 2
     assert truth["true_changes_seen"] == 1
     assert truth["not_modified"] == 1
+
+
+async def test_site_sends_its_versions_last_change_when_asked() -> None:
+    rates = np.array([1.0, 0.0, 0.02])
+    site = ChangingSite(rates, manual=True, page_size=2_000, etags=True, last_modified=True)
+    plain = ChangingSite(rates, manual=True, page_size=2_000, seed=0, host="127.0.0.2")
+    await site.start()
+    await plain.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def modified(k: int, **headers: str) -> float:
+                response = await http.get(site.url(k), headers=headers)
+                stamp = response.headers["Last-Modified"]
+                parsed = parsedate_to_datetime(stamp).timestamp()
+                date = parsedate_to_datetime(response.headers["Date"]).timestamp()
+                assert parsed <= date
+                return parsed
+
+            before = [await modified(k) for k in (1, 2, 3)]
+            # a first version is as old as its rate makes it: a geometric number of ticks
+            assert before[1] < time.time() - 1e6  # never changes: as good as forever
+            site.tick()
+            plain.tick()
+            assert await modified(1) >= math.floor(time.time()) - 1  # changed just now
+            assert await modified(2) == before[1]  # the same version, the same time
+            assert await modified(2, **{"If-None-Match": 'W/"2-0"'}) == before[1]  # a 304 too
+            answer = await http.get(plain.url(1))
+            assert "Last-Modified" not in answer.headers  # off by default
+    finally:
+        await site.stop()
+        await plain.stop()
+    assert np.array_equal(site.versions, plain.versions)  # the same changes: the same seed
 
 
 def test_zipf_rates() -> None:
