@@ -22,9 +22,13 @@ def service_settings(database_url: str, **overrides: Any) -> Settings:
     crawl worker. The
     crawl tests have no destinations, so it would only poll an empty outbox; the tests of
     delivery pass ``delivery=True`` (tests/delivery), as does one test of the service's
-    start and stop with it (test_service.py)."""
+    start and stop with it (test_service.py). Their delivery does not pace itself
+    (``delivery_busy_share`` 0): they check that every event arrives within seconds, and on
+    a machine that other jobs keep busy the pace would hold it to a twentieth of a core (the
+    pace has its own tests, tests/delivery/test_pace.py)."""
     values: dict[str, Any] = {
         "delivery": False,
+        "delivery_busy_share": 0.0,
         "database_url": database_url,
         "slot_seconds": 0.05,
         "capacity": 2.0,
