@@ -100,6 +100,9 @@ async def run(
                 "fetch_timeout_s": 0.25,
                 "slot_deadline_s": 2.0,
                 "fetch_retries": 0,
+                # the back-off stops at a poll every 200 slots: a timed-out page that answers
+                # again is found again within the run's ``after`` slots, whatever the phase
+                "failure_max_interval_s": 200 * slot_seconds,
                 "normalize_workers": 1,
                 "fetch_workers": 1,
                 "seed": seed,

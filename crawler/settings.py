@@ -168,6 +168,13 @@ class Settings(BaseSettings):
         description="seconds between two probes of a retired URL (one that answered 410, or "
         "404 three times in a row): it is polled again only that often until it answers",
     )
+    failure_max_interval_s: float = Field(
+        10_800.0,
+        gt=0,
+        description="seconds at most between two polls of a URL whose polls keep failing "
+        "without retiring it (timeouts, 5xx, refused connections): each failure halves its "
+        "rate down to one poll in this long, so a page that answers again is found again",
+    )
     default_max_interval_s: float | None = Field(
         None,
         ge=0,

@@ -122,6 +122,8 @@ class Scheduler(ABC):
         self._guard: Guard | None = None
         #: polls per slot of a retired URL (its probe), given to the guard when it exists
         self._probe = 1e-3
+        #: the lowest polls per slot the failure back-off caps a failing URL at
+        self._failure_floor = 1e-3
         #: (ids sorted, slots): last selections kept from a scheduler this one replaced
         #: (``keep_selections``), for the guard's rows that enter its table
         self._kept_selections: tuple[IdArray, NDArray[np.int32]] = (
@@ -414,6 +416,18 @@ class Scheduler(ABC):
             self._guard.set_probe(self._probe)
             self._constraints_changed()
 
+    def set_failure_floor(self, polls_per_slot: float) -> None:
+        """The floor of the failure back-off, in polls per slot (in (0, 1]; the default
+        0.001: a URL that keeps timing out is still polled about every 1,000 slots)."""
+        if not 0 < polls_per_slot <= 1:
+            raise ValueError(
+                f"failure floor must be polls per slot in (0, 1], got {polls_per_slot!r}"
+            )
+        self._failure_floor = float(polls_per_slot)
+        if self._guard is not None and self._guard.floor != self._failure_floor:
+            self._guard.set_floor(self._failure_floor)
+            self._constraints_changed()
+
     def failing(self) -> tuple[IdArray, NDArray[np.int32], BoolArray]:
         """The URLs with failures: ids, consecutive failures and whether retired."""
         if self._guard is None:
@@ -611,7 +625,11 @@ class Scheduler(ABC):
     def _guarded(self) -> Guard:
         if self._guard is None:
             self._guard = Guard(
-                self._ids.size, self._slot, probe=self._probe, seen=self._last_selected
+                self._ids.size,
+                self._slot,
+                probe=self._probe,
+                floor=self._failure_floor,
+                seen=self._last_selected,
             )
         return self._guard
 

@@ -328,6 +328,13 @@ class Guard:
         self.probe = float(probe)
         self._changed()
 
+    def set_floor(self, floor: float) -> None:
+        """The back-off's floor in polls per slot from now on (in (0, 1])."""
+        if not 0 < floor <= 1:
+            raise ValueError("floor must be polls per slot in (0, 1]")
+        self.floor = float(floor)
+        self._changed()
+
     # ----- what the allocation respects -------------------------------------------------
 
     def limits(self) -> Limits:

@@ -14,7 +14,10 @@ everything at the service's start and again on every watch-list change (``crawle
 ``pause``, ``resume`` and ``revive`` bump the version); only the URLs whose bounds or pause
 changed are passed to the scheduler (a scheduler given no constraint stays unconstrained).
 The failure record is ``_failures.py``'s; a retired URL is probed every
-``retired_probe_interval_s`` seconds (``probe_rate``).
+``retired_probe_interval_s`` seconds (``probe_rate``), and the back-off of a URL that keeps
+failing without retiring stops at one poll every ``failure_max_interval_s`` seconds
+(``failure_floor``): in seconds, not slots, so the wait for a page that answers again does
+not grow with the slot's length.
 
 Discovery asks for *floors* too (``set_floors``): with ``discovery_watch_starts`` each watched
 start page gets a lower bound from its yield of new pages (``crawler.discovery._pacing``).
@@ -80,6 +83,12 @@ def probe_rate(settings: Settings) -> float:
     return min(1.0, settings.slot_seconds / settings.retired_probe_interval_s)
 
 
+def failure_floor(settings: Settings) -> float:
+    """The failure back-off's floor in polls per slot: one poll every
+    ``failure_max_interval_s`` seconds (at most one a slot)."""
+    return min(1.0, settings.slot_seconds / settings.failure_max_interval_s)
+
+
 class Constraints:
     """Keeps a scheduler's bounds, pause and failure record in step with the store."""
 
@@ -113,6 +122,7 @@ class Constraints:
         site_list = None if self.scope is None else list(self.scope())
         rules, failing, revived = await asyncio.to_thread(_read, store, since, site_list)
         scheduler.set_probe(probe_rate(self.settings))
+        scheduler.set_failure_floor(failure_floor(self.settings))
         self.apply(scheduler, rules)
         ids, _ = scheduler.frequencies()
         self.failures.restore(scheduler, ids, [row for _, row in failing])

@@ -140,6 +140,22 @@ def test_backoff_is_exponential_to_a_floor() -> None:
     assert not s.failing()[2].any()  # transient failures never retire
 
 
+def test_the_failure_floor_can_be_set_before_and_after_the_failures() -> None:
+    s = schedulers.create("bayes", capacity=2.0, seed=1)
+    s.add(np.arange(10))
+    s.set_failure_floor(0.01)
+    for _ in range(12):
+        s.report_failures([4], "transient")
+    assert s.bounds()[2][4] == pytest.approx(0.01)
+    s.set_failure_floor(0.05)  # a later setting applies to a streak under way
+    assert s.bounds()[2][4] == pytest.approx(0.05)
+    # a URL that keeps failing is still polled within 1 / floor slots
+    polled = [int(i) for _ in range(60) for i in s.select()]
+    assert 4 in polled
+    with pytest.raises(ValueError, match="failure floor"):
+        s.set_failure_floor(0.0)
+
+
 @pytest.mark.parametrize(
     ("status", "error", "kind"),
     [
