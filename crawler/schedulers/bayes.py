@@ -112,7 +112,12 @@ URLs (water-filling fixed point, a few O(n) passes) every ``resolve_every`` slot
 ``sum(x)`` has drifted from C by more than ``tolerance`` (relative). In between, the
 stride realization normalizes the drift away. With importance weights the solution is
 ``x_i = min(1, r_i / u_i)`` with ``w_i g(u_i) = m``, ``g(u) = 1 - e^-u (1 + u)``; the
-multiplier ``m`` is re-solved by bisection on the same schedule.
+multiplier ``m`` is re-solved by bisection on the same schedule. Under constraints from
+``RELEVEL_FROM`` URLs on a drift moves the levels instead (``_relevel``: the hosts' and the
+global level solved on per-host sums kept as the polls come in, the new-URL value set as a
+solve sets it, then one pass over the rows), once ``sum(x)`` has drifted by
+``RELEVEL_SLACK`` times the tolerance: the stride step is never scaled up there, so a short
+``sum(x)`` only slows every row's credit alike.
 
 **Realization.** Stride (default): each slot the credits grow by ``x * k / sum(x)`` and the
 k URLs with the largest credit >= 1 are polled (only the candidates with credit >= 1 are
@@ -841,19 +846,20 @@ class BayesRate(Scheduler):
             self._loose_moving += float(np.sum(signed[moving & loose]))
 
     def _relevel(self, target: float) -> bool:
-        """Under constraints, between scheduled solves: bring sum(x) back to ``target`` by
-        one step of the water-fill fixed point, from the per-host sums kept as the polls
-        come in: each host held at its own level moves it so that its rows fill its cap
-        (the rows below 1 and unbounded scale as 1 / level, the rest stay), then the global
-        level moves likewise for the rest. O(hosts) for the levels, then one pass over the
-        rows for x: the full constrained solve's host searches cost a few hundred passes.
-        Rows that cross a bound, or a host that crosses the global level, are set right at
-        the next scheduled solve, so it is a little less exact: on the live caps
-        benchmark's site (400 URLs, simulated, 10 seeds) 0.903 of the capped limit over
-        slots 100-300 against 0.920 with full solves. So it runs only from
-        ``RELEVEL_FROM`` URLs on, where a full solve costs more than the slot. Equal
-        weights and no whole-slot rounding only (False: nothing done, the caller solves in
-        full)."""
+        """Under constraints, between scheduled solves: bring sum(x) back to ``target``
+        from the per-host sums kept as the polls come in (the rows below 1 and unbounded
+        scale as 1 / level, the rest stay): the new-URL value is set as a solve sets it
+        (the mean rate of the observed rows), each capped host's own level moves so that its
+        rows fill its cap, and the global level is solved (``_global_level``) with each
+        host at the larger of the two. O(hosts) for the levels, then a pass over the rows
+        for x (and one for the unobserved rows' rate when the new-URL value moved): the
+        full constrained solve's host searches cost a few hundred passes. Rows that cross a
+        bound or 1 are set right at the next scheduled solve, so it is a little less exact
+        (with the one-step relevel of before, on the live caps benchmark's site, 400 URLs
+        simulated, 10 seeds: 0.903 of the capped limit over slots 100-300 against 0.920
+        with full solves). So it runs only from ``RELEVEL_FROM`` URLs on, where a full solve
+        costs more than the slot. Equal weights and no whole-slot rounding only (False:
+        nothing done, the caller solves in full)."""
         limits = self._limits
         m = self._level
         if (
