@@ -369,6 +369,8 @@ class BayesRate(Scheduler):
         # x is min(1, rhat / u) (or its weighted form) at the multiplier in force, for every
         # row: _learn and _resolve keep it so. The saved running total is kept as it was.
         self._x = self._allocate(rate, None)
+        # the rates were estimated again: the relevel's sums of them wait for the next solve
+        self._host_unseen = np.zeros(0)
 
     def _last_polled(self, rows: IndexArray) -> I32Array:
         last = self._last[rows].copy()
