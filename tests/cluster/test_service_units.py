@@ -15,7 +15,7 @@ from crawler.service._cluster import multiplier_of
 from crawler.service._coordinator import Coordinator, shared_level_weights
 from crawler.service._watch import merge_saved
 from crawler.settings import SettingsError, load_settings
-from crawler.store import NewUrl, NotCoordinator, Store
+from crawler.store import NewUrl, NotCoordinator, ServiceLockHeld, Store
 from crawler.store._lock import NAMESPACE, lock_key
 from tests.service.conftest import service_settings
 
@@ -172,10 +172,19 @@ def test_a_paused_coordinator_loses_its_lock(store: Store, database_url: str) ->
     lock = store.acquire_service_lock(role="coordinator")
     lock.end_session_when_idle(0.5)
     try:
-        time.sleep(1.5)  # paused: the lock is not touched
-        # the server ended the idle session: another process takes the lock (no
-        # ServiceLockHeld), and the woken holder then finds it taken
-        other = store.acquire_service_lock(role="coordinator")
+        with pytest.raises(ServiceLockHeld):  # held, while the holder is not yet idle
+            store.acquire_service_lock(role="coordinator")
+        # paused, the lock not touched: once the server ends the idle session (0.5 s),
+        # another process takes the lock (no ServiceLockHeld; a fixed 1.5 s wait before),
+        # and the woken holder then finds it taken
+        give_up = time.monotonic() + 10.0
+        while True:
+            try:
+                other = store.acquire_service_lock(role="coordinator")
+                break
+            except ServiceLockHeld:
+                assert time.monotonic() < give_up, "the idle session was never ended"
+                time.sleep(0.05)
         try:
             assert not lock.ensure()
         finally:

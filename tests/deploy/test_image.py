@@ -80,6 +80,32 @@ def _pid1_of(proc: subprocess.Popen[str]) -> int:
     raise AssertionError("unshare did not start the entry point")
 
 
+def _in_phase(pid1: int, stub: Path, phase: str) -> None:
+    """Wait until PID 1 forwards SIGTERM (its shell's trap is set: SIGTERM is among the
+    signals it catches) to a stand-in running the phase (``db upgrade`` for the migrations,
+    ``run`` for the imports). The entry point sets the trap just after starting each phase's
+    child, and clears it between the two: seen together, both are the phase's."""
+    wanted = ["db", "upgrade"] if phase == "migrations" else ["run"]
+    for _ in range(1000):  # 10 s and more
+        caught = 0
+        with open(f"/proc/{pid1}/status") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    caught = int(line.split()[1], 16)
+        for kid in _children(pid1):
+            try:
+                argv = Path(f"/proc/{kid}/cmdline").read_bytes().decode().split("\0")[:-1]
+            except OSError:  # it ended meanwhile
+                continue
+            if caught & (1 << (signal.SIGTERM - 1)) and argv[-len(wanted) - 1 :] == [
+                str(stub),
+                *wanted,
+            ]:
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"the entry point did not reach the {phase} with SIGTERM forwarded")
+
+
 needs_unshare = pytest.mark.skipif(
     not _unshare_works(), reason="unprivileged user+PID namespaces are not available here"
 )
@@ -96,7 +122,9 @@ def test_sigterm_reaches_the_service_while_it_starts(
     proc = _start_as_pid1(tmp_path, upgrade_s, import_s)
     try:
         pid1 = _pid1_of(proc)
-        time.sleep(1.5)  # inside the phase that has no SIGTERM handler
+        # inside the phase that has no SIGTERM handler (30 s of it): as soon as PID 1 passes
+        # the signal on (a fixed 1.5 s wait did the same, 1.5 s later)
+        _in_phase(pid1, tmp_path / "crawler", phase)
         t0 = time.monotonic()
         os.kill(pid1, signal.SIGTERM)
         proc.wait(timeout=10)

@@ -87,13 +87,19 @@ async def test_per_host_concurrency_and_delay(
 
     site.route("/p/{n}", page)
     await start(site)
-    async with make_fetcher(per_host_concurrency=2, per_host_min_delay_s=0.05) as f:
+    delay = 0.05
+    async with make_fetcher(per_host_concurrency=2, per_host_min_delay_s=delay) as f:
+        asked = time.monotonic()
         results = await f.fetch_many([FetchRequest(i, site.url(f"/p/{i}")) for i in range(6)])
     assert all(r.outcome == "ok" for r in results)
     assert peak <= 2
-    # starts are seen by the server, so allow some jitter per gap but not in the total
-    gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert min(gaps) >= 0.02 and starts[-1] - starts[0] >= 5 * 0.05 * 0.9, gaps
+    # The fetcher starts a host's requests a delay apart, so the k-th to reach the server
+    # (from 0) does so no sooner than k delays after they were asked for. The gaps between
+    # the server's arrival times also carry each request's time in transit, which a busy
+    # machine stretches unevenly: 0.2 ms between two of them at load 9 (2026-11-27).
+    assert len(starts) == 6
+    early = [(k, at - asked) for k, at in enumerate(starts) if at - asked < k * delay]
+    assert not early, (early, [b - a for a, b in itertools.pairwise(starts)])
 
 
 @pytest.mark.parametrize(

@@ -52,13 +52,14 @@ async def test_deferred_polls_are_kept_per_slot_host_and_reason(
         # (crawler/service/_loop.py), and the host's cap (crawler/service/_caps.py: the
         # slot's length over its response time, one at a time) allows 4 polls only while
         # its answers take under 15 ms. Slots of the deadline's length start on time, with
-        # the whole deadline, and cap the host below 4 polls only past 0.7 s an answer.
+        # the whole deadline, and cap the host below 4 polls only past 0.22 s an answer
+        # (0.9 of the slot over four), while the four polls took 10 ms at load 3 (2026-11-27).
         settings = service_settings(
             database_url,
             capacity=7.0,  # every URL, every slot
             fetch_timeout_s=30.0,
-            slot_seconds=2.5,
-            slot_deadline_s=2.5,
+            slot_seconds=1.0,
+            slot_deadline_s=1.0,
             per_host_concurrency=1,
         )
         summaries: list[SlotSummary] = []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 import numpy as np
 import pytest
@@ -120,10 +121,23 @@ async def test_answers_come_a_chunk_at_a_time_and_cover_every_poll_once(
         pool.close()
 
 
-async def slow_site(release: asyncio.Event) -> tuple[web.AppRunner, int]:
-    """A loopback site whose /slow answers once ``release`` is set, /fast at once."""
+async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait until ``condition()`` holds (checked every 10 ms), at most ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "not reached in time"
+        await asyncio.sleep(0.01)
+
+
+async def slow_site(
+    release: asyncio.Event, arrived: list[str] | None = None
+) -> tuple[web.AppRunner, int]:
+    """A loopback site whose /slow answers once ``release`` is set, /fast at once; the
+    requests for /slow are counted in ``arrived`` as they come."""
 
     async def slow(request: web.Request) -> web.Response:
+        if arrived is not None:
+            arrived.append(request.path_qs)
         await asyncio.wait_for(release.wait(), 30)
         return web.Response(text="late")
 
@@ -165,14 +179,15 @@ async def test_a_killed_worker_fails_every_outstanding_chunk(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     release = asyncio.Event()
-    runner, port = await slow_site(release)
+    arrived: list[str] = []
+    runner, port = await slow_site(release, arrived)
     pool = CrawlWorkers(1, CONFIG, text_bytes=None, chunk=1)
     try:
         await pool.start()
         slow = f"http://127.0.0.1:{port}/slow"
         chunks = pool.indexed_chunks([job(k, slow) for k in (1, 2, 3)])
         first = asyncio.ensure_future(anext(chunks))
-        await asyncio.sleep(0.5)
+        await until(lambda: len(arrived) == 3)  # the three polls are in the worker's hands
         worker = pool._workers[0]
         assert worker is not None and worker.process.pid is not None
         os.kill(worker.process.pid, signal.SIGKILL)
@@ -189,23 +204,13 @@ async def test_a_killed_worker_fails_every_outstanding_chunk(
 
 async def test_a_killed_worker_fails_its_polls_and_is_replaced(site: ChangingSite) -> None:
     release = asyncio.Event()
-
-    async def slow(request: web.Request) -> web.Response:
-        await asyncio.wait_for(release.wait(), 30)
-        return web.Response(text="late")
-
-    app = web.Application()
-    app.router.add_get("/slow", slow)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    tcp = web.TCPSite(runner, "127.0.0.1", 0)
-    await tcp.start()
-    port = runner.addresses[0][1]
+    arrived: list[str] = []
+    runner, port = await slow_site(release, arrived)
     pool = CrawlWorkers(1, CONFIG, text_bytes=None)
     try:
         await pool.start()
         pending = asyncio.ensure_future(pool.poll([job(7, f"http://127.0.0.1:{port}/slow", None)]))
-        await asyncio.sleep(0.5)
+        await until(lambda: len(arrived) == 1)  # the poll is in the worker's hands
         worker = pool._workers[0]
         assert worker is not None and worker.process.pid is not None
         os.kill(worker.process.pid, signal.SIGKILL)
