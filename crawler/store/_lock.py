@@ -292,14 +292,20 @@ class ServiceLock:
         except SQLAlchemyError as exc:
             raise StoreUnavailable(f"re-taking the {self.role} lock: {_short(exc)}") from exc
         try:
-            if _pg_try(conn, self._key, self.shared) and self._fence_is_mine(conn):
+            taken = _pg_try(conn, self._key, self.shared)
+            if taken and self._fence_is_mine(conn):
                 self._conn = conn
                 self._set_idle(conn)
                 return True
+            if taken:  # a stale generation: given back before the session ends, since the
+                # server ends a closed session after the client has gone on, and a next
+                # holder asking at once would still find it held
+                _pg_unlock(conn, self._key, self.shared)
         except SQLAlchemyError as exc:
-            conn.close()
             raise StoreUnavailable(f"re-taking the {self.role} lock: {_short(exc)}") from exc
-        conn.close()  # and with it the lock, if it was taken with a stale generation
+        finally:
+            if self._conn is not conn:
+                conn.close()
         return False
 
 
