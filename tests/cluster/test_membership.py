@@ -169,7 +169,10 @@ def test_most_holders_silent_together_wait_then_move(
 
 
 def test_a_wedged_loop_stops_heartbeating(store: Store, database_url: str) -> None:
-    member = ClusterMember(_settings(database_url, stall_timeout_s=0.5), store)
+    # the heartbeat thread waits out the test (the test beats by hand): a beat of its own in
+    # flight when the state below changes would land after the reading of ``before``
+    settings = _settings(database_url, stall_timeout_s=0.5, heartbeat_s=60, worker_timeout_s=600)
+    member = ClusterMember(settings, store)
     member.start(coordinate=False)
     try:
         beat_at = functools.partial(_heartbeat_at, store, member.worker_id)
