@@ -117,6 +117,9 @@ class Scheduler(ABC):
         self._selected_rows: IndexArray | None = None
         self._selected_sorted: IndexArray | None = None
         self._selected_ids: IdArray = np.empty(0, dtype=np.int64)
+        #: set by a stride ``_choose`` for this slot's ``Guard.enforce`` (its ``near``): a
+        #: floor and the rows whose credit was at least that after the slot's step
+        self._near: tuple[float, IndexArray] | None = None
         # Host caps, bounds and failures (None until one is set: then nothing changes).
         # Not part of state(): they come from the store and settings at every start.
         self._guard: Guard | None = None
@@ -233,11 +236,13 @@ class Scheduler(ABC):
         if k <= 0:
             self._selected_rows = None
             return np.empty(0, dtype=np.int64)
+        self._near = None
         chosen = self._choose(k)
+        near, self._near = self._near, None
         guard = self._guard
         if guard is not None and guard.active():
             credit = self._credit if self._uses_credit and self.realization == "stride" else None
-            chosen, dropped = guard.enforce(chosen, self._slot, k, credit)
+            chosen, dropped = guard.enforce(chosen, self._slot, k, credit, near)
             refund(self._credit, dropped)
         elif guard is not None:
             guard.mark(chosen, self._slot)

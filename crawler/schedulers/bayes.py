@@ -416,7 +416,15 @@ class BayesRate(Scheduler):
         scale = k / (self._total if self._limits is None else max(self._total, self.capacity))
         credit = self._credit
         _add_step(credit, self._x, scale)
-        cand = np.flatnonzero(credit >= 1.0)
+        floor = self._guard.refill_floor() if self._limits is not None and self._guard else 1.0
+        if floor < 1.0:
+            # the rows the guard's refill will rank too (``Guard.enforce``'s ``near``), in
+            # the one pass over the credits that finds the due ones
+            near = np.flatnonzero(credit >= floor)
+            cand = near[credit[near] >= 1.0]
+            self._near = (floor, near)
+        else:
+            cand = np.flatnonzero(credit >= 1.0)
         first = None
         if self._limits is not None and self.settings.capped_rule == "changed":
             first, cand = self._held_picks(cand)
