@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, Guard, refund
+from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, Guard, NearRows, refund
 from crawler.schedulers._realize import (
     REALIZATIONS,
     CreditArray,
@@ -118,8 +118,8 @@ class Scheduler(ABC):
         self._selected_sorted: IndexArray | None = None
         self._selected_ids: IdArray = np.empty(0, dtype=np.int64)
         #: set by a stride ``_choose`` for this slot's ``Guard.enforce`` (its ``near``): a
-        #: floor and the rows whose credit was at least that after the slot's step
-        self._near: tuple[float, IndexArray] | None = None
+        #: floor, the rows whose credit was at least that after the slot's step, their credits
+        self._near: NearRows | None = None
         # Host caps, bounds and failures (None until one is set: then nothing changes).
         # Not part of state(): they come from the store and settings at every start.
         self._guard: Guard | None = None

@@ -421,8 +421,9 @@ class BayesRate(Scheduler):
             # the rows the guard's refill will rank too (``Guard.enforce``'s ``near``), in
             # the one pass over the credits that finds the due ones
             near = np.flatnonzero(credit >= floor)
-            cand = near[credit[near] >= 1.0]
-            self._near = (floor, near)
+            values = credit[near]
+            cand = near[values >= 1.0]
+            self._near = (floor, near, values)
         else:
             cand = np.flatnonzero(credit >= 1.0)
         first = None
