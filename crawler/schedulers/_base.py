@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, Guard, NearRows, refund
+from crawler.schedulers._guard import FAILURE_KINDS, FailureKind, Guard, refund
 from crawler.schedulers._realize import (
     REALIZATIONS,
     CreditArray,
@@ -117,9 +117,6 @@ class Scheduler(ABC):
         self._selected_rows: IndexArray | None = None
         self._selected_sorted: IndexArray | None = None
         self._selected_ids: IdArray = np.empty(0, dtype=np.int64)
-        #: set by a stride ``_choose`` for this slot's ``Guard.enforce`` (its ``near``): a
-        #: floor, the rows whose credit was at least that after the slot's step, their credits
-        self._near: NearRows | None = None
         # Host caps, bounds and failures (None until one is set: then nothing changes).
         # Not part of state(): they come from the store and settings at every start.
         self._guard: Guard | None = None
@@ -236,13 +233,11 @@ class Scheduler(ABC):
         if k <= 0:
             self._selected_rows = None
             return np.empty(0, dtype=np.int64)
-        self._near = None
         chosen = self._choose(k)
-        near, self._near = self._near, None
         guard = self._guard
         if guard is not None and guard.active():
             credit = self._credit if self._uses_credit and self.realization == "stride" else None
-            chosen, dropped = guard.enforce(chosen, self._slot, k, credit, near)
+            chosen, dropped = guard.enforce(chosen, self._slot, k, credit)
             refund(self._credit, dropped)
         elif guard is not None:
             guard.mark(chosen, self._slot)

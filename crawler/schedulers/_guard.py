@@ -81,9 +81,6 @@ IndexArray = NDArray[np.intp]
 BoolArray = NDArray[np.bool_]
 
 FailureKind = Literal["transient", "permanent", "gone"]
-#: ``Guard.enforce``'s ``near``: a floor, the rows (ascending) whose stride credit was at
-#: least that floor when the slot's picks were made, and their credits then
-NearRows = tuple[float, IndexArray, NDArray[np.float64] | NDArray[np.float32]]
 FAILURE_KINDS: tuple[FailureKind, ...] = ("transient", "permanent", "gone")
 
 #: re-solve the projection of the wanted frequencies this often (slots) in between changes
@@ -185,8 +182,6 @@ class Guard:
         self._gap_version = -1
         #: the caps array and each group's ceiling of credit (``_host_credit``)
         self._ceiling: tuple[FloatArray, FloatArray] | None = None
-        #: the polls the last slot's refill had to find (``refill_floor``)
-        self._refill_need = 0
         #: a bitmap of the table's rows and the rows array and row count it was built for
         self._table_bits: tuple[IndexArray, int, NDArray[np.uint8]] | None = None
 
@@ -404,12 +399,7 @@ class Guard:
     # ----- each slot --------------------------------------------------------------------
 
     def enforce(
-        self,
-        rows: IndexArray,
-        slot: int,
-        k: int,
-        credit: CreditArray | None = None,
-        near: NearRows | None = None,
+        self, rows: IndexArray, slot: int, k: int, credit: CreditArray | None = None
     ) -> tuple[IndexArray, IndexArray]:
         """Filter a slot's picks (row positions, in the scheduler's order of preference):
         drop what is paused, too soon for its upper bound or over its host's credit, put the
@@ -419,10 +409,7 @@ class Guard:
         With ``credit`` (a stride realization's per-URL credits), polls left free by the
         dropped picks go to the other due URLs (credit >= 1) that are allowed, largest
         credit first; each pays 1 from its credit. Without it a stride scheduler would keep
-        picking the backlog of a capped host, only to see it dropped again. ``near``: a
-        floor, the rows (ascending) whose credit was at least that floor when the slot's
-        picks were made and their credits then (``refill_floor``), which spare the refill
-        its pass over all credits when its own floor is not below that one."""
+        picking the backlog of a capped host, only to see it dropped again."""
         self._slot = max(self._slot, slot)
         entries, max_gap, _ = self._deadlines()
         allowed = rows[self._may_poll(rows, slot)]
@@ -445,9 +432,8 @@ class Guard:
         taken = np.zeros(self.group.size, dtype=bool)
         taken[kept] = True
         dropped = rows[~taken[rows]]
-        self._refill_need = k - kept.size if credit is not None else 0
         if credit is not None and kept.size < k:
-            kept = self._refill(kept, k, taken, rows, credit, slot, group, host_credit, near)
+            kept = self._refill(kept, k, taken, rows, credit, slot, group, host_credit)
         if host_credit is not None:
             self._keep_credit(self.labels, cap, host_credit)
         self.mark(kept, slot)
@@ -465,16 +451,6 @@ class Guard:
             return np.ones(order.size, dtype=bool)
         credit = self._host_credit(self.labels, self._caps())
         return within_mask(order, self.group, credit)
-
-    def refill_floor(self) -> float:
-        """The lowest credit the next slot's refill is likely to look at (the floor of twice
-        the last slot's need), for a caller that passes ``enforce`` its rows of credit at
-        least that (``near``); 1.0 when the last slot needed no refill."""
-        need = 2 * self._refill_need
-        if need <= 0:
-            return 1.0
-        floor = 1.0 - 4.0 * (8 * need + 64) / max(self.group.size, 1)
-        return floor if floor > 0 else 1.0
 
     def mark(self, rows: IndexArray, slot: int) -> None:
         """Record the selection of some rows in a slot (only the table's rows keep it)."""
@@ -514,7 +490,6 @@ class Guard:
         slot: int,
         group: NDArray[np.signedinteger],
         host_credit: FloatArray | None,
-        near: NearRows | None = None,
     ) -> IndexArray:
         """Fill the polls left free with the allowed URLs of the largest stride credit (the
         due ones first, then those nearest to due: with an integer capacity a poll not made
@@ -526,17 +501,7 @@ class Guard:
         # 1 - 4 many / n are about 4 many URLs, usually more than enough; ranking them
         # spares the passes over all n (all of them are ranked when they are too few).
         floor = 1.0 - 4.0 * many / max(credit.size, 1)
-        if floor > 0 and near is not None and floor >= near[0]:
-            # The same rows, in the same order, from the caller's rows of credit at least
-            # near[0] and their credits then (since then a credit only fell: by a pick's 1,
-            # taken anyway, or to the ceiling, still above the floor): in the heavy mix at
-            # a million URLs the pass over all credits cost 1.1 ms of a 2.1 ms refill, and
-            # a gather of the near rows' credits touches most of its cache lines too.
-            pool = near[1][near[2] >= floor]
-        elif floor > 0:
-            pool = np.flatnonzero(credit >= floor)
-        else:
-            pool = np.arange(credit.size)
+        pool = np.flatnonzero(credit >= floor) if floor > 0 else np.arange(credit.size)
         pool = pool[~taken[pool]]
         if many < pool.size:  # the best first: the bound check below then looks at few
             pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]

@@ -416,16 +416,7 @@ class BayesRate(Scheduler):
         scale = k / (self._total if self._limits is None else max(self._total, self.capacity))
         credit = self._credit
         _add_step(credit, self._x, scale)
-        floor = self._guard.refill_floor() if self._limits is not None and self._guard else 1.0
-        if floor < 1.0:
-            # the rows the guard's refill will rank too (``Guard.enforce``'s ``near``), in
-            # the one pass over the credits that finds the due ones
-            near = np.flatnonzero(credit >= floor)
-            values = credit[near]
-            cand = near[values >= 1.0]
-            self._near = (floor, near, values)
-        else:
-            cand = np.flatnonzero(credit >= 1.0)
+        cand = np.flatnonzero(credit >= 1.0)
         first = None
         if self._limits is not None and self.settings.capped_rule == "changed":
             first, cand = self._held_picks(cand)
@@ -565,35 +556,27 @@ class BayesRate(Scheduler):
             keep = np.where(dropped, np.float32(self.settings.drop_keep), np.float32(1.0))
             a = a - old_a * g * (1 - keep)
             h = h - old_h * g * (1 - keep)
-        limits = self._limits
-        group = None if limits is None else limits.group[pos]
-        held = None
-        if group is not None and self.settings.capped_rule == "changed":
-            # see "Capped hosts": the rows of the held hosts take the posterior mean, so
-            # only the others are estimated from their own sums here
-            in_held = self._held_hosts()[group]
-            held = np.flatnonzero(in_held)
-        if held is not None and held.size:
-            free = np.flatnonzero(~in_held)
-            rate = np.empty(pos.size, dtype=np.float32)
-            rate[free] = self._estimate(a[free], b[free], h[free], mc[free])
-        else:
-            rate = self._estimate(a, b, h, mc)
+        rate = self._estimate(a, b, h, mc)
         self._hit_time[pos] = a
         self._miss_time[pos] = b
         self._hit_count[pos] = h
         self._miss_count[pos] = mc
-        if held is not None and held.size:
-            prior = self._population_prior()  # from the sums just stored
-            rate[held] = _prior.posterior_mean(a[held], b[held], h[held], prior)
         self._rhat[pos] = rate
         old_x = self._x[pos]
-        if limits is None or group is None:
+        limits = self._limits
+        if limits is None:
             new_x = self._allocate(rate, pos)
             self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
         else:
             # the rows' bounds and hosts, looked up once for the x and the host sums
             bounds = limits.bounds_of(pos)
+            group = limits.group[pos]
+            if self.settings.capped_rule == "changed":
+                held = np.flatnonzero(self._held_hosts()[group])
+                if held.size:  # see "Capped hosts"
+                    prior = self._population_prior()
+                    rate[held] = _prior.posterior_mean(a[held], b[held], h[held], prior)
+                    self._rhat[pos[held]] = rate[held]
             new_x = self._constrained_x(rate, pos, bounds, group)
             self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
             self._add_sums(group, (old_x, new_x), bounds)

@@ -227,31 +227,3 @@ def test_each_shortcut_gives_its_plain_formula_bit_for_bit() -> None:
         plain = _straight_within_mask(order, group, plain_credit, limit)
         assert np.array_equal(fast, plain)
         assert fast_credit.tobytes() == plain_credit.tobytes()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("mix", ["realistic", "heavy"])
-def test_refill_from_the_rows_near_due_selects_as_its_full_pass(
-    monkeypatch: pytest.MonkeyPatch, mix: str
-) -> None:
-    """``bayes`` hands the guard's refill the rows whose credit was near due after the
-    slot's step (``Guard.refill_floor``, ``enforce``'s ``near``), sparing its pass over all
-    credits: every slot must pick what the full pass picks, and the shortcut must serve."""
-    served: list[bool] = []
-    refill = Guard._refill
-
-    def counted(self: Guard, *args: Any) -> Any:
-        near, k, kept, credit = args[-1], args[1], args[0], args[4]
-        many = 8 * (k - kept.size) + 64
-        served.append(near is not None and 1.0 - 4.0 * many / credit.size >= near[0])
-        return refill(self, *args)
-
-    monkeypatch.setattr(Guard, "_refill", counted)
-    fast_picks, fast_state = _run(mix)
-    least = {"realistic": 1, "heavy": 20}[mix]  # at this size few realistic slots refill
-    assert sum(served) >= least, f"the rows near due served {sum(served)} of {len(served)}"
-    monkeypatch.setattr(Guard, "refill_floor", lambda self: 1.0)
-    plain_picks, plain_state = _run(mix)
-    differ = [i for i, (a, b) in enumerate(zip(fast_picks, plain_picks, strict=True)) if a != b]
-    assert not differ, f"the refill from the rows near due chose other URLs in slots {differ[:5]}"
-    assert fast_state == plain_state
