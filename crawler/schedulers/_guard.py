@@ -180,6 +180,8 @@ class Guard:
         self._projected_version = -1
         self._gap_cache: tuple[IndexArray, FloatArray, FloatArray] | None = None
         self._gap_version = -1
+        #: the caps array and each group's ceiling of credit (``_host_credit``)
+        self._ceiling: tuple[FloatArray, FloatArray] | None = None
         #: a bitmap of the table's rows and the rows array and row count it was built for
         self._table_bits: tuple[IndexArray, int, NDArray[np.uint8]] | None = None
 
@@ -598,10 +600,17 @@ class Guard:
         ceiling of ceil(cap) threw away the fraction carried over: a busy host capped at
         1.98 got 1, 2, 1, 2, ... polls, 1.5 per slot.)"""
         credit = self._credit_array(labels)
-        finite = np.where(np.isfinite(cap), cap, 1.0)
-        whole = np.abs(finite - np.round(finite)) < 1e-9
-        ceiling = np.where(whole, np.round(finite), finite + 1.0)
-        return np.where(np.isfinite(cap), np.minimum(credit + cap, ceiling), np.inf)
+        cached = self._ceiling
+        if cached is None or cached[0] is not cap:
+            # per cap array (twice a slot under caps): an uncapped group's ceiling is
+            # infinite, where its credit (0) plus its cap is infinite as before
+            finite = np.where(np.isfinite(cap), cap, 1.0)
+            whole = np.abs(finite - np.round(finite)) < 1e-9
+            ceiling = np.where(whole, np.round(finite), finite + 1.0)
+            cached = self._ceiling = (cap, np.where(np.isfinite(cap), ceiling, np.inf))
+        credit += cap
+        np.minimum(credit, cached[1], out=credit)
+        return credit
 
     @staticmethod
     def _within_credit(
@@ -739,7 +748,7 @@ def within_mask(
     g = group[order]
     idx = np.flatnonzero(g >= 0)
     if idx.size:
-        idx = idx[~np.isposinf(credit)[g[idx]]]
+        idx = idx[~np.isposinf(credit[g[idx]])]  # the rows' groups, not all groups
     if idx.size:
         gs = g[idx]
         ranked = np.argsort(gs, kind="stable")
