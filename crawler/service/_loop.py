@@ -401,16 +401,14 @@ class CrawlLoop:
         database read in a thread, and the slot's first request waits for both, so they are
         made at once rather than one after the other (the watch list's sync changes nothing
         a verdict depends on; a slot left out then polls none of it)."""
-        may_poll = self.may_poll
-        assert may_poll is not None
-
-        async def check() -> Verdict:
-            return await may_poll()
-
-        async with asyncio.TaskGroup() as both:
-            verdict = both.create_task(check())
-            both.create_task(self._sync_or_warn())
-        return verdict.result()
+        assert self.may_poll is not None
+        check = asyncio.ensure_future(self.may_poll())
+        try:
+            await self._sync_or_warn()
+        except BaseException:  # the sync failed (a bug) or the loop is cancelled: both end
+            check.cancel()
+            raise
+        return await check
 
     async def _sync_or_warn(self) -> None:
         """``sync_watch_list``; a database error is logged (the next slot tries again)."""
