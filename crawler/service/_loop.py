@@ -365,7 +365,13 @@ class CrawlLoop:
                 tick = await clock.wait(stop)
                 if tick is None or self.leaving:
                     break
-                verdict = "poll" if self.may_poll is None else await self.may_poll()
+                synced = False  # the watch list's changes taken already (with the verdict)
+                if self.may_poll is None:
+                    verdict: Verdict = "poll"
+                elif self.permit is None:
+                    verdict, synced = await self._may_poll_and_sync(), True
+                else:  # a cluster worker's permit may sync the watch list itself: after this
+                    verdict = await self.may_poll()
                 if verdict == "stop":
                     stop.set()
                     break
@@ -373,7 +379,7 @@ class CrawlLoop:
                     self.permit is not None and not await self.permit.may_poll(self)
                 ):
                     continue
-                summary, commit = await self._slot(tick, clock, deferred, on_slot)
+                summary, commit = await self._slot(tick, clock, deferred, on_slot, synced)
                 deferred = None
                 if summary.overrun:
                     deferred = _Deferred(summary, commit)
@@ -390,22 +396,43 @@ class CrawlLoop:
         summary, commit = await self._slot(tick, clock, None, None)
         return await _committed(summary, commit)
 
+    async def _may_poll_and_sync(self) -> Verdict:
+        """``may_poll``'s verdict, with the watch list's changes taken meanwhile: each is a
+        database read in a thread, and the slot's first request waits for both, so they are
+        made at once rather than one after the other (the watch list's sync changes nothing
+        a verdict depends on; a slot left out then polls none of it)."""
+        assert self.may_poll is not None
+        check = asyncio.ensure_future(self.may_poll())
+        try:
+            await self._sync_or_warn()
+        except BaseException:  # the sync failed (a bug) or the loop is cancelled: both end
+            check.cancel()
+            raise
+        return await check
+
+    async def _sync_or_warn(self) -> None:
+        """``sync_watch_list``; a database error is logged (the next slot tries again)."""
+        try:
+            await self.sync_watch_list()
+        except StoreError as exc:
+            log.warning("watch list not refreshed: %s", exc)
+
     async def _slot(
         self,
         tick: Tick,
         clock: SlotClock | None,
         previous: _Deferred | None,
         on_slot: Callable[[SlotSummary], None] | None,
+        synced: bool = False,
     ) -> tuple[SlotSummary, asyncio.Task[bool]]:
         """One slot; its commit is a task (started after ``previous``'s commit is done and
-        reported). The summary's ``committed`` is filled in from the task."""
+        reported). The summary's ``committed`` is filled in from the task. ``synced``: the
+        watch list's changes were taken at this slot's start already."""
         assert self.scheduler is not None
         started = time.monotonic()
         started_at = datetime.now(UTC)
-        try:
-            await self.sync_watch_list()
-        except StoreError as exc:
-            log.warning("watch list not refreshed: %s", exc)
+        if not synced:
+            await self._sync_or_warn()
         steps, scheduler = self.steps, self.scheduler
         for step in steps:  # caps, capacity: what changed since the last slot
             await step.before_select(scheduler)

@@ -28,5 +28,7 @@ def test_sqlite_pragmas_and_parent_directory(tmp_path: Path) -> None:
             assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
             assert conn.execute(text("PRAGMA synchronous")).scalar() == 1  # NORMAL
             assert int(conn.execute(text("PRAGMA busy_timeout")).scalar() or 0) > 0
+            # a slot's pages are copied back every 10,000 WAL pages, not SQLite's 1,000
+            assert conn.execute(text("PRAGMA wal_autocheckpoint")).scalar() == 10_000
     finally:
         store.close()
