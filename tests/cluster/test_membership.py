@@ -39,13 +39,17 @@ def db_backend() -> str:
 
 def _settings(database_url: str, **extra: Any) -> Any:
     return service_settings(
-        database_url,
-        cluster=True,
-        capacity=4.0,
-        heartbeat_s=0.2,
-        worker_timeout_s=TIMEOUT,
-        **extra,
-    )
+        database_url, **{"cluster": True, "capacity": 4.0, "heartbeat_s": 0.2,
+                         "worker_timeout_s": TIMEOUT, **extra}
+    )  # fmt: skip
+
+
+def _beaten_by_hand(database_url: str) -> Any:
+    """A member's settings for a test that calls ``heartbeat()`` itself: a stall timeout of
+    0.5 s, and the member's own heartbeat thread waiting out the test (a beat of its own in
+    flight while the test changes the loop's state would land after the test read the last
+    beat, as it did at load 9)."""
+    return _settings(database_url, stall_timeout_s=0.5, heartbeat_s=60, worker_timeout_s=600)
 
 
 def _epochs(store: Store) -> dict[str, tuple[str | None, int]]:
@@ -169,10 +173,7 @@ def test_most_holders_silent_together_wait_then_move(
 
 
 def test_a_wedged_loop_stops_heartbeating(store: Store, database_url: str) -> None:
-    # the heartbeat thread waits out the test (the test beats by hand): a beat of its own in
-    # flight when the state below changes would land after the reading of ``before``
-    settings = _settings(database_url, stall_timeout_s=0.5, heartbeat_s=60, worker_timeout_s=600)
-    member = ClusterMember(settings, store)
+    member = ClusterMember(_beaten_by_hand(database_url), store)
     member.start(coordinate=False)
     try:
         beat_at = functools.partial(_heartbeat_at, store, member.worker_id)
@@ -193,7 +194,7 @@ def test_a_loop_taking_in_a_large_share_is_not_stalled(store: Store, database_ur
     """Reading the URLs and saved rows of millions of gained URLs took longer than the
     stall timeout: the worker stopped heartbeating and lost the sites it was reading, again
     and again. A loop taking a change in is making progress (up to a bound)."""
-    member = ClusterMember(_settings(database_url, stall_timeout_s=0.5), store)
+    member = ClusterMember(_beaten_by_hand(database_url), store)
     member.start(coordinate=False)
     try:
         beat_at = functools.partial(_heartbeat_at, store, member.worker_id)
