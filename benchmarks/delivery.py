@@ -687,6 +687,8 @@ def main() -> None:
                 settings = bench_settings(
                     url,
                     args.per_slot,
+                    host_caps=True,  # the crawl as these figures were first taken
+                    slot_deadline_s=None,
                     delivery=False,  # the service starts none: the phases start their own
                     delivery_concurrency=args.concurrency,
                     delivery_batch=args.batch,

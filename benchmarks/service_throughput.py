@@ -24,7 +24,14 @@ reported. Two scenarios per database:
 * ``changing``: each page also changes with probability ``--change-rate`` per second.
 
 The service runs with slots back to back (a tiny ``slot_seconds``, ``--per-slot`` polls per
-slot); a run's time ends when its last slot is committed. PostgreSQL runs
+slot); a run's time ends when its last slot is committed. Politeness is open (no delay
+between a host's requests, 256 at once) and the per-host caps are off, as in the harness the
+earlier figures were taken with: with caps on, a nominal slot of 10 ms caps each host at what
+it can take in 10 ms (``--host-caps`` shows it: 250-330 polls a slot of the 1,500), so the
+slot's fixed costs are spread over a fifth of its polls. A slot's deadline is the fetch
+timeout (``--deadline``), again as in that harness: the service's default deadline, the
+slot but at least 1 s, would defer the polls of a 1,500-poll slot still queued after 1 s
+(a third to a half of them on 2 cores): selected, sent and dropped. PostgreSQL runs
 in a temporary schema of the database at CRAWLER_BENCH_POSTGRES_URL (dropped afterwards).
 """
 
@@ -171,7 +178,9 @@ async def bare_loop(
 # ----- the service -----------------------------------------------------------------------------
 
 
-def bench_settings(database_url: str, per_slot: int, **overrides: Any) -> Settings:
+def bench_settings(
+    database_url: str, per_slot: int, *, host_caps: bool = False, **overrides: Any
+) -> Settings:
     values: dict[str, Any] = {
         "database_url": database_url,
         "slot_seconds": 0.01,  # the minimum: slots run back to back (each overruns)
@@ -184,6 +193,8 @@ def bench_settings(database_url: str, per_slot: int, **overrides: Any) -> Settin
         "fetch_timeout_s": 10.0,
         "seed": 1,
         "default_min_interval_s": 0,  # the allocation as measured: no polite bound
+        "host_caps": host_caps,
+        "slot_deadline_s": 10.0,  # the fetch timeout: a slot's polls are not deferred
     }
     values.update(overrides)
     return load_settings(values)
@@ -196,6 +207,7 @@ class ServiceRun:
     hits: int
     misses: int
     errors: int
+    deferred: int
     slots: int
     mean_slot_s: float
 
@@ -243,7 +255,8 @@ async def interleaved_runs(
             print(
                 f"{label} service: {run.rate:,.0f} polls/s ({run.polls:,} polls in "
                 f"{run.seconds:.1f} s, {run.slots} slots of {run.mean_slot_s * 1000:.0f} ms; "
-                f"hits {run.hits:,}, misses {run.misses:,}, errors {run.errors:,}; "
+                f"hits {run.hits:,}, misses {run.misses:,}, errors {run.errors:,}, "
+                f"deferred {run.deferred:,}; "
                 f"{meter.per_item_us(run.polls)})"
             )
     store.close()
@@ -279,6 +292,7 @@ async def service_run(
         hits=sum(s.hits for s in summaries),
         misses=sum(s.misses for s in summaries),
         errors=sum(s.errors for s in summaries),
+        deferred=sum(s.deferred for s in summaries),
         slots=len(summaries),
         mean_slot_s=float(np.mean([s.duration_s for s in summaries])),
     )
@@ -304,12 +318,22 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=0, help="normalize workers (0 = auto)")
     parser.add_argument("--profile", help="cProfile the service runs into this file prefix")
+    parser.add_argument(
+        "--host-caps", action="store_true", help="per-host caps on (the service's default)"
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=10.0,
+        help="a slot's deadline in seconds (the service's default here: 1)",
+    )
     args = parser.parse_args()
     kinds = ("sqlite", "postgresql") if args.db == "both" else (args.db,)
     scenarios = ("nonce", "changing") if args.scenario == "both" else (args.scenario,)
     print(
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {args.urls:,} URLs; "
-        f"{args.per_slot:,} polls per slot; the site on {args.hosts} loopback address(es)"
+        f"{args.per_slot:,} polls per slot; the site on {args.hosts} loopback address(es); "
+        f"host caps {'on' if args.host_caps else 'off'}; slot deadline {args.deadline:g} s"
     )
     summary: list[str] = []
     for scenario in scenarios:
@@ -324,6 +348,8 @@ def main() -> None:
                         args.per_slot,
                         normalize_workers=args.workers,
                         fetch_workers=args.fetch_workers,
+                        host_caps=args.host_caps,
+                        slot_deadline_s=args.deadline,
                     )
                     bares, runs = asyncio.run(
                         interleaved_runs(settings, urls, args, meter, f"[{scenario}, {kind}]")
