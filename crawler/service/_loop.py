@@ -174,11 +174,13 @@ class CrawlLoop:
         #: every slot's polls as they are answered; those that outlive their slot
         self.inflight = InFlight(poller, settings.effective_poll_linger(), GRACE_S)
         #: "may this process poll?", awaited by ``run`` at every slot start before any
-        #: request (the service's database lock: _service.py); "skip" leaves the slot out,
-        #: "stop" sets the stop event and ends the run
+        #: request, with the watch list's sync beside it (a single service's database lock:
+        #: _service.py); "skip" leaves the slot out, "stop" sets the stop event and ends the
+        #: run; None: always
         self.may_poll: Callable[[], Awaitable[Verdict]] | None = None
-        #: asked before every slot's requests, and cuts a slot in flight (a cluster
-        #: worker's renew deadline); None: always
+        #: asked before every slot's requests, after ``may_poll`` and its sync (it may sync
+        #: the watch list itself), and cuts a slot in flight (a cluster worker's renew
+        #: deadline); None: always
         self.permit: PollPermit | None = None
         #: set to end ``run`` after the slot in flight, before the next one starts (a
         #: cluster worker leaving: nothing sent is cut)
@@ -366,12 +368,9 @@ class CrawlLoop:
                 if tick is None or self.leaving:
                     break
                 synced = False  # the watch list's changes taken already (with the verdict)
-                if self.may_poll is None:
-                    verdict: Verdict = "poll"
-                elif self.permit is None:
+                verdict: Verdict = "poll"
+                if self.may_poll is not None:
                     verdict, synced = await self._may_poll_and_sync(), True
-                else:  # a cluster worker's permit may sync the watch list itself: after this
-                    verdict = await self.may_poll()
                 if verdict == "stop":
                     stop.set()
                     break
