@@ -214,3 +214,22 @@ def test_polls_added_to_a_selection_keep_pauses_and_bounds() -> None:
     for _ in range(7):  # slots 8 to 14
         assert 4 not in s.select().tolist()
     assert 4 in s.select().tolist()  # slot 15
+
+
+def test_the_refill_passes_over_waiting_urls_of_a_host_with_no_credit_left() -> None:
+    """The polls a host's cap turns away go to other URLs even when the largest credits are
+    the waiting URLs of a host with no poll of credit left: they filled the refill's ranked
+    head, and the polls were lost."""
+    from crawler.schedulers._guard import Guard
+
+    n, k = 1_000, 10
+    guard = Guard(n, slot=0)
+    rows = np.arange(n, dtype=np.intp)
+    guard.set_groups(rows, np.where(rows < 500, 0, 1))
+    guard.set_caps({0: 1.0})  # host 1 has no cap
+    credit = np.where(rows < 500, 2.0, 0.99).astype(np.float32)  # host 0's URLs wait
+    kept, dropped = guard.enforce(np.array([0, 1, 2], dtype=np.intp), 1, k, credit)
+    assert kept.size == k
+    assert kept[0] == 0 and set(dropped.tolist()) == {1, 2}
+    assert np.all(kept[1:] >= 500)  # host 1's URLs nearest to due
+    assert np.all(credit[kept[1:]] < 0)  # each paid one poll of credit
