@@ -45,6 +45,7 @@ from crawler.ipc import (
     encode_pickle,
     frame_header,
     own_fd,
+    preload,
     read_frame,
 )
 
@@ -113,6 +114,10 @@ class ListingReader:
             raise ValueError("timeout_s must be positive")
         self.limits = limits
         self.timeout_s = timeout_s
+        # the fork server (started by the crawl workers, as a rule before the first read)
+        # imports this module with theirs: each listing worker is then a fork of it, not an
+        # import of the parsers, at its start and after every read killed at its deadline
+        preload(serve.__module__)
         self._worker: PipeWorker | None = None
         self._ready: asyncio.Future[list[Any]] | None = None
         self._lock: asyncio.Lock | None = None
