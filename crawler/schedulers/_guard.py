@@ -535,12 +535,8 @@ class Guard:
         order), that their hosts' credit lets in. Which rows a host lets in depends only on
         the rows before them, so the ranked head of the pool decides when it lets ``need``
         in: only that head is sorted (twice the need, then four times as many, ...), not
-        the whole pool. The rows of a host with no whole poll of credit left are never let
-        in: they are dropped first."""
-        if host_credit is not None:
-            g = group[pool]
-            open_host = np.floor(host_credit[g] + 1e-9) >= 1
-            pool = pool[open_host | (g < 0)]
+        the whole pool. The pool holds no row of a host with no whole poll of credit left
+        (``_open``: the caller drops them before it ranks)."""
         size = pool.size if host_credit is None else min(pool.size, 2 * need + 64)
         while True:
             head = pool
