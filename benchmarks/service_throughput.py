@@ -178,6 +178,10 @@ async def bare_loop(
 # ----- the service -----------------------------------------------------------------------------
 
 
+#: the fetcher's budget per poll, and a slot's deadline here (``--deadline``)
+FETCH_TIMEOUT_S = 10.0
+
+
 def bench_settings(
     database_url: str, per_slot: int, *, host_caps: bool = False, **overrides: Any
 ) -> Settings:
@@ -190,11 +194,11 @@ def bench_settings(
         "per_host_min_delay_s": 0.0,
         "per_host_concurrency": 256,
         "fetch_retries": 0,
-        "fetch_timeout_s": 10.0,
+        "fetch_timeout_s": FETCH_TIMEOUT_S,
         "seed": 1,
         "default_min_interval_s": 0,  # the allocation as measured: no polite bound
         "host_caps": host_caps,
-        "slot_deadline_s": 10.0,  # the fetch timeout: a slot's polls are not deferred
+        "slot_deadline_s": FETCH_TIMEOUT_S,  # a slot's polls are not deferred
     }
     values.update(overrides)
     return load_settings(values)
@@ -324,7 +328,7 @@ def main() -> None:
     parser.add_argument(
         "--deadline",
         type=float,
-        default=10.0,
+        default=FETCH_TIMEOUT_S,
         help="a slot's deadline in seconds (the service's default here: 1)",
     )
     args = parser.parse_args()
