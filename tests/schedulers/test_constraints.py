@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from crawler import schedulers
 from crawler.schedulers import classify_failure
+from crawler.schedulers._guard import Guard
 
 
 def simulate(
@@ -220,8 +221,6 @@ def test_the_refill_passes_over_waiting_urls_of_a_host_with_no_credit_left() -> 
     """The polls a host's cap turns away go to other URLs even when the largest credits are
     the waiting URLs of a host with no poll of credit left: they filled the refill's ranked
     head, and the polls were lost."""
-    from crawler.schedulers._guard import Guard
-
     n, k = 1_000, 10
     guard = Guard(n, slot=0)
     rows = np.arange(n, dtype=np.intp)
