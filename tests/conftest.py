@@ -11,13 +11,15 @@ waiting for the WAL's flush (``synchronous_commit=off``: what a commit makes vis
 when, is unchanged; only a crash of the server could lose the last commits): 10% less wall
 time for the PostgreSQL tests of the store and the CLI here (2026-11-27).
 
-Emptying: only the tables that hold rows are TRUNCATEd (RESTART IDENTITY), then any sequence
-that moved is restarted, which leaves the same state as truncating all of them. TRUNCATE swaps
-the files of every table and index it names: all 21 tables cost 0.25-0.6 s per test on this
-2-core machine under load (2026-11-26), looking for rows costs 5-15 ms, and most tests fill a
-few tables. Even so, the few tables a test fills took 0.1 s on average (8 s over 72 tests of
-the store and the CLI, load 6, 2026-11-27), so a schema is emptied in a background thread as
-soon as its test is done, while the next test runs on the other one.
+Emptying: only the tables that hold rows are emptied, then any sequence that moved is
+restarted, which leaves the same state as truncating all of them. TRUNCATE swaps the files of
+every table and index it names: all 21 tables cost 0.25-0.6 s per test on this 2-core machine
+under load (2026-11-26), looking for rows costs 5-15 ms, and most tests fill a few tables with
+a few rows. Those are DELETEd (children first): 3-4 ms of the server's CPU against 15-27 ms
+for TRUNCATE of the same tables after adding 20 URLs (2026-11-28), on a machine where the
+server's CPU is the tests' CPU. A table of more than ``DELETE_UP_TO`` rows is TRUNCATEd, so
+no test leaves many dead rows behind. A schema is emptied in a background thread as soon as
+its test is done, while the next test runs on the other one.
 
 SQLite: ``database_url`` is a copy of a database migrated once per session (a migration costs
 0.3 s, a copy a few ms), so every test starts from the same bytes a migration writes.
@@ -73,6 +75,8 @@ os.environ.setdefault("CRAWLER_DEFAULT_MIN_INTERVAL_S", "0")
 BACKENDS = ("sqlite", "postgresql")
 #: migrated PostgreSQL schemas per session: a test gets one while the last one's is emptied
 MIGRATED_SCHEMAS = 2
+#: a table of at most this many rows is emptied by DELETE, a larger one by TRUNCATE
+DELETE_UP_TO = 1_000
 PG_CANDIDATES = (
     "postgresql+psycopg://postgres@127.0.0.1:5432/test",
     "postgresql+psycopg://root@127.0.0.1:5432/test",
@@ -159,17 +163,25 @@ class _Postgres:
         self.released.append((schema, self.emptier.submit(self.empty, schema)))
 
     def empty(self, schema: str) -> None:
-        """TRUNCATE ... RESTART IDENTITY the tables of ``schema`` that hold rows, and restart
-        the sequences that moved (an insert rolled back moves one too)."""
+        """Empty the tables of ``schema`` that hold rows, and restart the sequences that moved
+        (an insert rolled back moves one too): DELETE where a table holds a few rows, TRUNCATE
+        ... RESTART IDENTITY where it holds many."""
         probe = " UNION ALL ".join(
-            f"SELECT '{t}' WHERE EXISTS (SELECT 1 FROM {schema}.{t})" for t in Base.metadata.tables
+            f"SELECT '{t}', (SELECT count(*) FROM (SELECT 1 FROM {schema}.{t} LIMIT"
+            f" {DELETE_UP_TO + 1}) r) WHERE EXISTS (SELECT 1 FROM {schema}.{t})"
+            for t in Base.metadata.tables
         )
         with self.connect().connect() as conn:
             conn.execute(text("SET lock_timeout = '5s'"))  # a leaked connection: fail, not hang
-            full = conn.execute(text(probe)).scalars().all()
-            if full:
-                tables = ", ".join(f"{schema}.{t}" for t in full)
+            conn.execute(text(f"SET search_path = {schema}"))  # for the tables' triggers
+            rows = dict(conn.execute(text(probe)).tuples().all())
+            many = [t for t, count in rows.items() if count > DELETE_UP_TO]
+            if many:
+                tables = ", ".join(f"{schema}.{t}" for t in many)
                 conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+            for table in reversed(Base.metadata.sorted_tables):  # the referring ones first
+                if table.name in rows and table.name not in many:
+                    conn.execute(text(f"DELETE FROM {schema}.{table.name}"))
             moved = conn.execute(
                 text(
                     "SELECT sequencename FROM pg_sequences"
@@ -344,3 +356,34 @@ def _cli_built_once() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(typer.testing, "_get_command", built)
         yield
+
+
+# ----- the tests that wait, spread over the workers' first tests -----------------------------
+# The service's and the crawl workers' tests spend most of their time waiting on real clocks
+# (slot deadlines, slow hosts, a process's start): 82 s of the 196 s the fast lane takes one
+# test after another, in 68 tests of these directories (2026-11-28). In collection order they
+# came last in the last xdist worker's share, so the fast lane ended with 10 s in which four
+# workers waited and the cores were idle. pytest-xdist's worksteal hands each of N workers an
+# equal, contiguous share of the collection first; here each share starts with its part of the
+# waiting tests, so their waits overlap the others' CPU-bound tests. Order within each group
+# is kept; without xdist nothing moves. Last of the hooks: after ``-m`` has deselected.
+WAITING_TESTS = ("tests/service/", "tests/workers/")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers < 2:
+        return
+    waiting = [item for item in items if item.nodeid.startswith(WAITING_TESTS)]
+    rest = [item for item in items if not item.nodeid.startswith(WAITING_TESTS)]
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for share in range(workers):
+        size = left // (workers - share)  # as worksteal deals the first shares
+        mine = waiting[share::workers]
+        taken = size - len(mine)
+        ordered += mine + rest[:taken]
+        rest = rest[taken:]
+        left -= size
+    items[:] = ordered + rest
