@@ -129,8 +129,10 @@ def preload(module: str) -> None:
     of the first worker that runs it. The server imports only what it was given when it
     started: a worker whose module came later imports it itself at each start (the
     listing worker's discovery and feed parsers: 0.4 s of CPU, 1-2 s under load, at every
-    restart after a read past its deadline), where a fork of a server that has it costs
-    milliseconds."""
+    restart after a read past its deadline; a crawl worker's aiohttp, after a judging pool
+    had started the server: 7% of the fast lane's CPU), where a fork of a server that has
+    it costs milliseconds. So each module that starts workers names its target's module
+    here when it is imported, before any worker can start."""
     if module not in _preload:
         _preload.append(module)
         if "forkserver" in multiprocessing.get_all_start_methods():

@@ -52,6 +52,11 @@ from crawler.ipc import (
 #: the longest the worker may take to start and answer its first (empty) request
 START_TIMEOUT_S = 60.0
 
+# The fork server (started by whichever worker comes first) imports this module: each listing
+# worker is then a fork of it, not an import of the parsers, at its start and after every
+# read killed at its deadline.
+preload(__name__)
+
 #: a read's answer: ("ok", kind, ((url, lastmod), ...), truncated, too_large) or
 #: ("error", reason, detail)
 Answer = tuple[Any, ...]
@@ -114,10 +119,6 @@ class ListingReader:
             raise ValueError("timeout_s must be positive")
         self.limits = limits
         self.timeout_s = timeout_s
-        # the fork server (started by the crawl workers, as a rule before the first read)
-        # imports this module with theirs: each listing worker is then a fork of it, not an
-        # import of the parsers, at its start and after every read killed at its deadline
-        preload(serve.__module__)
         self._worker: PipeWorker | None = None
         self._ready: asyncio.Future[list[Any]] | None = None
         self._lock: asyncio.Lock | None = None

@@ -10,7 +10,9 @@ import asyncio
 from typing import Any
 
 from crawler.detect._worker import encode_jobs, serve
-from crawler.ipc import PipeWorker, WorkerLostError
+from crawler.ipc import PipeWorker, WorkerLostError, preload
+
+preload(serve.__module__)  # in the fork server whichever worker starts it
 
 __all__ = ["PipeWorker", "WorkerLostError", "WorkerPool"]
 

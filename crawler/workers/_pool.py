@@ -24,11 +24,13 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from crawler.fetch import FetchConfig
-from crawler.ipc import PipeWorker, WorkerLostError
+from crawler.ipc import PipeWorker, WorkerLostError, preload
 from crawler.sites import host_key
 from crawler.workers._answers import failed_answer
 from crawler.workers._process import encode_polls, serve
 from crawler.workers._types import PollAnswer, PollJob, answers_of
+
+preload(serve.__module__)  # in the fork server whichever worker starts it
 
 log = logging.getLogger("crawler.service")
 
