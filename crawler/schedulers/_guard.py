@@ -508,7 +508,10 @@ class Guard:
         # spares the passes over all n (all of them are ranked when they are too few).
         floor = 1.0 - 4.0 * many / max(credit.size, 1)
         pool = np.flatnonzero(credit >= floor) if floor > 0 else np.arange(credit.size)
-        pool = _open(pool[~taken[pool]], group, host_credit)
+        free = ~taken[pool]
+        if host_credit is not None:
+            free &= _open_groups(host_credit)[group[pool]]
+        pool = pool[free]
         if many < pool.size:  # the best first: the bound check below then looks at few
             pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         pool = pool[self._may_poll(pool, slot)]
@@ -748,9 +751,10 @@ def within_mask(
     if order.size == 0:
         return keep
     g = group[order]
-    idx = np.flatnonzero(g >= 0)
-    if idx.size:
-        idx = idx[~np.isposinf(credit[g[idx]])]  # the rows' groups, not all groups
+    # per group whether its credit is finite, the last entry (index -1: no group) False:
+    # one gather of the rows instead of a test of their groups, then of their credits
+    capped = np.append(~np.isposinf(credit), False)
+    idx = np.flatnonzero(capped[g])
     if idx.size:
         gs = g[idx]
         ranked = np.argsort(gs, kind="stable")
@@ -771,9 +775,14 @@ def _open(
     """The rows whose host has a whole poll of credit left (or no host, or no cap)."""
     if host_credit is None or rows.size == 0:
         return rows
-    g = group[rows]
-    kept: IndexArray = rows[(np.floor(host_credit[g] + 1e-9) >= 1) | (g < 0)]
+    kept: IndexArray = rows[_open_groups(host_credit)[group[rows]]]
     return kept
+
+
+def _open_groups(host_credit: FloatArray) -> BoolArray:
+    """Per group whether it has a whole poll of credit left, the last entry (index -1: no
+    group) True: one lookup per row instead of a floor of each row's credit."""
+    return np.append(np.floor(host_credit + 1e-9) >= 1, True)
 
 
 def _not_in(rows: IndexArray, drop: IndexArray, n: int) -> IndexArray:

@@ -286,6 +286,8 @@ class BayesRate(Scheduler):
         self._limits: Limits | None = None
         self._own_padded: FloatArray = np.zeros(1)
         self._level = 0.0
+        #: ``_held_hosts``' answer and the levels and caps it was computed from
+        self._held_cache: tuple[tuple[object, ...], BoolArray] | None = None
         self._planned_total = 0.0
         # Kept for ``_relevel`` (per host, O(polled) a slot): sum(x) of each host's rows,
         # the part of it that moves with the host's level (rows below 1 and unbounded), and
@@ -439,8 +441,16 @@ class BayesRate(Scheduler):
         its own level, above the global one."""
         limits = self._limits
         assert limits is not None
+        # kept while the levels and caps stand (read twice a slot, O(hosts) each time): the
+        # levels are new arrays at each solve and relevel, the caps at each change of them
+        key = (self._own_padded, self._level, limits.cap)
+        cached = self._held_cache
+        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+            return cached[1]
         held = (self._own_padded[:-1] > self._level) & np.isfinite(limits.cap)
-        return np.append(held, False)
+        out = np.append(held, False)
+        self._held_cache = (key, out)
+        return out
 
     def _held_picks(self, cand: IndexArray) -> tuple[IndexArray, IndexArray]:
         """Split the due URLs: those of the hosts whose cap binds that this slot's host
@@ -646,9 +656,10 @@ class BayesRate(Scheduler):
         probe = self.settings.probe_hits
         if probe > 1 and self._guard is not None and self._guard.active():
             # see "Probing": the interval of a URL that never missed halves per hit
-            unbroken = np.asarray(mc) < _NO_MISS
-            boost = np.minimum(np.exp2(np.asarray(h, dtype=np.float64)), probe)
-            rate = np.where(unbroken, rate * boost, rate)
+            # (on those rows only: under constraints most polls have missed once)
+            unbroken = np.flatnonzero(np.asarray(mc) < _NO_MISS)
+            boost = np.minimum(np.exp2(np.asarray(h, dtype=np.float64)[unbroken]), probe)
+            rate[unbroken] *= boost
         return rate.astype(np.float32)
 
     # ----- allocation ---------------------------------------------------------------------
@@ -839,15 +850,21 @@ class BayesRate(Scheduler):
         grouped = group >= 0
         loose = ~grouped
         size = limits.cap.size
-        gi = group[grouped].astype(np.intp)
+        # every row in a host (the common case): no copies of the rows that are
+        every = not loose.any()
+        gi = group.astype(np.intp) if every else group[grouped].astype(np.intp)
         for x, sign in zip(xs, (-1.0, 1.0), strict=True):
             if x is None:
                 continue
             moving = (x < np.float32(1.0)) & unbounded
             signed = x.astype(np.float64) * sign
+            moving_x = np.where(moving, signed, 0.0)
+            if every:
+                self._host_sum += np.bincount(gi, signed, minlength=size)
+                self._host_moving += np.bincount(gi, moving_x, minlength=size)
+                continue
             self._host_sum += np.bincount(gi, signed[grouped], minlength=size)
-            moving_x = np.where(moving, signed, 0.0)[grouped]
-            self._host_moving += np.bincount(gi, moving_x, minlength=size)
+            self._host_moving += np.bincount(gi, moving_x[grouped], minlength=size)
             self._loose_moving += float(np.sum(signed[moving & loose]))
 
     def _relevel(self, target: float) -> bool:
@@ -946,7 +963,8 @@ class BayesRate(Scheduler):
         rows = slice(None) if pos is None else pos
         if group is None:
             group = self._limits.group[rows]
-        level = np.maximum(self._own_padded[group], self._level)
+        # the larger of the host's own level and the global one, per host then per row
+        level = np.maximum(self._own_padded, self._level)[group]
         r = rate.astype(np.float64)
         u = inverse_gain(level / self._importance[rows]) if self._weighted else level
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
