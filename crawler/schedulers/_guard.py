@@ -412,7 +412,8 @@ class Guard:
         picking the backlog of a capped host, only to see it dropped again."""
         self._slot = max(self._slot, slot)
         entries, max_gap, _ = self._deadlines()
-        allowed = rows[self._may_poll(rows, slot)]
+        soon = self._too_soon(slot)  # the table's rows polled too recently, for both checks
+        allowed = rows[self._may_poll(rows, slot, soon)]
         forced = np.empty(0, dtype=np.intp)
         if entries.size:
             last = self.last[entries]
@@ -433,7 +434,7 @@ class Guard:
         taken[kept] = True
         dropped = rows[~taken[rows]]
         if credit is not None and kept.size < k:
-            kept = self._refill(kept, k, taken, rows, credit, slot, group, host_credit)
+            kept = self._refill(kept, k, taken, rows, credit, (slot, soon), group, host_credit)
         if host_credit is not None:
             self._keep_credit(self.labels, cap, host_credit)
         self.mark(kept, slot)
@@ -487,7 +488,7 @@ class Guard:
         taken: BoolArray,
         rows: IndexArray,
         credit: CreditArray,
-        slot: int,
+        when: tuple[int, IndexArray],
         group: NDArray[np.signedinteger],
         host_credit: FloatArray | None,
     ) -> IndexArray:
@@ -514,10 +515,10 @@ class Guard:
         pool = pool[free]
         if many < pool.size:  # the best first: the bound check below then looks at few
             pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
-        pool = pool[self._may_poll(pool, slot)]
+        pool = pool[self._may_poll(pool, *when)]
         if pool.size < need and floor > 0:
             pool = _open(np.flatnonzero(~taken), group, host_credit)
-            pool = pool[self._may_poll(pool, slot)]
+            pool = pool[self._may_poll(pool, *when)]
             if many < pool.size:
                 pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         if pool.size == 0:
@@ -567,15 +568,23 @@ class Guard:
         """Whether each row's pause and upper bound let it be polled in this slot."""
         return self._may_poll(np.asarray(rows, dtype=np.intp), slot)
 
-    def _may_poll(self, rows: IndexArray, slot: int) -> BoolArray:
+    def _too_soon(self, slot: int) -> IndexArray:
+        """The table's rows (sorted) that their upper bound keeps from a poll in this slot."""
+        if not self.rows.size:
+            return self.rows
+        _, _, min_gap = self._deadlines()
+        soon: IndexArray = self.rows[slot - self.last < min_gap]
+        return soon
+
+    def _may_poll(self, rows: IndexArray, slot: int, soon: IndexArray | None = None) -> BoolArray:
         """Whether each row's upper bound lets it be polled in this slot (rows outside the
         table always may). Only the table's rows polled too recently are looked up: a
         few, where looking up every query row in the whole table cost more than the rest
-        of the slot."""
+        of the slot. ``soon``: those rows (``_too_soon``) when the caller has them."""
         ok: BoolArray = np.ones(rows.size, dtype=bool)
         if self.rows.size and rows.size:
-            _, _, min_gap = self._deadlines()
-            soon = self.rows[slot - self.last < min_gap]
+            if soon is None:
+                soon = self._too_soon(slot)
             if soon.size:
                 some = np.arange(rows.size)[self._maybe_in_table(rows)]
                 query = rows[some]

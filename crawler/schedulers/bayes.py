@@ -286,6 +286,8 @@ class BayesRate(Scheduler):
         self._limits: Limits | None = None
         self._own_padded: FloatArray = np.zeros(1)
         self._level = 0.0
+        #: the rows of the last ``_learn`` and its slot (their last poll is that slot)
+        self._learned: tuple[IndexArray, int] | None = None
         #: ``_held_hosts``' answer and the levels and caps it was computed from
         self._held_cache: tuple[tuple[object, ...], BoolArray] | None = None
         self._planned_total = 0.0
@@ -492,6 +494,9 @@ class BayesRate(Scheduler):
             # baselines, are looked up for an observation (one gather of the rows instead
             # of two, at 10,000 new rows a slot).
             before = self._slot - 1
+            learned = self._learned
+            if learned is not None and learned[0] is rows and learned[1] == before:
+                return  # the whole selection was learned in its slot: none is a baseline
             first = first[self._last[first] != before]
             unseen = first[(self._hit_count[first] + self._miss_count[first]) == 0]
             self._last[unseen] = before
@@ -523,6 +528,7 @@ class BayesRate(Scheduler):
         if tau is None:
             tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
         self._last[pos] = self._slot
+        self._learned = (pos, self._slot)
         # Each statistic of the polled rows is gathered once: a gather from a million rows
         # costs more than the arithmetic on the polled few.
         old_a, old_b = self._hit_time[pos], self._miss_time[pos]
