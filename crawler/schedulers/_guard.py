@@ -412,7 +412,8 @@ class Guard:
         picking the backlog of a capped host, only to see it dropped again."""
         self._slot = max(self._slot, slot)
         entries, max_gap, _ = self._deadlines()
-        allowed = rows[self._may_poll(rows, slot)]
+        soon = self._too_soon(slot)  # the table's rows polled too recently, for both checks
+        allowed = rows[self._may_poll(rows, slot, soon)]
         forced = np.empty(0, dtype=np.intp)
         if entries.size:
             last = self.last[entries]
@@ -433,7 +434,7 @@ class Guard:
         taken[kept] = True
         dropped = rows[~taken[rows]]
         if credit is not None and kept.size < k:
-            kept = self._refill(kept, k, taken, rows, credit, slot, group, host_credit)
+            kept = self._refill(kept, k, taken, rows, credit, (slot, soon), group, host_credit)
         if host_credit is not None:
             self._keep_credit(self.labels, cap, host_credit)
         self.mark(kept, slot)
@@ -487,7 +488,7 @@ class Guard:
         taken: BoolArray,
         rows: IndexArray,
         credit: CreditArray,
-        slot: int,
+        when: tuple[int, IndexArray],
         group: NDArray[np.signedinteger],
         host_credit: FloatArray | None,
     ) -> IndexArray:
@@ -508,13 +509,16 @@ class Guard:
         # spares the passes over all n (all of them are ranked when they are too few).
         floor = 1.0 - 4.0 * many / max(credit.size, 1)
         pool = np.flatnonzero(credit >= floor) if floor > 0 else np.arange(credit.size)
-        pool = _open(pool[~taken[pool]], group, host_credit)
+        free = ~taken[pool]
+        if host_credit is not None:
+            free &= _open_groups(host_credit)[group[pool]]
+        pool = pool[free]
         if many < pool.size:  # the best first: the bound check below then looks at few
             pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
-        pool = pool[self._may_poll(pool, slot)]
+        pool = pool[self._may_poll(pool, *when)]
         if pool.size < need and floor > 0:
             pool = _open(np.flatnonzero(~taken), group, host_credit)
-            pool = pool[self._may_poll(pool, slot)]
+            pool = pool[self._may_poll(pool, *when)]
             if many < pool.size:
                 pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         if pool.size == 0:
@@ -564,15 +568,23 @@ class Guard:
         """Whether each row's pause and upper bound let it be polled in this slot."""
         return self._may_poll(np.asarray(rows, dtype=np.intp), slot)
 
-    def _may_poll(self, rows: IndexArray, slot: int) -> BoolArray:
+    def _too_soon(self, slot: int) -> IndexArray:
+        """The table's rows (sorted) that their upper bound keeps from a poll in this slot."""
+        if not self.rows.size:
+            return self.rows
+        _, _, min_gap = self._deadlines()
+        soon: IndexArray = self.rows[slot - self.last < min_gap]
+        return soon
+
+    def _may_poll(self, rows: IndexArray, slot: int, soon: IndexArray | None = None) -> BoolArray:
         """Whether each row's upper bound lets it be polled in this slot (rows outside the
         table always may). Only the table's rows polled too recently are looked up: a
         few, where looking up every query row in the whole table cost more than the rest
-        of the slot."""
+        of the slot. ``soon``: those rows (``_too_soon``) when the caller has them."""
         ok: BoolArray = np.ones(rows.size, dtype=bool)
         if self.rows.size and rows.size:
-            _, _, min_gap = self._deadlines()
-            soon = self.rows[slot - self.last < min_gap]
+            if soon is None:
+                soon = self._too_soon(slot)
             if soon.size:
                 some = np.arange(rows.size)[self._maybe_in_table(rows)]
                 query = rows[some]
@@ -748,9 +760,10 @@ def within_mask(
     if order.size == 0:
         return keep
     g = group[order]
-    idx = np.flatnonzero(g >= 0)
-    if idx.size:
-        idx = idx[~np.isposinf(credit[g[idx]])]  # the rows' groups, not all groups
+    # per group whether its credit is finite, the last entry (index -1: no group) False:
+    # one gather of the rows instead of a test of their groups, then of their credits
+    capped = np.append(~np.isposinf(credit), False)
+    idx = np.flatnonzero(capped[g])
     if idx.size:
         gs = g[idx]
         ranked = np.argsort(gs, kind="stable")
@@ -771,9 +784,14 @@ def _open(
     """The rows whose host has a whole poll of credit left (or no host, or no cap)."""
     if host_credit is None or rows.size == 0:
         return rows
-    g = group[rows]
-    kept: IndexArray = rows[(np.floor(host_credit[g] + 1e-9) >= 1) | (g < 0)]
+    kept: IndexArray = rows[_open_groups(host_credit)[group[rows]]]
     return kept
+
+
+def _open_groups(host_credit: FloatArray) -> BoolArray:
+    """Per group whether it has a whole poll of credit left, the last entry (index -1: no
+    group) True: one lookup per row instead of a floor of each row's credit."""
+    return np.append(np.floor(host_credit + 1e-9) >= 1, True)
 
 
 def _not_in(rows: IndexArray, drop: IndexArray, n: int) -> IndexArray:

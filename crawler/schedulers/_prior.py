@@ -86,18 +86,25 @@ def posterior_mean(
 
     In float32 and in place on one array of rows x grid (it runs on every slot's polls of
     the capped hosts): 2.5 ms for 10,000 URLs against 9.3 ms for the float64 form of
-    ``log_likelihood``."""
+    ``log_likelihood``. The hits' term is computed on the rows with hits only, and added
+    to the misses' (t + (-m) is t - m bit for bit; a row without hits had -0.0 - m)."""
     grid = GRID.astype(np.float32)
     h = np.asarray(hits, dtype=np.float32)
-    some = h > 0
-    tau = np.asarray(hit_time, dtype=np.float32) / np.where(some, h, np.float32(1.0))
-    z = np.multiply.outer(np.maximum(tau, np.float32(1e-12)), grid)
+    # -r B, the misses' log-likelihood; then the hits' H ln(1 - e^(-r tau)) added on the
+    # rows with hits only (a URL without hits adds 0 there: its logarithms are not taken)
+    z = np.multiply.outer(np.asarray(miss_time, dtype=np.float32), grid)
     np.negative(z, out=z)
-    np.expm1(z, out=z)
-    np.negative(z, out=z)
-    np.log(z, out=z)  # ln(1 - e^(-r tau)): the log-likelihood of a hit
-    z *= h[:, None]  # 0 for a URL without hits
-    z -= np.multiply.outer(np.asarray(miss_time, dtype=np.float32), grid)
+    some = np.flatnonzero(h > 0)
+    if some.size:
+        hs = h[some]
+        tau = np.asarray(hit_time, dtype=np.float32)[some] / hs
+        y = np.multiply.outer(np.maximum(tau, np.float32(1e-12)), grid)
+        np.negative(y, out=y)
+        np.expm1(y, out=y)
+        np.negative(y, out=y)
+        np.log(y, out=y)  # ln(1 - e^(-r tau)): the log-likelihood of a hit
+        y *= hs[:, None]
+        z[some] += y
     z += np.log(weights).astype(np.float32)
     z -= z.max(axis=1, keepdims=True)
     np.exp(z, out=z)

@@ -286,6 +286,10 @@ class BayesRate(Scheduler):
         self._limits: Limits | None = None
         self._own_padded: FloatArray = np.zeros(1)
         self._level = 0.0
+        #: the rows of the last ``_learn`` and its slot (their last poll is that slot)
+        self._learned: tuple[IndexArray, int] | None = None
+        #: ``_held_hosts``' answer and the levels and caps it was computed from
+        self._held_cache: tuple[tuple[object, ...], BoolArray] | None = None
         self._planned_total = 0.0
         # Kept for ``_relevel`` (per host, O(polled) a slot): sum(x) of each host's rows,
         # the part of it that moves with the host's level (rows below 1 and unbounded), and
@@ -439,8 +443,16 @@ class BayesRate(Scheduler):
         its own level, above the global one."""
         limits = self._limits
         assert limits is not None
+        # kept while the levels and caps stand (read twice a slot, O(hosts) each time): the
+        # levels are new arrays at each solve and relevel, the caps at each change of them
+        key = (self._own_padded, self._level, limits.cap)
+        cached = self._held_cache
+        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+            return cached[1]
         held = (self._own_padded[:-1] > self._level) & np.isfinite(limits.cap)
-        return np.append(held, False)
+        out = np.append(held, False)
+        self._held_cache = (key, out)
+        return out
 
     def _held_picks(self, cand: IndexArray) -> tuple[IndexArray, IndexArray]:
         """Split the due URLs: those of the hosts whose cap binds that this slot's host
@@ -482,6 +494,9 @@ class BayesRate(Scheduler):
             # baselines, are looked up for an observation (one gather of the rows instead
             # of two, at 10,000 new rows a slot).
             before = self._slot - 1
+            learned = self._learned
+            if learned is not None and learned[0] is rows and learned[1] == before:
+                return  # the whole selection was learned in its slot: none is a baseline
             first = first[self._last[first] != before]
             unseen = first[(self._hit_count[first] + self._miss_count[first]) == 0]
             self._last[unseen] = before
@@ -513,6 +528,7 @@ class BayesRate(Scheduler):
         if tau is None:
             tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
         self._last[pos] = self._slot
+        self._learned = (pos, self._slot)
         # Each statistic of the polled rows is gathered once: a gather from a million rows
         # costs more than the arithmetic on the polled few.
         old_a, old_b = self._hit_time[pos], self._miss_time[pos]
@@ -646,9 +662,10 @@ class BayesRate(Scheduler):
         probe = self.settings.probe_hits
         if probe > 1 and self._guard is not None and self._guard.active():
             # see "Probing": the interval of a URL that never missed halves per hit
-            unbroken = np.asarray(mc) < _NO_MISS
-            boost = np.minimum(np.exp2(np.asarray(h, dtype=np.float64)), probe)
-            rate = np.where(unbroken, rate * boost, rate)
+            # (on those rows only: under constraints most polls have missed once)
+            unbroken = np.flatnonzero(np.asarray(mc) < _NO_MISS)
+            boost = np.minimum(np.exp2(np.asarray(h, dtype=np.float64)[unbroken]), probe)
+            rate[unbroken] *= boost
         return rate.astype(np.float32)
 
     # ----- allocation ---------------------------------------------------------------------
@@ -839,15 +856,21 @@ class BayesRate(Scheduler):
         grouped = group >= 0
         loose = ~grouped
         size = limits.cap.size
-        gi = group[grouped].astype(np.intp)
+        # every row in a host (the common case): no copies of the rows that are
+        every = not loose.any()
+        gi = group.astype(np.intp) if every else group[grouped].astype(np.intp)
         for x, sign in zip(xs, (-1.0, 1.0), strict=True):
             if x is None:
                 continue
             moving = (x < np.float32(1.0)) & unbounded
             signed = x.astype(np.float64) * sign
+            moving_x = np.where(moving, signed, 0.0)
+            if every:
+                self._host_sum += np.bincount(gi, signed, minlength=size)
+                self._host_moving += np.bincount(gi, moving_x, minlength=size)
+                continue
             self._host_sum += np.bincount(gi, signed[grouped], minlength=size)
-            moving_x = np.where(moving, signed, 0.0)[grouped]
-            self._host_moving += np.bincount(gi, moving_x, minlength=size)
+            self._host_moving += np.bincount(gi, moving_x[grouped], minlength=size)
             self._loose_moving += float(np.sum(signed[moving & loose]))
 
     def _relevel(self, target: float) -> bool:
@@ -946,7 +969,8 @@ class BayesRate(Scheduler):
         rows = slice(None) if pos is None else pos
         if group is None:
             group = self._limits.group[rows]
-        level = np.maximum(self._own_padded[group], self._level)
+        # the larger of the host's own level and the global one, per host then per row
+        level = np.maximum(self._own_padded, self._level)[group]
         r = rate.astype(np.float64)
         u = inverse_gain(level / self._importance[rows]) if self._weighted else level
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

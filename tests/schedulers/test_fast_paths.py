@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from crawler import schedulers
-from crawler.schedulers import _guard, _limits, bayes
+from crawler.schedulers import _guard, _limits, _prior, bayes
 from crawler.schedulers._guard import Guard
 
 N = bayes.RELEVEL_FROM + 10_000
@@ -90,6 +90,33 @@ def _straight_within_mask(order: Any, group: Any, credit: Any, limit: int | None
     if idx.size:
         credit -= np.bincount(g[keep & (g >= 0)], minlength=credit.size)
     return keep
+
+
+def _straight_posterior_mean(hit_time: Any, miss_time: Any, hits: Any, weights: Any) -> Any:
+    """The hits' term on every row (0 times a finite logarithm where there are none)."""
+    grid = _prior.GRID.astype(np.float32)
+    h = np.asarray(hits, dtype=np.float32)
+    some = h > 0
+    tau = np.asarray(hit_time, dtype=np.float32) / np.where(some, h, np.float32(1.0))
+    z = np.log(-np.expm1(-np.multiply.outer(np.maximum(tau, np.float32(1e-12)), grid)))
+    z *= h[:, None]
+    z -= np.multiply.outer(np.asarray(miss_time, dtype=np.float32), grid)
+    z += np.log(weights).astype(np.float32)
+    z -= z.max(axis=1, keepdims=True)
+    z = np.exp(z)
+    return (z @ grid) / z.sum(axis=1)
+
+
+def _straight_held_hosts(self: Any) -> Any:
+    held = (self._own_padded[:-1] > self._level) & np.isfinite(self._limits.cap)
+    return np.append(held, False)
+
+
+def _straight_open(rows: Any, group: Any, host_credit: Any) -> Any:
+    if host_credit is None or rows.size == 0:
+        return rows
+    g = group[rows]
+    return rows[(np.floor(host_credit[g] + 1e-9) >= 1) | (g < 0)]
 
 
 def _straight_at_most_one(x: Any) -> None:
@@ -169,6 +196,9 @@ def test_fast_paths_select_as_the_straightforward_ones(
     monkeypatch.setattr(bayes.BayesRate, "_note_baselines", _straight_note_baselines)
     monkeypatch.setattr(_guard, "_not_in", _straight_not_in)
     monkeypatch.setattr(_guard, "within_mask", _straight_within_mask)
+    monkeypatch.setattr(_guard, "_open", _straight_open)
+    monkeypatch.setattr(_prior, "posterior_mean", _straight_posterior_mean)
+    monkeypatch.setattr(bayes.BayesRate, "_held_hosts", _straight_held_hosts)
     plain_picks, plain_state = _run(mix)
     differ = [i for i, (a, b) in enumerate(zip(fast_picks, plain_picks, strict=True)) if a != b]
     assert not differ, (
@@ -214,6 +244,16 @@ def test_each_shortcut_gives_its_plain_formula_bit_for_bit() -> None:
         bayes._at_most_one(fast_min)
         _straight_at_most_one(plain_min)
         assert fast_min.tobytes() == plain_min.tobytes()
+    # the posterior mean: rows with and without hits, short and long intervals
+    a = (rng.random(3_000) * 50).astype(np.float32)
+    hh = np.floor(rng.random(3_000) * 4).astype(np.float32) * np.float32(0.9)
+    a[hh == 0] = 0.0
+    b = (rng.random(3_000) * 80).astype(np.float32)
+    b[:5] = 0.0
+    weights = rng.random(_prior.GRID.size) + 1e-3
+    weights /= weights.sum()
+    fast_mean = _prior.posterior_mean(a, b, hh, weights)
+    assert fast_mean.tobytes() == _straight_posterior_mean(a, b, hh, weights).tobytes()
     rows = rng.permutation(10_000)[:3_000].astype(np.intp)
     drop = rng.permutation(10_000)[:1_000].astype(np.intp)
     assert np.array_equal(_guard._not_in(rows, drop, 10_000), _straight_not_in(rows, drop, 10_000))
