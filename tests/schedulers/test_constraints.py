@@ -75,6 +75,7 @@ def test_a_never_polled_url_with_a_lower_bound_is_due_at_once() -> None:
     assert seen == set(range(200, 210))
 
 
+@pytest.mark.slow  # a convergence test: 4,000 slots until the estimates settle (5 s of CPU)
 @pytest.mark.parametrize("rule", ["changed", "stride"])
 def test_bayes_allocates_by_the_constrained_optimum(rule: str) -> None:
     rng = np.random.default_rng(1)
