@@ -358,15 +358,17 @@ def _cli_built_once() -> Iterator[None]:
         yield
 
 
-# ----- the tests that wait, spread over the workers' first tests -----------------------------
+# ----- the tests that wait, spread over the workers' shares ----------------------------------
 # The service's and the crawl workers' tests spend most of their time waiting on real clocks
 # (slot deadlines, slow hosts, a process's start): 82 s of the 196 s the fast lane takes one
 # test after another, in 68 tests of these directories (2026-11-28). In collection order they
 # came last in the last xdist worker's share, so the fast lane ended with 10 s in which four
-# workers waited and the cores were idle. pytest-xdist's worksteal hands each of N workers an
-# equal, contiguous share of the collection first; here each share starts with its part of the
-# waiting tests, so their waits overlap the others' CPU-bound tests. Order within each group
-# is kept; without xdist nothing moves. Last of the hooks: after ``-m`` has deselected.
+# workers waited and the cores were idle; put first in every share, they had all workers
+# waiting at once for the first 25 s, the cores 25-35% idle. pytest-xdist's worksteal hands
+# each of N workers an equal, contiguous share of the collection first (and steals from a
+# share's end); here each share holds its part of the waiting tests spread evenly among the
+# others, so at any time some workers wait while the rest use the cores. Order within each
+# group is kept; without xdist nothing moves. Last of the hooks: after ``-m`` has deselected.
 WAITING_TESTS = ("tests/service/", "tests/workers/")
 
 
@@ -382,8 +384,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for share in range(workers):
         size = left // (workers - share)  # as worksteal deals the first shares
         mine = waiting[share::workers]
-        taken = size - len(mine)
-        ordered += mine + rest[:taken]
-        rest = rest[taken:]
+        others, rest = rest[: size - len(mine)], rest[size - len(mine) :]
+        ordered += _spread(mine, others)
         left -= size
     items[:] = ordered + rest
+
+
+def _spread(few: list[pytest.Item], many: list[pytest.Item]) -> list[pytest.Item]:
+    """``few`` evenly among ``many``, the first of ``few`` first."""
+    out: list[pytest.Item] = []
+    taken = 0
+    for k, item in enumerate(few):
+        upto = (k * len(many)) // max(1, len(few))
+        out += many[taken:upto]
+        taken = upto
+        out.append(item)
+    return out + many[taken:]
