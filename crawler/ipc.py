@@ -131,8 +131,10 @@ def preload(module: str) -> None:
     listing worker's discovery and feed parsers: 0.4 s of CPU, 1-2 s under load, at every
     restart after a read past its deadline; a crawl worker's aiohttp, after a judging pool
     had started the server: 7% of the fast lane's CPU), where a fork of a server that has
-    it costs milliseconds. So each module that starts workers names its target's module
-    here when it is imported, before any worker can start."""
+    it costs milliseconds. So each module that starts pools of workers names its target's
+    module here when it is imported, before any worker can start. The delivery process
+    does not: it starts once per service, and its notification libraries would cost every
+    fork server 1.3 s of CPU to import where no delivery runs."""
     if module not in _preload:
         _preload.append(module)
         if "forkserver" in multiprocessing.get_all_start_methods():

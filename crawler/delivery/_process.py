@@ -64,14 +64,12 @@ from typing import Any
 
 from crawler.delivery._deliverer import Deliverer
 from crawler.delivery._pace import CpuPace
-from crawler.ipc import main_not_imported, preload, start_context
+from crawler.ipc import main_not_imported, start_context
 from crawler.logs import configure_logging
 from crawler.metrics import CrawlerMetrics
 from crawler.settings import Settings
 
 log = logging.getLogger("crawler.delivery")
-
-preload(__name__)  # in the fork server whichever worker starts it
 
 
 class _Counter:
