@@ -98,16 +98,19 @@ def serve(requests: Connection, answers: Connection) -> None:
     """Worker entry point (a spawned process): read listings until the input closes. A
     request is a pickled list of ``(body, base_url, limits)``; the answer, their answers."""
     source_fd, sink_fd = own_fd(requests), own_fd(answers)
-    with open(source_fd, "rb", buffering=1 << 20) as source, open(sink_fd, "wb") as sink:
-        while (payload := read_frame(source)) is not None:
-            jobs = pickle.loads(payload)
-            out = pickle.dumps([read_one(*job) for job in jobs], pickle.HIGHEST_PROTOCOL)
-            try:
+    try:
+        with open(source_fd, "rb", buffering=1 << 20) as source, open(sink_fd, "wb") as sink:
+            while (payload := read_frame(source)) is not None:
+                jobs = pickle.loads(payload)
+                out = pickle.dumps([read_one(*job) for job in jobs], pickle.HIGHEST_PROTOCOL)
                 sink.write(frame_header(len(out)))
                 sink.write(out)
                 sink.flush()
-            except BrokenPipeError:
-                return
+    except BrokenPipeError:
+        # The reader stopped (the service is stopping) while an answer was on its way: nobody
+        # is left to tell. Caught around the files too, since closing the sink flushes what
+        # the failed write left in its buffer and fails again.
+        return
 
 
 class ListingReader:

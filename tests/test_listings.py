@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import pickle
 import time
 
 from benchmarks.listing_reads import big_feed
 from crawler.discovery import Listing, SitemapError
-from crawler.listings import ListingLimits, ListingReader
+from crawler.ipc import frame_header, start_context
+from crawler.listings import ListingLimits, ListingReader, serve
 
 SITEMAP = b"<urlset><url><loc>/a</loc><lastmod>2026-11-23</lastmod></url></urlset>"
 
@@ -52,3 +55,21 @@ async def test_a_read_past_its_deadline_is_abandoned_and_the_next_one_works() ->
         assert isinstance(again, Listing) and reader._worker is not first
     finally:
         reader.close()
+
+
+def test_a_worker_whose_reader_is_gone_ends_quietly() -> None:
+    """The service stopped while a listing worker answered (its first, empty request, as at
+    a start during a stop): the worker ends with exit code 0 and no traceback, where the
+    flush of the closing file used to fail again and print one."""
+    ctx = start_context(serve)
+    req_r, req_w = ctx.Pipe(duplex=False)
+    ans_r, ans_w = ctx.Pipe(duplex=False)
+    worker = ctx.Process(target=serve, args=(req_r, ans_w), daemon=True)
+    worker.start()
+    for end in (req_r, ans_w, ans_r):  # the reader of the answers is gone
+        end.close()
+    payload = pickle.dumps([])
+    os.write(req_w.fileno(), frame_header(len(payload)) + payload)
+    req_w.close()
+    worker.join(30)
+    assert worker.exitcode == 0
