@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ from sqlalchemy import text
 from crawler.service import CrawlService
 from crawler.store import NewUrl, ServiceLockHeld, Store
 from crawler.testsite import ChangingSite, zipf_rates
+from tests._until import until
 from tests.service.conftest import service_settings
 
 SITES = 4
@@ -109,15 +109,6 @@ class Worker:
             await self.task
         member.worker_id = ""  # so the exit does not deregister
         await self.service.__aexit__(None, None, None)
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def watch(database_url: str, sites: list[ChangingSite]) -> None:

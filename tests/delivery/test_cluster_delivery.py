@@ -15,6 +15,7 @@ from sqlalchemy import select
 from crawler.store import DestinationSpec, NewUrl, Store
 from crawler.store.models import events
 from crawler.testsite import ChangingSite, zipf_rates
+from tests._until import until as wait_until
 from tests.cluster._harness import Worker, worker_env
 from tests.delivery.conftest import Receiver
 from tests.delivery.test_retries import in_order_per_url
@@ -33,12 +34,9 @@ def change_event_ids(database_url: str) -> set[int]:
         return {int(i) for (i,) in conn.execute(query)}
 
 
-async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    for _ in range(int(timeout / 0.25)):
-        if await asyncio.to_thread(predicate):
-            return
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+async def until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """The workers' logs and the receiver, read off the event loop every 0.25 s."""
+    await wait_until(predicate, timeout_s, what, every_s=0.25, in_thread=True)
 
 
 async def test_a_killed_deliverer_is_replaced_and_nothing_is_lost(

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from crawler.fetch import FetchConfig
 from crawler.sites import host_key
 from crawler.testsite import ChangingSite
 from crawler.workers import LOST, CrawlWorkers, PollAnswer, PollJob
+from tests._until import until
 
 CONFIG = FetchConfig(
     user_agent="crawler-tests/1.0",
@@ -121,14 +121,6 @@ async def test_answers_come_a_chunk_at_a_time_and_cover_every_poll_once(
         pool.close()
 
 
-async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    """Wait until ``condition()`` holds (checked every 10 ms), at most ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "not reached in time"
-        await asyncio.sleep(0.01)
-
-
 async def slow_site(
     release: asyncio.Event, arrived: list[str] | None = None
 ) -> tuple[web.AppRunner, int]:
@@ -187,7 +179,9 @@ async def test_a_killed_worker_fails_every_outstanding_chunk(
         slow = f"http://127.0.0.1:{port}/slow"
         chunks = pool.indexed_chunks([job(k, slow) for k in (1, 2, 3)])
         first = asyncio.ensure_future(anext(chunks))
-        await until(lambda: len(arrived) == 3)  # the three polls are in the worker's hands
+        await until(
+            lambda: len(arrived) == 3, 10, "the three polls in the worker's hands", every_s=0.01
+        )
         worker = pool._workers[0]
         assert worker is not None and worker.process.pid is not None
         os.kill(worker.process.pid, signal.SIGKILL)
@@ -210,7 +204,7 @@ async def test_a_killed_worker_fails_its_polls_and_is_replaced(site: ChangingSit
     try:
         await pool.start()
         pending = asyncio.ensure_future(pool.poll([job(7, f"http://127.0.0.1:{port}/slow", None)]))
-        await until(lambda: len(arrived) == 1)  # the poll is in the worker's hands
+        await until(lambda: len(arrived) == 1, 10, "the poll in the worker's hands", every_s=0.01)
         worker = pool._workers[0]
         assert worker is not None and worker.process.pid is not None
         os.kill(worker.process.pid, signal.SIGKILL)
