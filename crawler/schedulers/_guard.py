@@ -434,7 +434,7 @@ class Guard:
         taken[kept] = True
         dropped = rows[~taken[rows]]
         if credit is not None and kept.size < k:
-            kept = self._refill(kept, k, taken, rows, credit, (slot, soon), group, host_credit)
+            kept = self._refill(kept, k, taken, rows, credit, slot, soon, group, host_credit)
         if host_credit is not None:
             self._keep_credit(self.labels, cap, host_credit)
         self.mark(kept, slot)
@@ -488,7 +488,8 @@ class Guard:
         taken: BoolArray,
         rows: IndexArray,
         credit: CreditArray,
-        when: tuple[int, IndexArray],
+        slot: int,
+        soon: IndexArray,
         group: NDArray[np.signedinteger],
         host_credit: FloatArray | None,
     ) -> IndexArray:
@@ -515,10 +516,10 @@ class Guard:
         pool = pool[free]
         if many < pool.size:  # the best first: the bound check below then looks at few
             pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
-        pool = pool[self._may_poll(pool, *when)]
+        pool = pool[self._may_poll(pool, slot, soon)]
         if pool.size < need and floor > 0:
             pool = _open(np.flatnonzero(~taken), group, host_credit)
-            pool = pool[self._may_poll(pool, *when)]
+            pool = pool[self._may_poll(pool, slot, soon)]
             if many < pool.size:
                 pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         if pool.size == 0:

@@ -856,22 +856,21 @@ class BayesRate(Scheduler):
         grouped = group >= 0
         loose = ~grouped
         size = limits.cap.size
-        # every row in a host (the common case): no copies of the rows that are
+        # every row in a host (the common case): all rows through a view, not a copy of the
+        # grouped ones, and no loose rows to add up
         every = not loose.any()
-        gi = group.astype(np.intp) if every else group[grouped].astype(np.intp)
+        hosted: slice | BoolArray = slice(None) if every else grouped
+        gi = group[hosted].astype(np.intp)
         for x, sign in zip(xs, (-1.0, 1.0), strict=True):
             if x is None:
                 continue
             moving = (x < np.float32(1.0)) & unbounded
             signed = x.astype(np.float64) * sign
             moving_x = np.where(moving, signed, 0.0)
-            if every:
-                self._host_sum += np.bincount(gi, signed, minlength=size)
-                self._host_moving += np.bincount(gi, moving_x, minlength=size)
-                continue
-            self._host_sum += np.bincount(gi, signed[grouped], minlength=size)
-            self._host_moving += np.bincount(gi, moving_x[grouped], minlength=size)
-            self._loose_moving += float(np.sum(signed[moving & loose]))
+            self._host_sum += np.bincount(gi, signed[hosted], minlength=size)
+            self._host_moving += np.bincount(gi, moving_x[hosted], minlength=size)
+            if not every:
+                self._loose_moving += float(np.sum(signed[moving & loose]))
 
     def _relevel(self, target: float) -> bool:
         """Under constraints, between scheduled solves: bring sum(x) back to ``target``
