@@ -73,6 +73,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from crawler.schedulers._fill import constrained_fill, proportional_curve
 from crawler.schedulers._limits import BITMAP_FROM, Limits, group_dtype, in_bits, row_bits
+from crawler.schedulers._order import descending_order
 from crawler.schedulers._realize import CreditArray
 
 FloatArray = NDArray[np.float64]
@@ -547,7 +548,7 @@ class Guard:
             head = pool
             if size < pool.size:
                 head = pool[np.sort(np.argpartition(-credit[pool], size - 1)[:size])]
-            head = head[np.argsort(-credit[head], kind="stable")]
+            head = head[descending_order(credit[head])]
             if host_credit is None:
                 return head[:need]
             trial = host_credit.copy()
