@@ -317,7 +317,8 @@ class OutboxStore(OutboxAdmin):
         notify: dict[int, tuple[str | None, str | None]] = {}
         with translate_errors("claiming deliveries"), self.engine.begin() as conn:
             found_ready = conn.execute(ready.order_by(destinations.c.id)).all()
-            if is_postgres(conn):
+            postgres = is_postgres(conn)
+            if postgres:
                 conn.exec_driver_sql("SET LOCAL enable_sort = off")
             if parts is not None and found_ready:
                 places = limit + sum((busy or {}).values())
@@ -330,10 +331,10 @@ class OutboxStore(OutboxAdmin):
                 if room <= 0:
                     continue
                 query = heads.where(deliveries.c.destination_id == dest_id).limit(room)
-                if is_postgres(conn):  # a second deliverer would skip these, not wait
+                if postgres:  # a second deliverer would skip these, not wait
                     query = query.with_for_update(skip_locked=True)
                 due += [(int(e), int(d), int(a), url, secret) for e, d, a in conn.execute(query)]
-            if is_postgres(conn):
+            if postgres:
                 conn.exec_driver_sql("SET LOCAL enable_sort = on")
             if not due:
                 return []
