@@ -72,6 +72,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from crawler.schedulers._fill import constrained_fill, proportional_curve
+from crawler.schedulers._kernels import within_credit
 from crawler.schedulers._limits import BITMAP_FROM, Limits, group_dtype, in_bits, row_bits
 from crawler.schedulers._order import descending_order
 from crawler.schedulers._realize import CreditArray
@@ -752,31 +753,14 @@ def within_mask(
 ) -> BoolArray:
     """Which rows of ``order`` ``Guard._within_credit`` keeps: in order, at most
     floor(credit) rows of each group, and at most ``limit`` in all (``credit`` is lowered by
-    what is kept). Only the rows of groups whose credit is not infinite (the capped ones)
-    are ranked within their group: an uncapped group's credit is infinite, so every row of
-    it is kept
-    and its credit stays infinite whatever the rank (at a million URLs most of a slot's
-    picks are of hosts without a cap, and the stable sort of all of them by group cost
-    0.3-0.5 ms a call)."""
-    keep: BoolArray = np.ones(order.size, dtype=bool)
+    what is kept). Only the groups whose credit is not infinite (the capped ones) count
+    their rows: an uncapped group's credit is infinite, so every row of it is kept and its
+    credit stays infinite. One compiled pass over the rows (``_kernels``): the stable sort
+    of the picks by group it replaced cost 0.3-0.5 ms a call at a million URLs."""
     if order.size == 0:
-        return keep
-    g = group[order]
-    # per group whether its credit is finite, the last entry (index -1: no group) False:
-    # one gather of the rows instead of a test of their groups, then of their credits
-    capped = np.append(~np.isposinf(credit), False)
-    idx = np.flatnonzero(capped[g])
-    if idx.size:
-        gs = g[idx]
-        ranked = np.argsort(gs, kind="stable")
-        start = _run_starts(gs[ranked])
-        rank = np.empty(idx.size, dtype=np.int64)
-        rank[ranked] = np.arange(idx.size) - start
-        keep[idx] = rank < np.floor(credit[gs] + 1e-9)
-    if limit is not None:
-        keep &= np.cumsum(keep) <= limit
-    if idx.size:
-        credit -= np.bincount(gs[keep[idx]], minlength=credit.size)
+        return np.ones(0, dtype=bool)
+    most = order.size if limit is None else max(0, limit)
+    keep: BoolArray = within_credit(order.astype(np.intp, copy=False), group, credit, most)
     return keep
 
 
@@ -804,15 +788,6 @@ def _not_in(rows: IndexArray, drop: IndexArray, n: int) -> IndexArray:
     mask[drop] = True
     kept: IndexArray = rows[~mask[rows]]
     return kept
-
-
-def _run_starts(ordered: NDArray[np.signedinteger]) -> NDArray[np.int64]:
-    """For each position of a sorted array, the first position of its value's run (a
-    running maximum of the run starts: a binary search per position cost more)."""
-    first = np.zeros(ordered.size, dtype=np.int64)
-    first[1:] = np.where(ordered[1:] != ordered[:-1], np.arange(1, ordered.size), 0)
-    start: NDArray[np.int64] = np.maximum.accumulate(first)
-    return start
 
 
 def refund(credit: CreditArray, rows: IndexArray) -> None:

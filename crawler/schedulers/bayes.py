@@ -116,8 +116,8 @@ multiplier ``m`` is re-solved by bisection on the same schedule. Under constrain
 ``RELEVEL_FROM`` URLs on a drift moves the levels instead (``_relevel``: the hosts' and the
 global level solved on per-host sums kept as the polls come in, the new-URL value set as a
 solve sets it, then one pass over the rows), once ``sum(x)`` has drifted by
-``RELEVEL_SLACK`` times the tolerance: the stride step is never scaled up there, so a short
-``sum(x)`` only slows every row's credit alike.
+``RELEVEL_SLACK`` times the tolerance; in between, the stride step normalizes the drift
+away, as without constraints.
 
 **Realization.** Stride (default): each slot the credits grow by ``x * k / sum(x)`` and the
 k URLs with the largest credit >= 1 are polled (only the candidates with credit >= 1 are
@@ -126,14 +126,15 @@ ranked). ``realization="sampling"`` uses the base class's sampler.
 Memory per URL: the base's 21 bytes (id, importance, float32 stride credit, dirty flag;
 no true-rate column: only the oracles keep one) plus 33 (int32 last poll slot, six float32
 arrays, the two float16 CUSUM statistics and the boolean ``selected``): 54 bytes. Each
-slot's credit step goes through a buffer of ``BLOCK`` rows, not one of n rows.
+slot's credit step is one compiled pass (``_kernels.step_and_due``) that also lists the due
+rows: no array of n rows is allocated or kept for it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -143,9 +144,9 @@ from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Schedule
 from crawler.schedulers._bayes_params import BayesParams
 from crawler.schedulers._fill import constrained_fill, optimum_curve
 from crawler.schedulers._guard import CREDIT_CEILING, NEVER_POLLED
+from crawler.schedulers._kernels import step_and_due
 from crawler.schedulers._lagrange import gain, inverse_gain, water_level
 from crawler.schedulers._limits import Limits
-from crawler.schedulers._realize import CreditArray
 
 F32Array = NDArray[np.float32]
 I32Array = NDArray[np.int32]
@@ -160,17 +161,20 @@ _MAX_U = 10.0**2.5
 #: step under 1 ms and 25-100 ms)
 RELEVEL_FROM = 50_000
 #: where the relevel serves (``RELEVEL_FROM``), sum(x) may drift this many times the
-#: ``tolerance`` before it runs. Under constraints the stride step is never scaled up, so a
-#: short sum(x) only slows every row's credit alike, and the polls it leaves go to the rows
-#: nearest to due: on the scheduler_speed mixes at 100,000 URLs (n / 100 hosts, 6 seeds,
+#: ``tolerance`` before it runs (the stride step normalizes the drift in between; these
+#: figures were measured when it did not, and a short sum(x) slowed every credit alike):
+#: on the scheduler_speed mixes at 100,000 URLs (n / 100 hosts, 6 seeds,
 #: 2,000 slots) the changes caught are those of a relevel at every drift past 2 %
 #: (realistic 0.7049 of the constrained limit against 0.7035 with 25 relevels against 163,
 #: heavy 0.7662 against 0.7659), while at a million URLs in the first slots of a crawl the
 #: first observations move sum(x) by 2-4 % a slot
 RELEVEL_SLACK = 5.0
 #: rows per block of the passes over all rows that chain several operations (the relevel's
-#: x, the credit step): a block's arrays stay in a core's cache between the operations
+#: x and its sums): a block's arrays stay in a core's cache between the operations
 BLOCK = 1 << 16
+#: ``step_and_due``'s arguments when no host is held: no group, and no held host
+_NO_GROUP = np.empty(0, dtype=np.int8)
+_NO_HELD = np.empty(0, dtype=np.bool_)
 #: a discounted miss count below this is no miss on record (forgetting never brings a real
 #: miss this low within 290 polls)
 _NO_MISS = 0.05
@@ -415,22 +419,33 @@ class BayesRate(Scheduler):
             return super()._choose(k)
         if self._total <= 0:
             return np.empty(0, dtype=np.intp)
-        # Constrained, x already respects the caps and sums to at most C: scale to the
-        # slot's k polls, never up (that would push capped hosts over their caps).
-        scale = k / (self._total if self._limits is None else max(self._total, self.capacity))
+        # The step is scaled to the slot's k polls, up as well as down, with constraints as
+        # without. Never scaled up, a sum(x) drifted under C left the credits growing by
+        # less than the slots' polls paid, and the guard's refill came to make nearly
+        # every pick (at a million URLs, realistic mix: 83-96% of them from slot 50 on,
+        # the mean credit of the free hosts' rows falling by 0.0015 a slot). A capped
+        # host's rows then come due a little more often than its cap: the guard holds
+        # it to the cap, and the rows left waiting keep at most ``CREDIT_CEILING``.
+        scale = k / self._total
         credit = self._credit
-        _add_step(credit, self._x, scale)
-        cand = np.flatnonzero(credit >= 1.0)
-        first = None
-        if self._limits is not None and self.settings.capped_rule == "changed":
-            first, cand = self._held_picks(cand)
+        assert credit.dtype == np.float32  # bayes keeps its credit in float32
+        limits = self._limits
+        split = limits is not None and self.settings.capped_rule == "changed"
+        group, held = _NO_GROUP, _NO_HELD
+        if limits is not None and split:
+            group, held = limits.group, self._held_hosts()
+        factor = np.float32(scale)
+        cand, key, waiting = step_and_due(
+            cast(F32Array, credit), self._x, factor, scale > 1.0, group, held
+        )
+        first = self._held_picks(waiting) if split else None
+        if first is not None:
             k -= first.size
         if cand.size > k > 0:
             # Among the due URLs, those that would fall furthest behind by waiting one more
-            # slot first: short intervals keep their regularity, long ones barely notice.
-            key = credit[cand] + self._x[cand] * scale
-            part = np.argpartition(key, cand.size - k)[cand.size - k :]
-            cand = cand[part]
+            # slot first (``key``: the credit after one more step): short intervals keep
+            # their regularity, long ones barely notice.
+            cand = cand[np.argpartition(key, cand.size - k)[cand.size - k :]]
         elif k <= 0:
             cand = cand[:0]
         if first is not None:
@@ -454,29 +469,21 @@ class BayesRate(Scheduler):
         self._held_cache = (key, out)
         return out
 
-    def _held_picks(self, cand: IndexArray) -> tuple[IndexArray, IndexArray]:
-        """Split the due URLs: those of the hosts whose cap binds that this slot's host
-        credits let in, the likeliest to have changed since their last poll first (see
-        "Capped hosts"), and the due URLs of the other hosts. The held hosts' due URLs
-        left over wait, their credit kept at most the guard's ceiling."""
-        guard, limits = self._guard, self._limits
-        none = np.empty(0, dtype=np.intp)
-        if guard is None or limits is None or cand.size == 0:
-            return none, cand
-        held = self._held_hosts()
-        in_held = held[limits.group[cand]]
-        if not in_held.any():
-            return none, cand
-        mine = cand[in_held]
+    def _held_picks(self, due: IndexArray) -> IndexArray:
+        """Of the due URLs of the hosts whose cap binds, those that this slot's host credits
+        let in, the likeliest to have changed since their last poll first (see "Capped
+        hosts"). The rest of them wait, their credit kept at most the guard's ceiling."""
+        guard = self._guard
+        if guard is None or due.size == 0:
+            return np.empty(0, dtype=np.intp)
         # the chance of a change since the last poll, 1 - e^(-r age), ranks as r age
-        age = (self._slot - self._last[mine]).astype(np.float64)
-        key = self._rhat[mine] * age
-        ranked = mine[np.argsort(-key, kind="stable")]
+        age = (self._slot - self._last[due]).astype(np.float64)
+        key = self._rhat[due] * age
+        ranked = due[np.argsort(-key, kind="stable")]
         lets_in = guard.within_caps_mask(ranked)
-        # the rest of them wait (the set that np.setdiff1d gave, without its sort)
         waiting = ranked[~lets_in]
         self._credit[waiting] = np.minimum(self._credit[waiting], CREDIT_CEILING)
-        return ranked[lets_in].astype(np.intp), cand[~in_held]
+        return ranked[lets_in].astype(np.intp)
 
     def _note_baselines(self) -> None:
         """Under constraints: the URLs of the last selection selected for the first time
@@ -1155,24 +1162,6 @@ def _within_bounds(x: FloatArray, lo: FloatArray, hi: FloatArray) -> FloatArray:
     two passes instead of nan_to_num's copy and three tests before the clip."""
     out: FloatArray = np.fmin(np.fmax(x, lo), hi)
     return out
-
-
-def _add_step(credit: CreditArray, x: F32Array, scale: float) -> None:
-    """This slot's stride step: credit += min(1, x * scale) in float32 (the minimum only
-    when scale > 1: x is at most 1). Block by block through a buffer of ``BLOCK``
-    rows, each block's step still in the cache when it is added: no array of n rows is
-    allocated or kept for the step (a buffer of n rows kept between slots cost 4 bytes per
-    URL, and the two passes over it 0.3-0.5 ms more a slot at a million URLs)."""
-    factor = np.float32(scale)
-    buffer = np.empty(min(credit.size, BLOCK), dtype=np.float32)
-    for start in range(0, credit.size, BLOCK):
-        stop = min(credit.size, start + BLOCK)
-        step = buffer[: stop - start]
-        np.multiply(x[start:stop], factor, out=step)
-        if scale > 1.0:
-            _at_most_one(step)
-        block = credit[start:stop]
-        np.add(block, step, out=block)
 
 
 def _at_most_one(x: F32Array) -> None:

@@ -2,9 +2,10 @@
 
 A constrained ``bayes`` slot at many URLs takes shortcuts that must not change a single
 pick: a bitmap of the bounded rows before any binary search, the refill's ranked head
-instead of a sort of its whole pool, the run starts of the host ranks by a running maximum,
+instead of a sort of its whole pool, the host ranks in one compiled pass,
 the CUSUM logarithms on the hits only, the relevel written into x's own array as
-rate / max(level, rate) (block by block), the credit step block by block, the minimum with
+rate / max(level, rate) (block by block), the credit step and its due rows in one compiled
+pass, the minimum with
 1 skipped when nothing is above 1, the forced rows taken out of the picks by a mask, the
 host ranks taken only in the capped hosts, the bounds of a polled row's x by fmax and fmin,
 and the baselines looked up only among the rows not polled in the last slot. Each is
@@ -47,11 +48,19 @@ def _straight_levelled_x(own_padded: Any, level: float, group: Any, rate: Any, o
     return np.minimum(rate / row_level, np.float32(1.0))
 
 
-def _straight_add_step(credit: Any, x: Any, scale: float) -> None:
-    step = x * np.float32(scale)
-    if scale > 1.0:
+def _straight_step_and_due(
+    credit: Any, x: Any, factor: np.float32, clip: bool, group: Any, held: Any
+) -> tuple[Any, Any, Any]:
+    step = x * factor
+    if clip:
         step = np.minimum(step, np.float32(1.0))
     credit += step
+    due = np.flatnonzero(credit >= 1.0)
+    in_held = np.zeros(due.size, dtype=bool)
+    if held.size:
+        in_held = np.append(held, False)[group[due]]
+    free = due[~in_held]
+    return free, credit[free] + x[free] * factor, due[in_held]
 
 
 def _straight_within_bounds(x: Any, lo: Any, hi: Any) -> Any:
@@ -67,10 +76,6 @@ def _straight_note_baselines(self: Any) -> None:
         self._selected[first] = True
         unseen = first[(self._hit_count[first] + self._miss_count[first]) == 0]
         self._last[unseen] = self._slot - 1
-
-
-def _straight_run_starts(ordered: Any) -> Any:
-    return np.searchsorted(ordered, ordered, side="left")
 
 
 def _straight_within_mask(order: Any, group: Any, credit: Any, limit: int | None = None) -> Any:
@@ -187,11 +192,10 @@ def test_fast_paths_select_as_the_straightforward_ones(
     monkeypatch.setattr(_limits, "BITMAP_FROM", 10**18)
     monkeypatch.setattr(_guard, "BITMAP_FROM", 10**18)
     monkeypatch.setattr(Guard, "_best_within", _straight_best_within)
-    monkeypatch.setattr(_guard, "_run_starts", _straight_run_starts)
     monkeypatch.setattr(bayes, "_log_ratios", _straight_log_ratios)
     monkeypatch.setattr(bayes, "_levelled_x", _straight_levelled_x)
     monkeypatch.setattr(bayes, "_at_most_one", _straight_at_most_one)
-    monkeypatch.setattr(bayes, "_add_step", _straight_add_step)
+    monkeypatch.setattr(bayes, "step_and_due", _straight_step_and_due)
     monkeypatch.setattr(bayes, "_within_bounds", _straight_within_bounds)
     monkeypatch.setattr(bayes.BayesRate, "_note_baselines", _straight_note_baselines)
     monkeypatch.setattr(_guard, "_not_in", _straight_not_in)
@@ -230,9 +234,15 @@ def test_each_shortcut_gives_its_plain_formula_bit_for_bit() -> None:
             assert fast.tobytes() == plain.tobytes()
     for scale in (0.5, 1.0, 1.7):
         fast_credit, plain_credit = many_rate / np.float32(3), many_rate / np.float32(3)
-        bayes._add_step(fast_credit, many_rate, scale)
-        _straight_add_step(plain_credit, many_rate, scale)
+        held = np.arange(50) % 3 == 0
+        factor = np.float32(scale)
+        fast_due = bayes.step_and_due(fast_credit, many_rate, factor, scale > 1, many_group, held)
+        plain_due = _straight_step_and_due(
+            plain_credit, many_rate, factor, scale > 1, many_group, held
+        )
         assert fast_credit.tobytes() == plain_credit.tobytes()
+        for fast_part, plain_part in zip(fast_due, plain_due, strict=True):
+            assert fast_part.tobytes() == plain_part.tobytes()
     wide = np.concatenate([rate.astype(np.float64) - 1, [np.inf, -np.inf, np.nan, 0.0, 1.0]])
     lo = np.where(rng.random(wide.size) < 0.5, 0.0, rng.random(wide.size) / 2)
     hi = np.where(rng.random(wide.size) < 0.5, 1.0, lo + rng.random(wide.size) / 2)

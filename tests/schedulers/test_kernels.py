@@ -1,0 +1,85 @@
+"""The compiled loops give exactly what the NumPy expressions they replaced give."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawler.schedulers._kernels import step_and_due, within_credit
+
+
+def within_reference(
+    order: np.ndarray, group: np.ndarray, credit: np.ndarray, limit: int
+) -> np.ndarray:
+    """The rule in plain Python: in order, a row of a group with finite credit passes while
+    fewer than floor(credit + 1e-9) of its group passed; at most ``limit`` pass."""
+    keep = np.zeros(order.size, dtype=bool)
+    start = credit.copy()
+    passed: dict[int, int] = {}
+    for j, row in enumerate(order.tolist()):
+        if keep.sum() >= limit:
+            break
+        g = int(group[row])
+        if g >= 0 and start[g] != np.inf:
+            if not passed.get(g, 0) < np.floor(start[g] + 1e-9):
+                continue
+            passed[g] = passed.get(g, 0) + 1
+        keep[j] = True
+    for g, count in passed.items():
+        credit[g] -= count
+    return keep
+
+
+# no deadline: the first example of each group dtype compiles the kernel for it
+@settings(deadline=None)
+@given(
+    st.integers(1, 60),
+    st.integers(1, 8),
+    st.integers(0, 80),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([np.int8, np.int16, np.int32]),
+)
+def test_within_credit_keeps_what_the_rule_keeps(
+    rows: int, groups: int, limit: int, seed: int, dtype: type[np.signedinteger]
+) -> None:
+    rng = np.random.default_rng(seed)
+    group = rng.integers(-1, groups, size=rows).astype(dtype)
+    credit = rng.choice(
+        [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 1 - 1e-12, np.inf, -np.inf, np.nan], size=groups
+    )
+    order = rng.permutation(rows).astype(np.intp)
+    expected_credit = credit.copy()
+    expected = within_reference(order, group, expected_credit, limit)
+    got = within_credit(order, group, credit, limit)
+    assert got.tolist() == expected.tolist()
+    assert np.array_equal(credit, expected_credit, equal_nan=True)
+
+
+@settings(deadline=None)
+@given(st.integers(0, 2_000), st.floats(0.01, 3.0), st.integers(0, 4), st.integers(0, 2**32 - 1))
+def test_step_and_due_is_the_float32_step_then_the_due_rows(
+    n: int, scale: float, groups: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    credit = (rng.random(n) * 1.2 - 0.1).astype(np.float32)
+    x = rng.random(n).astype(np.float32)
+    x[rng.random(n) < 0.05] = np.nan  # a row without an estimate never comes due
+    group = rng.integers(-1, max(groups, 1), size=n).astype(np.int16)
+    held = rng.random(groups) < 0.5
+    factor = np.float32(scale)
+    step = x * factor
+    if scale > 1.0:
+        step = np.minimum(step, np.float32(1.0))  # NaN stays NaN
+    expected_credit = credit + step
+    due = np.flatnonzero(expected_credit >= 1.0)
+    is_held = np.zeros(due.size, dtype=bool)
+    if held.size:
+        is_held = (group[due] >= 0) & held[np.maximum(group[due], 0)]
+    free, key, waiting = step_and_due(credit, x, factor, scale > 1.0, group, held)
+    assert free.dtype == waiting.dtype == np.intp
+    assert free.tolist() == due[~is_held].tolist()
+    assert waiting.tolist() == due[is_held].tolist()
+    unclipped = expected_credit[free] + x[free] * factor
+    assert key.dtype == np.float32 and np.array_equal(key, unclipped)
+    assert np.array_equal(credit, expected_credit, equal_nan=True)
