@@ -72,7 +72,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from crawler.schedulers._fill import constrained_fill, proportional_curve
-from crawler.schedulers._kernels import within_credit
+from crawler.schedulers._kernels import open_above, within_credit
 from crawler.schedulers._limits import BITMAP_FROM, Limits, group_dtype, in_bits, row_bits
 from crawler.schedulers._order import descending_order
 from crawler.schedulers._realize import CreditArray
@@ -92,6 +92,8 @@ CREDIT_CEILING = 2.0
 #: ``seen``'s answer for a URL the scheduler has never polled (due at once when it has a
 #: lower bound). Far enough back that no slot difference overflows int32 before slot 2**30.
 NEVER_POLLED = -(2**30)
+#: ``open_above``'s groups when no host has a cap: every group open
+_ALL_OPEN = np.empty(0, dtype=np.bool_)
 #: the sparse table's fields, each with its dtype and the value of a new row (None: the
 #: row's last selection): bounds, pause, slot of the last selection, consecutive failures
 #: (and of them the permanent ones), share when the streak began, retirement
@@ -455,6 +457,15 @@ class Guard:
         credit = self._host_credit(self.labels, self._caps())
         return within_mask(order, self.group, credit)
 
+    def allowances(self) -> FloatArray:
+        """Per group (aligned with ``labels``) how many of its rows this slot's host credits
+        let in: floor(credit) for a capped group, +inf for an uncapped one (nothing is
+        spent: ``enforce`` spends the credit when the slot's picks come)."""
+        if not self.labels.size:
+            return np.empty(0)
+        allowance: FloatArray = np.floor(self._host_credit(self.labels, self._caps()) + 1e-9)
+        return allowance
+
     def mark(self, rows: IndexArray, slot: int) -> None:
         """Record the selection of some rows in a slot (only the table's rows keep it)."""
         self._slot = max(self._slot, slot)
@@ -511,11 +522,8 @@ class Guard:
         # 1 - 4 many / n are about 4 many URLs, usually more than enough; ranking them
         # spares the passes over all n (all of them are ranked when they are too few).
         floor = 1.0 - 4.0 * many / max(credit.size, 1)
-        pool = np.flatnonzero(credit >= floor) if floor > 0 else np.arange(credit.size)
-        free = ~taken[pool]
-        if host_credit is not None:
-            free &= _open_groups(host_credit)[group[pool]]
-        pool = pool[free]
+        opened = _ALL_OPEN if host_credit is None else _open_groups(host_credit)
+        pool = open_above(credit, credit.dtype.type(floor), floor <= 0, taken, group, opened)
         if many < pool.size:  # the best first: the bound check below then looks at few
             pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         pool = pool[self._may_poll(pool, slot, soon)]

@@ -99,3 +99,109 @@ def within_credit(
         if kept[g]:
             credit[g] -= kept[g]
     return keep
+
+
+@_compiled
+def open_above(
+    credit: NDArray[Any],
+    floor: Any,
+    any_credit: bool,
+    taken: NDArray[np.bool_],
+    group: NDArray[Any],
+    open_groups: NDArray[np.bool_],
+) -> NDArray[np.intp]:
+    """The rows, ascending, whose credit is >= ``floor`` (every row when ``any_credit``),
+    not ``taken``, and whose group is open (``open_groups``: per group, then one last
+    entry for the rows of no group, -1; empty: every group open). Two passes without a
+    branch on the tests, the second over the rows the first kept: a few percent of the
+    rows pass the first test, at random, and a branch's mispredictions cost more than
+    the rest of a pass (at a million rows 1.2 ms against 1.9 ms with branches and
+    2.8 ms in NumPy, on a refill's state under the heavy mix)."""
+    n = credit.size
+    above = np.empty(n + 1, dtype=np.intp)
+    count = 0
+    for i in range(n):
+        above[count] = i
+        count += any_credit | (credit[i] >= floor)
+    out = np.empty(count + 1, dtype=np.intp)
+    check_groups = open_groups.size > 0
+    kept = 0
+    for j in range(count):
+        i = above[j]
+        ok = not taken[i]
+        if check_groups:
+            ok &= open_groups[group[i]]  # -1 takes the last entry: no group, open
+        out[kept] = i
+        kept += ok
+    return out[:kept].copy()
+
+
+@_compiled
+def best_of_groups(
+    due: NDArray[np.intp],
+    rate: NDArray[np.float32],
+    last: NDArray[np.int32],
+    slot: int,
+    group: NDArray[Any],
+    allowance: NDArray[np.float64],
+) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+    """Of rows ``due``, the best ``allowance`` of each group by the key ``rate * (slot -
+    last)`` (the largest first, the earlier of equal keys, NaN last; a group's allowance
+    is a whole number or +inf; NaN or below 1: none; a row of no group, -1, always
+    passes). Returns which rows pass and every row's key: what a stable sort of all the
+    rows by key, then the first ``allowance`` of each group, gives, without the sort."""
+    m = due.size
+    key = np.empty(m, dtype=np.float64)
+    groups = allowance.size
+    count = np.zeros(groups + 1, dtype=np.int64)
+    for j in range(m):
+        row = due[j]
+        key[j] = np.float64(rate[row]) * np.float64(slot - last[row])
+        count[group[row]] += 1  # -1 counts in the last entry
+    # each group's room: its allowance, or all of its rows when they fit
+    room = np.zeros(groups + 1, dtype=np.int64)
+    for g in range(groups):
+        a = allowance[g]
+        if a >= count[g]:
+            room[g] = count[g]
+        elif a >= 1:
+            room[g] = np.int64(a)
+    start = np.zeros(groups + 2, dtype=np.int64)
+    for g in range(groups):
+        start[g + 1] = start[g] + room[g]
+    best = np.empty(start[groups], dtype=np.int64)  # positions in due, by group
+    filled = np.zeros(groups, dtype=np.int64)
+    passes = np.zeros(m, dtype=np.bool_)
+    for j in range(m):
+        g = group[due[j]]
+        if g < 0:
+            passes[j] = True
+            continue
+        size = room[g]
+        if size == 0:
+            continue
+        if size == count[g]:
+            passes[j] = True
+            continue
+        # insert j after every kept entry that ranks at or before it
+        base, n = start[g], filled[g]
+        k = key[j]
+        at = n
+        while at > 0:
+            other = key[best[base + at - 1]]
+            if k > other or (np.isnan(other) and not np.isnan(k)):
+                at -= 1
+            else:
+                break
+        if at >= size:
+            continue
+        stop = min(n, size - 1)
+        for q in range(stop, at, -1):
+            best[base + q] = best[base + q - 1]
+        best[base + at] = j
+        filled[g] = min(n + 1, size)
+    for g in range(groups):
+        if room[g] < count[g]:
+            for q in range(filled[g]):
+                passes[best[start[g] + q]] = True
+    return passes, key

@@ -144,7 +144,7 @@ from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Schedule
 from crawler.schedulers._bayes_params import BayesParams
 from crawler.schedulers._fill import constrained_fill, optimum_curve
 from crawler.schedulers._guard import CREDIT_CEILING, NEVER_POLLED
-from crawler.schedulers._kernels import step_and_due
+from crawler.schedulers._kernels import best_of_groups, step_and_due
 from crawler.schedulers._lagrange import gain, inverse_gain, water_level
 from crawler.schedulers._limits import Limits
 
@@ -473,17 +473,18 @@ class BayesRate(Scheduler):
         """Of the due URLs of the hosts whose cap binds, those that this slot's host credits
         let in, the likeliest to have changed since their last poll first (see "Capped
         hosts"). The rest of them wait, their credit kept at most the guard's ceiling."""
-        guard = self._guard
-        if guard is None or due.size == 0:
+        guard, limits = self._guard, self._limits
+        if guard is None or limits is None or due.size == 0:
             return np.empty(0, dtype=np.intp)
-        # the chance of a change since the last poll, 1 - e^(-r age), ranks as r age
-        age = (self._slot - self._last[due]).astype(np.float64)
-        key = self._rhat[due] * age
-        ranked = due[np.argsort(-key, kind="stable")]
-        lets_in = guard.within_caps_mask(ranked)
-        waiting = ranked[~lets_in]
+        # the chance of a change since the last poll, 1 - e^(-r age), ranks as r age: the
+        # best of each host (one compiled pass, not a sort of all of them by that key)
+        passes, key = best_of_groups(
+            due, self._rhat, self._last, self._slot, limits.group, guard.allowances()
+        )
+        waiting = due[~passes]
         self._credit[waiting] = np.minimum(self._credit[waiting], CREDIT_CEILING)
-        return ranked[lets_in].astype(np.intp)
+        picks = due[passes]
+        return picks[np.argsort(-key[passes], kind="stable")].astype(np.intp)
 
     def _note_baselines(self) -> None:
         """Under constraints: the URLs of the last selection selected for the first time

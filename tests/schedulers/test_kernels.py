@@ -6,7 +6,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.schedulers._kernels import step_and_due, within_credit
+from crawler.schedulers._kernels import (
+    best_of_groups,
+    open_above,
+    step_and_due,
+    within_credit,
+)
 
 
 def within_reference(
@@ -83,3 +88,56 @@ def test_step_and_due_is_the_float32_step_then_the_due_rows(
     unclipped = expected_credit[free] + x[free] * factor
     assert key.dtype == np.float32 and np.array_equal(key, unclipped)
     assert np.array_equal(credit, expected_credit, equal_nan=True)
+
+
+@settings(deadline=None)
+@given(
+    st.integers(0, 500),
+    st.integers(0, 6),
+    st.sampled_from([np.float32, np.float64]),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_open_above_is_the_masks_of_numpy(
+    n: int, groups: int, dtype: type[np.floating], any_credit: bool, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    credit = (rng.random(n) * 2 - 0.5).astype(dtype)
+    credit[rng.random(n) < 0.05] = np.nan
+    floor = dtype(rng.random())
+    taken = rng.random(n) < 0.3
+    group = rng.integers(-1, max(groups, 1), size=n).astype(np.int16)
+    # per group whether it is open, then the entry of the rows of no group (open)
+    opened = np.append(rng.random(groups) < 0.5, True) if groups else np.empty(0, bool)
+    expected = np.arange(n) if any_credit else np.flatnonzero(credit >= floor)
+    expected = expected[~taken[expected]]
+    if opened.size:
+        expected = expected[opened[group[expected]]]
+    got = open_above(credit, floor, any_credit, taken, group, opened)
+    assert got.dtype == np.intp
+    assert got.tolist() == expected.tolist()
+
+
+@settings(deadline=None)
+@given(st.integers(0, 300), st.integers(1, 8), st.integers(0, 2**32 - 1))
+def test_best_of_groups_is_the_stable_sort_then_the_first_of_each_group(
+    n: int, groups: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    rows = 2 * n + 1
+    due = np.sort(rng.choice(rows, size=n, replace=False)).astype(np.intp)
+    # few distinct rates and ages: equal keys are common, and some are NaN
+    rate = rng.choice([0.0, 0.1, 0.25, 1.0, np.nan], size=rows).astype(np.float32)
+    last = rng.integers(0, 5, size=rows).astype(np.int32)
+    slot = 6
+    group = rng.integers(-1, groups, size=rows).astype(np.int8)
+    allowance = rng.choice([0.0, 1.0, 2.0, 3.0, np.inf, np.nan, -1.0], size=groups)
+    key = rate[due].astype(np.float64) * (slot - last[due]).astype(np.float64)
+    ranked = np.argsort(-key, kind="stable")
+    credit = np.where(np.isnan(allowance), np.nan, allowance + 0.5)  # floor: the allowance
+    lets_in = within_reference(due[ranked], group, credit, due.size)
+    expected = np.zeros(due.size, dtype=bool)
+    expected[ranked[lets_in]] = True
+    passes, got_key = best_of_groups(due, rate, last, slot, group, allowance)
+    assert passes.tolist() == expected.tolist()
+    assert np.array_equal(got_key, key, equal_nan=True)
