@@ -172,6 +172,9 @@ RELEVEL_SLACK = 5.0
 #: rows per block of the passes over all rows that chain several operations (the relevel's
 #: x and its sums): a block's arrays stay in a core's cache between the operations
 BLOCK = 1 << 16
+#: under constraints a slot's picks are followed by one more due URL in this many (and 64)
+#: for the guard to take in place of those it turns away (``_choose``)
+SPARE_SHARE = 8
 #: ``step_and_due``'s arguments when no host is held: no group, and no held host
 _NO_GROUP = np.empty(0, dtype=np.int8)
 _NO_HELD = np.empty(0, dtype=np.bool_)
@@ -441,13 +444,23 @@ class BayesRate(Scheduler):
         first = self._held_picks(waiting) if split else None
         if first is not None:
             k -= first.size
-        if cand.size > k > 0:
+        if k <= 0:
+            cand = cand[:0]
+        elif cand.size > k:
             # Among the due URLs, those that would fall furthest behind by waiting one more
             # slot first (``key``: the credit after one more step): short intervals keep
-            # their regularity, long ones barely notice.
-            cand = cand[np.argpartition(key, cand.size - k)[cand.size - k :]]
-        elif k <= 0:
-            cand = cand[:0]
+            # their regularity, long ones barely notice. Under constraints a few more
+            # follow, the next by key: the guard keeps the first k it lets through, so
+            # they stand in for the picks it turns away (a bound, a host out of credit;
+            # the rest of them it gives their credit back). Without them the guard's
+            # refill searched all the credits for the few it needed, in nearly every slot.
+            spare = min(cand.size - k, k // SPARE_SHARE + 64) if limits is not None else 0
+            take = k + spare
+            top = np.argpartition(key, cand.size - take)[cand.size - take :]
+            if spare:
+                inner = np.argpartition(key[top], spare)  # the spare ones, then the best k
+                top = np.concatenate([top[inner[spare:]], top[inner[:spare]]])
+            cand = cand[top]
         if first is not None:
             cand = np.concatenate([first, cand])
         credit[cand] -= 1.0
