@@ -1,26 +1,33 @@
-"""Compiled loops (numba) of the few passes that bound a slot's cost at a million URLs.
+"""Compiled loops (numba) of the passes that bound a constrained slot's cost at a million URLs.
 
-Why loops are written here by hand: NumPy runs each operation as its own pass over its
-arrays, and a slot's hot paths chain several over the same rows. The stride step alone was
-two passes over all n rows (``credit += step``, then ``flatnonzero(credit >= 1)``), the
-guard's credit rule a stable sort of the picks by host, and a polled URL's update about
-thirty operations on a slot's 10,000 rows, each gathering from or scattering into a million
-rows. numba compiles one loop that does each in a single pass, with the same float32
-arithmetic in the same order (so the same picks as the NumPy code it replaced): measured
-at a million URLs on 2 cores (``benchmarks/scheduler_speed.py``, docs/results.md).
+Why loops are written here by hand: NumPy runs each operation as its own pass, and these
+chain several over the same rows or sort where a count does. The stride step was a pass to
+add the step, one to find the due rows, and gathers to split them by host and rank them
+(``step_and_due``: one pass); the guard's host-credit rule a stable sort of the picks by
+host (``within_credit``: one loop with a counter per host); a capped host's best due rows a
+sort of all such rows (``best_of_groups``: each host's best kept as the rows come); the
+refill's pool a pass and three masks over every row (``open_above``: two passes without a
+branch). Each gives exactly what the NumPy form gave (tests/schedulers/test_kernels.py
+and the fast-path picks test), so the picks are the same to the last row. Measured at a
+million URLs on 2 cores, 2026-11-28 (docs/results.md): the unconstrained select 3.6-4.7 ms
+-> 2.8-3.2 ms in alternating slots; under the heavy mix the slot 28.2-28.4 -> 18.7-19.7 ms.
 
-The kernels are pure functions of arrays (no I/O, no state of their own), compiled on first
-use and cached on disk beside this module (numba's ``cache=True``; where that is not
-writable numba compiles again in each process). ``nogil``: a service thread running a slot
-leaves the event loop's thread free.
+The cost is numba itself: 208 MB installed with llvmlite, and 0.6 s of CPU to import. It is
+imported at a kernel's first call, not with this module, so a command that runs no slot
+does not pay it; each kernel is compiled then and cached on disk beside this module
+(numba's ``cache=True``; where that is not writable, in the user's cache directory): a
+process's first slot pays 0.7 s for the import and the cached code, 2.2 s when it compiles.
+An earlier measurement on a more loaded machine found the step's loop no faster than NumPy
+and did not take numba; the loops here were measured against the NumPy they replace in
+alternating slots of one process, where the machine's noise falls on both alike.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -28,8 +35,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _compiled(function: F) -> F:
-    """``function`` compiled by numba (typed as it was: numba's decorator is untyped)."""
-    return cast(F, numba.njit(cache=True, nogil=True)(function))
+    """``function`` compiled by numba at its first call, typed as it was (numba's decorator
+    is untyped). numba is imported then, not with this module: its import costs 0.6 s of
+    CPU (2026-11-28), which a command that runs no slot should not pay."""
+    compiled: Callable[..., Any] | None = None
+
+    @functools.wraps(function)
+    def call(*args: Any) -> Any:
+        nonlocal compiled
+        if compiled is None:
+            import numba
+
+            compiled = numba.njit(cache=True)(function)
+        return compiled(*args)
+
+    return cast(F, call)
 
 
 @_compiled
