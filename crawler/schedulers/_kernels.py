@@ -46,7 +46,8 @@ def _compiled(function: F) -> F:
         if compiled is None:
             import numba
 
-            compiled = numba.njit(cache=True)(function)
+            # NumPy's error model: a division by zero gives inf or NaN, as in NumPy
+            compiled = numba.njit(cache=True, error_model="numpy")(function)
         return compiled(*args)
 
     return cast(F, call)
@@ -225,3 +226,120 @@ def best_of_groups(
             for q in range(filled[g]):
                 passes[best[start[g] + q]] = True
     return passes, key
+
+
+@_compiled
+def learn_rows(
+    rows: NDArray[np.intp],
+    hits: NDArray[np.bool_],
+    tau: NDArray[np.float32],
+    ago: NDArray[np.float32],
+    columns: tuple[NDArray[np.float32], ...],
+    surge: NDArray[np.float64],
+    slump: NDArray[np.float64],
+    forget: np.float32,
+    priors: tuple[float, float],
+    shift: tuple[float, float, np.float32],
+    drop: tuple[float, float, np.float32],
+    probe: float,
+) -> tuple[NDArray[np.float32], ...]:
+    """``bayes``'s update of its polled rows, as its NumPy form computes it (see
+    ``BayesRate._update_rows_numpy``), in one loop over the rows: the intervals ``tau``,
+    the ages ``ago`` (empty: none), the statistics ``columns`` (hit time, miss time, hit
+    count, miss count, rate: gathered, updated and scattered back), the CUSUM statistics
+    ``surge`` and ``slump`` of the rows (empty: that test is off; updated in place),
+    ``forget``, ``priors`` (hits, misses), ``shift`` and ``drop`` (factor, threshold,
+    keep), ``probe`` (at most 1: off). Returns the new hit time, miss time, hit count, miss
+    count and rate (float32), the old rate, and whether each row had an observation (as
+    float32 1 / 0)."""
+    m = rows.size
+    hit_time, miss_time, hit_count, miss_count, rhat = columns
+    out = np.empty((7, m), dtype=np.float32)
+    old = np.empty((5, m), dtype=np.float32)
+    # the gathers first, in a loop of their own: its loads overlap from row to row, where
+    # a row's arithmetic between them (logarithms, a division) held them back
+    for j in range(m):
+        row = rows[j]
+        old[0, j], old[1, j] = hit_time[row], miss_time[row]
+        old[2, j], old[3, j], old[4, j] = hit_count[row], miss_count[row], rhat[row]
+    test_shift, test_drop, aged = surge.size > 0, slump.size > 0, ago.size > 0
+    prior_hits, prior_misses = priors
+    shift_k, shift_threshold, shift_keep = shift
+    drop_k, drop_threshold, drop_keep = drop
+    one = np.float32(1.0)
+    for j in range(m):
+        t = tau[j]
+        old_a, old_b, old_h, old_mc, old_rate = (
+            old[0, j],
+            old[1, j],
+            old[2, j],
+            old[3, j],
+            old[4, j],
+        )
+        seen = (old_h + old_mc) > 0
+        hit = hits[j]
+        shifted = dropped = False
+        if test_shift or test_drop:
+            rt = float(np.float64(old_rate) * np.float64(t))
+            if not (rt >= 1e-12 or np.isnan(rt)):
+                rt = 1e-12
+            if test_shift:
+                k = shift_k
+                ratio = (
+                    np.log(-np.expm1(-k * rt)) - np.log(-np.expm1(-rt)) if hit else -(k - 1.0) * rt
+                )
+                s = surge[j] + ratio
+                if not (s >= 0.0 or np.isnan(s)):
+                    s = 0.0
+                shifted = s > shift_threshold and seen
+                surge[j] = 0.0 if shifted else s
+            if test_drop:
+                k = drop_k
+                ratio = (
+                    np.log(-np.expm1(-k * rt)) - np.log(-np.expm1(-rt)) if hit else (1.0 - k) * rt
+                )
+                s = slump[j] + ratio
+                if not (s >= 0.0 or np.isnan(s)):
+                    s = 0.0
+                if s > 6e4:
+                    s = 6e4
+                dropped = s > drop_threshold and seen
+                slump[j] = 0.0 if dropped else s
+        h_in = one if hit else np.float32(0.0)
+        miss = one - h_in
+        a = old_a * forget + t * h_in
+        b = old_b * forget + t * miss
+        h = old_h * forget + h_in
+        mc = old_mc * forget + miss
+        if aged:
+            c = ago[j]
+            if hit and c < t:
+                point = min(t - c, one)
+                a = a - (t - point)
+                b = b + c
+                if c > 0:
+                    mc = mc + one
+        if shifted:
+            b = b - old_b * forget * (one - shift_keep)
+            mc = mc - old_mc * forget * (one - shift_keep)
+        if dropped:
+            a = a - old_a * forget * (one - drop_keep)
+            h = h - old_h * forget * (one - drop_keep)
+        count = np.float64(h) + np.float64(mc)
+        if count > 0:
+            a64, b64 = np.float64(a), np.float64(b)
+            mean_tau = (a64 + b64) / count
+            a_prior = a64 + prior_hits * mean_tau
+            b_prior = b64 + prior_misses * mean_tau
+            rate = np.log1p(a_prior / b_prior) * (np.float64(h) + prior_hits) / a_prior
+        else:
+            rate = np.nan
+        if probe > 1.0 and mc < np.float32(0.05):
+            rate *= min(np.exp2(np.float64(h)), probe)
+        out[0, j], out[1, j], out[2, j], out[3, j] = a, b, h, mc
+        out[4, j], out[5, j], out[6, j] = np.float32(rate), old_rate, one if seen else 0.0
+    for j in range(m):  # the scatters, in a loop of their own as the gathers
+        row = rows[j]
+        hit_time[row], miss_time[row] = out[0, j], out[1, j]
+        hit_count[row], miss_count[row], rhat[row] = out[2, j], out[3, j], out[4, j]
+    return out[0], out[1], out[2], out[3], out[4], out[5], out[6]

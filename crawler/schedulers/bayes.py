@@ -144,7 +144,7 @@ from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Schedule
 from crawler.schedulers._bayes_params import BayesParams
 from crawler.schedulers._fill import constrained_fill, optimum_curve
 from crawler.schedulers._guard import CREDIT_CEILING, NEVER_POLLED
-from crawler.schedulers._kernels import best_of_groups, step_and_due
+from crawler.schedulers._kernels import best_of_groups, learn_rows, step_and_due
 from crawler.schedulers._lagrange import gain, inverse_gain, water_level
 from crawler.schedulers._limits import Limits
 
@@ -175,6 +175,9 @@ BLOCK = 1 << 16
 #: under constraints a slot's picks are followed by one more due URL in this many (and 64)
 #: for the guard to take in place of those it turns away (``_choose``)
 SPARE_SHARE = 8
+#: ``learn_rows``'s arguments for a test that is off and for no ages
+_NO_STAT = np.empty(0, dtype=np.float64)
+_NO_AGE = np.empty(0, dtype=np.float32)
 #: ``step_and_due``'s arguments when no host is held: no group, and no held host
 _NO_GROUP = np.empty(0, dtype=np.int8)
 _NO_HELD = np.empty(0, dtype=np.bool_)
@@ -550,6 +553,72 @@ class BayesRate(Scheduler):
             tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
         self._last[pos] = self._slot
         self._learned = (pos, self._slot)
+        a, b, h, rate, old_rate, seen = self._update_rows(pos, hits, ago, tau)
+        old_x = self._x[pos]
+        limits = self._limits
+        if limits is None:
+            new_x = self._allocate(rate, pos)
+            self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
+        else:
+            # the rows' bounds and hosts, looked up once for the x and the host sums
+            bounds = limits.bounds_of(pos)
+            group = limits.group[pos]
+            if self.settings.capped_rule == "changed":
+                held = np.flatnonzero(self._held_hosts()[group])
+                if held.size:  # see "Capped hosts"
+                    prior = self._population_prior()
+                    rate[held] = _prior.posterior_mean(a[held], b[held], h[held], prior)
+                    self._rhat[pos[held]] = rate[held]
+            new_x = self._constrained_x(rate, pos, bounds, group)
+            self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
+            self._add_sums(group, (old_x, new_x), bounds)
+            self._note_seen(seen, old_rate, rate, group, bounds)
+        self._x[pos] = new_x
+
+    def _update_rows(
+        self, pos: IndexArray, hits: BoolArray, ago: F32Array | None, tau: F32Array
+    ) -> tuple[F32Array, F32Array, F32Array, F32Array, F32Array, BoolArray]:
+        """The polled rows' new statistics and rates, stored (see ``_update_rows_numpy``),
+        in one compiled loop (``_kernels.learn_rows``): about thirty NumPy operations on
+        a slot's 10,000 rows cost more than their arithmetic. Returns the new hit time,
+        miss time and hit count, the new rate, the old rate and whether each row had an
+        observation before."""
+        settings = self.settings
+        if settings.optimism > 0:  # left out of the loop: a rarely used setting
+            return self._update_rows_numpy(pos, hits, ago, tau)
+        shift = settings.shift_threshold > 0
+        drop = self._disappear and settings.drop_threshold > 0
+        surge = self._surge[pos].astype(np.float64) if shift else _NO_STAT
+        slump = self._slump[pos].astype(np.float64) if drop else _NO_STAT
+        probe = settings.probe_hits
+        if not (probe > 1 and self._guard is not None and self._guard.active()):
+            probe = 1.0
+        shift_k = settings.disappear_shift_factor if self._disappear else settings.shift_factor
+        a, b, h, _, rate, old_rate, seen = learn_rows(
+            pos,
+            hits,
+            tau,
+            _NO_AGE if ago is None else ago,
+            (self._hit_time, self._miss_time, self._hit_count, self._miss_count, self._rhat),
+            surge,
+            slump,
+            np.float32(settings.forget),
+            (settings.prior_hits, settings.prior_misses),
+            (shift_k, settings.shift_threshold, np.float32(settings.shift_keep)),
+            (1.0 / settings.drop_factor, settings.drop_threshold, np.float32(settings.drop_keep)),
+            probe,
+        )
+        if shift:
+            self._surge[pos] = surge.astype(np.float16)
+        if drop:
+            self._slump[pos] = slump.astype(np.float16)
+        return a, b, h, rate, old_rate, seen > 0
+
+    def _update_rows_numpy(
+        self, pos: IndexArray, hits: BoolArray, ago: F32Array | None, tau: F32Array
+    ) -> tuple[F32Array, F32Array, F32Array, F32Array, F32Array, BoolArray]:
+        """``_update_rows`` in NumPy: the statistics with forgetting, the last change, the
+        CUSUM tests of a rise and a fall of the rate, the new estimates."""
         # Each statistic of the polled rows is gathered once: a gather from a million rows
         # costs more than the arithmetic on the polled few.
         old_a, old_b = self._hit_time[pos], self._miss_time[pos]
@@ -599,26 +668,7 @@ class BayesRate(Scheduler):
         self._hit_count[pos] = h
         self._miss_count[pos] = mc
         self._rhat[pos] = rate
-        old_x = self._x[pos]
-        limits = self._limits
-        if limits is None:
-            new_x = self._allocate(rate, pos)
-            self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
-        else:
-            # the rows' bounds and hosts, looked up once for the x and the host sums
-            bounds = limits.bounds_of(pos)
-            group = limits.group[pos]
-            if self.settings.capped_rule == "changed":
-                held = np.flatnonzero(self._held_hosts()[group])
-                if held.size:  # see "Capped hosts"
-                    prior = self._population_prior()
-                    rate[held] = _prior.posterior_mean(a[held], b[held], h[held], prior)
-                    self._rhat[pos[held]] = rate[held]
-            new_x = self._constrained_x(rate, pos, bounds, group)
-            self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
-            self._add_sums(group, (old_x, new_x), bounds)
-            self._note_seen(seen, old_rate, rate, group, bounds)
-        self._x[pos] = new_x
+        return a, b, h, rate, old_rate, seen
 
     def _population_prior(self) -> FloatArray:
         """The prior of change rates fitted to the observed URLs (at most ``_prior.SAMPLE``

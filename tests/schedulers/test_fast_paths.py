@@ -5,7 +5,7 @@ pick: a bitmap of the bounded rows before any binary search, the refill's ranked
 instead of a sort of its whole pool, the host ranks in one compiled pass,
 the CUSUM logarithms on the hits only, the relevel written into x's own array as
 rate / max(level, rate) (block by block), the credit step and its due rows in one compiled
-pass, the minimum with
+pass, the polled rows' update in one compiled loop, the minimum with
 1 skipped when nothing is above 1, the forced rows taken out of the picks by a mask, the
 host ranks taken only in the capped hosts, the bounds of a polled row's x by fmax and fmin,
 and the baselines looked up only among the rows not polled in the last slot. Each is
@@ -196,6 +196,7 @@ def test_fast_paths_select_as_the_straightforward_ones(
     monkeypatch.setattr(bayes, "_levelled_x", _straight_levelled_x)
     monkeypatch.setattr(bayes, "_at_most_one", _straight_at_most_one)
     monkeypatch.setattr(bayes, "step_and_due", _straight_step_and_due)
+    monkeypatch.setattr(bayes.BayesRate, "_update_rows", bayes.BayesRate._update_rows_numpy)
     monkeypatch.setattr(bayes, "_within_bounds", _straight_within_bounds)
     monkeypatch.setattr(bayes.BayesRate, "_note_baselines", _straight_note_baselines)
     monkeypatch.setattr(_guard, "_not_in", _straight_not_in)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crawler import schedulers
+from crawler.schedulers import bayes
 from crawler.schedulers._kernels import (
     best_of_groups,
     open_above,
@@ -141,3 +144,43 @@ def test_best_of_groups_is_the_stable_sort_then_the_first_of_each_group(
     passes, got_key = best_of_groups(due, rate, last, slot, group, allowance)
     assert passes.tolist() == expected.tolist()
     assert np.array_equal(got_key, key, equal_nan=True)
+
+
+@pytest.mark.parametrize("model", ["overwrite", "disappear"])
+@pytest.mark.parametrize("capped", [False, True])
+def test_the_compiled_update_learns_what_the_numpy_one_learns(model: str, capped: bool) -> None:
+    """Ages (some unknown), first polls, the CUSUM tests of a rise and of a fall, probing
+    under caps: the polled rows' update in one loop leaves bayes in the same state, bit
+    for bit, and so picks the same URLs."""
+
+    def run(compiled: bool) -> list[bytes]:
+        rng = np.random.default_rng(7)
+        s = schedulers.create("bayes", capacity=50, seed=1, model=model)
+        assert isinstance(s, bayes.BayesRate)
+        if not compiled:
+            s._update_rows = s._update_rows_numpy  # type: ignore[method-assign]
+        ids = np.arange(4_000)
+        s.add(ids)
+        if capped:
+            s.set_groups(ids, ids % 30)
+            s.set_group_caps({0: 1.0, 1: 1.5, 2: 0.5})
+        rate = rng.choice([0.0, 0.01, 0.2, 0.9], size=ids.size)
+        out = []
+        for slot in range(120):
+            chosen = s.select()
+            out.append(chosen.tobytes())
+            hits = rng.random(chosen.size) < rate[chosen]
+            if slot % 3 == 0:  # Last-Modified for some polls, unknown for others
+                ago = np.where(rng.random(chosen.size) < 0.5, rng.random(chosen.size) * 20, np.nan)
+                s.feedback(chosen, hits, changed_ago=ago)
+            else:
+                s.feedback(chosen, hits)
+            if slot == 40:
+                rate = rate[::-1].copy()  # rises and falls for the CUSUM tests
+            if slot % 10 == 5:
+                s.first_polls(chosen[:5], np.full(5, 3.0))
+        state = s.state()
+        out.extend(np.ascontiguousarray(v).tobytes() for v in state.rows.values())
+        return out
+
+    assert run(compiled=True) == run(compiled=False)
