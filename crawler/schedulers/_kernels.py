@@ -15,8 +15,9 @@ million URLs on 2 cores, 2026-11-28 (docs/results.md): the unconstrained select 
 The cost is numba itself: 208 MB installed with llvmlite, and 0.6 s of CPU to import. It is
 imported at a kernel's first call, not with this module, so a command that runs no slot
 does not pay it; each kernel is compiled then and cached on disk beside this module
-(numba's ``cache=True``; where that is not writable, in the user's cache directory): a
-process's first slot pays 0.7 s for the import and the cached code, 2.2 s when it compiles.
+(numba's ``cache=True``; where that is not writable, in the user's cache directory, and
+with neither, not at all): a process's first slot pays 0.7 s for the import and the cached
+code, 2.2 s when it compiles.
 An earlier measurement on a more loaded machine found the step's loop no faster than NumPy
 and did not take numba; the loops here were measured against the NumPy they replace in
 alternating slots of one process, where the machine's noise falls on both alike.
@@ -47,7 +48,10 @@ def _compiled(function: F) -> F:
             import numba
 
             # NumPy's error model: a division by zero gives inf or NaN, as in NumPy
-            compiled = numba.njit(cache=True, error_model="numpy")(function)
+            try:
+                compiled = numba.njit(cache=True, error_model="numpy")(function)
+            except RuntimeError:  # no writable cache directory: compiled in each process
+                compiled = numba.njit(error_model="numpy")(function)
         return compiled(*args)
 
     return cast(F, call)
