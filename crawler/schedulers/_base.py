@@ -223,6 +223,12 @@ class Scheduler(ABC):
         self._selected_rows = None
         self._after_remove()
 
+    def warm_up(self) -> None:
+        """Make the first ``select`` and ``feedback`` as quick as the next ones: a
+        scheduler with compiled loops compiles (or loads) them for its arrays' types here,
+        where a service can run it before its first slot and off its event loop. Changes
+        nothing; by default there is nothing to do."""
+
     def select(self) -> IdArray:
         """This slot's URLs to poll: about ``capacity`` distinct ids."""
         self._removed_since_select.clear()

@@ -144,7 +144,13 @@ from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Schedule
 from crawler.schedulers._bayes_params import BayesParams
 from crawler.schedulers._fill import constrained_fill, optimum_curve
 from crawler.schedulers._guard import CREDIT_CEILING, NEVER_POLLED
-from crawler.schedulers._kernels import best_of_groups, learn_rows, step_and_due
+from crawler.schedulers._kernels import (
+    best_of_groups,
+    learn_rows,
+    open_above,
+    step_and_due,
+    within_credit,
+)
 from crawler.schedulers._lagrange import gain, inverse_gain, water_level
 from crawler.schedulers._limits import Limits
 
@@ -468,6 +474,40 @@ class BayesRate(Scheduler):
             cand = np.concatenate([first, cand])
         credit[cand] -= 1.0
         return cand.astype(np.intp)
+
+    def warm_up(self) -> None:
+        """Compile (or load from numba's cache) the kernels for the types of this
+        scheduler's arrays, each called on none of its rows: 0.7 s with the cache, 2.2 s
+        without, which a service's first slot would pay otherwise (a 0.2 s slot then
+        polled nothing)."""
+        none = np.empty(0, dtype=np.intp)
+        credit = cast(F32Array, self._credit[:0])
+        guard = self._guard  # its limits reach the allocation at the first slot
+        limited = guard is not None and guard.active()
+        group = guard.group[:0] if guard is not None and limited else _NO_GROUP
+        step_and_due(credit, self._x[:0], np.float32(1.0), False, group, _NO_HELD)
+        if limited:
+            step_and_due(credit, self._x[:0], np.float32(1.0), False, group, np.zeros(1, bool))
+            best_of_groups(none, self._rhat[:0], self._last[:0], 0, group, np.empty(0))
+            within_credit(none, group, np.empty(0), 0)
+            taken = np.empty(0, dtype=bool)
+            open_above(credit, np.float32(1.0), False, taken, group, np.ones(1, bool))
+        if self.settings.optimism > 0:
+            return
+        learn_rows(
+            none,
+            np.empty(0, dtype=bool),
+            _NO_AGE,
+            _NO_AGE,
+            (self._hit_time, self._miss_time, self._hit_count, self._miss_count, self._rhat),
+            _NO_STAT,
+            _NO_STAT,
+            np.float32(self.settings.forget),
+            (self.settings.prior_hits, self.settings.prior_misses),
+            (1.0, 1.0, np.float32(1.0)),
+            (1.0, 1.0, np.float32(1.0)),
+            1.0,
+        )
 
     def _held_hosts(self) -> BoolArray:
         """Per host (index -1: no host, False), whether its cap binds: the host is held at

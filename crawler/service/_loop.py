@@ -221,6 +221,8 @@ class CrawlLoop:
             log.info("started a new %s scheduler", name)
         self._apply_watch_list(*watched)
         await self._apply_constraints(None)  # every URL's groups, bounds, pause
+        # compiled loops ready before the first slot (seconds on a first start), off the loop
+        await asyncio.to_thread(self.scheduler.warm_up)
         await self.discovery.prepare()  # the listing worker, started with the service
 
     async def sync_watch_list(self, *, force: bool = False) -> bool:
