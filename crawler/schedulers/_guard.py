@@ -523,12 +523,13 @@ class Guard:
         # spares the passes over all n (all of them are ranked when they are too few).
         floor = 1.0 - 4.0 * many / max(credit.size, 1)
         opened = _ALL_OPEN if host_credit is None else _open_groups(host_credit)
-        pool = open_above(credit, credit.dtype.type(floor), floor <= 0, taken, group, opened)
+        least = credit.dtype.type(floor)
+        pool = open_above(credit, least, floor <= 0, taken, group, opened)
         if many < pool.size:  # the best first: the bound check below then looks at few
             pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
         pool = pool[self._may_poll(pool, slot, soon)]
         if pool.size < need and floor > 0:
-            pool = _open(np.flatnonzero(~taken), group, host_credit)
+            pool = open_above(credit, least, True, taken, group, opened)
             pool = pool[self._may_poll(pool, slot, soon)]
             if many < pool.size:
                 pool = pool[np.argpartition(-credit[pool], many - 1)[:many]]
@@ -551,7 +552,7 @@ class Guard:
         the rows before them, so the ranked head of the pool decides when it lets ``need``
         in: only that head is sorted (twice the need, then four times as many, ...), not
         the whole pool. The pool holds no row of a host with no whole poll of credit left
-        (``_open``: the caller drops them before it ranks)."""
+        (``open_above``: the caller drops them before it ranks)."""
         size = pool.size if host_credit is None else min(pool.size, 2 * need + 64)
         while True:
             head = pool
@@ -770,16 +771,6 @@ def within_mask(
     most = order.size if limit is None else max(0, limit)
     keep: BoolArray = within_credit(order.astype(np.intp, copy=False), group, credit, most)
     return keep
-
-
-def _open(
-    rows: IndexArray, group: NDArray[np.signedinteger], host_credit: FloatArray | None
-) -> IndexArray:
-    """The rows whose host has a whole poll of credit left (or no host, or no cap)."""
-    if host_credit is None or rows.size == 0:
-        return rows
-    kept: IndexArray = rows[_open_groups(host_credit)[group[rows]]]
-    return kept
 
 
 def _open_groups(host_credit: FloatArray) -> BoolArray:

@@ -492,22 +492,8 @@ class BayesRate(Scheduler):
             within_credit(none, group, np.empty(0), 0)
             taken = np.empty(0, dtype=bool)
             open_above(credit, np.float32(1.0), False, taken, group, np.ones(1, bool))
-        if self.settings.optimism > 0:
-            return
-        learn_rows(
-            none,
-            np.empty(0, dtype=bool),
-            _NO_AGE,
-            _NO_AGE,
-            (self._hit_time, self._miss_time, self._hit_count, self._miss_count, self._rhat),
-            _NO_STAT,
-            _NO_STAT,
-            np.float32(self.settings.forget),
-            (self.settings.prior_hits, self.settings.prior_misses),
-            (1.0, 1.0, np.float32(1.0)),
-            (1.0, 1.0, np.float32(1.0)),
-            1.0,
-        )
+        # the update as a slot's feedback calls it, on no rows (the same types, no change)
+        self._update_rows(none, np.empty(0, dtype=bool), None, np.empty(0, dtype=np.float32))
 
     def _held_hosts(self) -> BoolArray:
         """Per host (index -1: no host, False), whether its cap binds: the host is held at

@@ -117,13 +117,6 @@ def _straight_held_hosts(self: Any) -> Any:
     return np.append(held, False)
 
 
-def _straight_open(rows: Any, group: Any, host_credit: Any) -> Any:
-    if host_credit is None or rows.size == 0:
-        return rows
-    g = group[rows]
-    return rows[(np.floor(host_credit[g] + 1e-9) >= 1) | (g < 0)]
-
-
 def _straight_at_most_one(x: Any) -> None:
     np.minimum(x, np.float32(1.0), out=x)
 
@@ -201,7 +194,6 @@ def test_fast_paths_select_as_the_straightforward_ones(
     monkeypatch.setattr(bayes.BayesRate, "_note_baselines", _straight_note_baselines)
     monkeypatch.setattr(_guard, "_not_in", _straight_not_in)
     monkeypatch.setattr(_guard, "within_mask", _straight_within_mask)
-    monkeypatch.setattr(_guard, "_open", _straight_open)
     monkeypatch.setattr(_prior, "posterior_mean", _straight_posterior_mean)
     monkeypatch.setattr(bayes.BayesRate, "_held_hosts", _straight_held_hosts)
     plain_picks, plain_state = _run(mix)
