@@ -65,14 +65,50 @@ def step_and_due(
     clip: bool,
     group: NDArray[Any],
     held: NDArray[np.bool_],
+    dense: bool,
 ) -> tuple[NDArray[np.intp], NDArray[np.float32], NDArray[np.intp]]:
     """The stride step: ``credit += x * factor`` (each step at most 1 when ``clip``; NaN
     stays NaN), in float32. Returns the rows whose credit is then >= 1, ascending, split
     by whether their group is ``held`` (index by group; a row of no group, -1, is not
     held; an empty ``held`` holds none): the others with the key of their rank,
     ``credit + x * factor`` (the credit after one more step, unclipped), then the held
-    ones."""
+    ones.
+
+    ``dense`` chooses how, not what: the same rows come out either way. Which rows come
+    due is close to random, so a branch on it is mispredicted about once per due row.
+    Sparse (a percent of the rows due, a crawl's calm slots) the branch is cheaper than a
+    store per row; dense (the crest of a wave of due rows: 5-20 % of them) it costs more
+    than the pass itself, and every row is stored and only the due ones kept (at a
+    million rows, 2026-11-28: 0.45 against 0.66 ms at 1.3 % due, 1.10 against 0.70 ms at
+    6.6 %)."""
     n = credit.size
+    if dense:
+        due = np.empty(n + 1, dtype=np.intp)
+        due_key = np.empty(n + 1, dtype=np.float32)
+        count = 0
+        for i in range(n):
+            step = x[i] * factor
+            value = credit[i] + (np.float32(1.0) if clip and step > 1.0 else step)
+            credit[i] = value
+            due[count] = i
+            due_key[count] = value + step
+            count += value >= 1.0
+        if held.size == 0:
+            return due[:count].copy(), due_key[:count].copy(), due[:0].copy()
+        free = np.empty(count + 1, dtype=np.intp)
+        key = np.empty(count + 1, dtype=np.float32)
+        waiting = np.empty(count + 1, dtype=np.intp)
+        count_free = count_held = 0
+        for j in range(count):
+            i = due[j]
+            g = group[i]
+            is_held = (g >= 0) & held[g]  # -1 reads the last entry, then masked
+            free[count_free] = i
+            key[count_free] = due_key[j]
+            waiting[count_held] = i
+            count_free += not is_held
+            count_held += is_held
+        return free[:count_free].copy(), key[:count_free].copy(), waiting[:count_held].copy()
     free = np.empty(n, dtype=np.intp)
     key = np.empty(n, dtype=np.float32)
     waiting = np.empty(n, dtype=np.intp)
