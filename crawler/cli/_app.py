@@ -11,6 +11,7 @@ from __future__ import annotations
 import typer
 
 from crawler import __version__
+from crawler.cli._common import closing_stores
 
 app = typer.Typer(
     name="crawler",
@@ -30,6 +31,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False,
         "--version",
@@ -39,3 +41,4 @@ def _root(
     ),
 ) -> None:
     """An incremental web crawler that learns which URLs deserve its polling budget."""
+    ctx.with_resource(closing_stores())  # the stores the command opens close with it

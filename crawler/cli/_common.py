@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -147,15 +148,39 @@ def service_view(store: Store, settings: Settings) -> tuple[Settings, str]:
     return merged, f"settings of the service started {started}"
 
 
+#: the stores opened by the command running, closed when it ends (``closing_stores``)
+_open_stores: ContextVar[ExitStack | None] = ContextVar("open_stores", default=None)
+
+
+@contextmanager
+def closing_stores() -> Iterator[None]:
+    """Close every store ``open_store`` opens inside this block when it ends, failed or
+    not. The root command holds it around every command: a command run in a long-lived
+    process (the tests, a script calling ``app``) would otherwise leave its connection
+    pool, and on PostgreSQL its open connections, to the garbage collector."""
+    with ExitStack() as stores:
+        token = _open_stores.set(stores)
+        try:
+            yield
+        finally:
+            _open_stores.reset(token)
+
+
 def open_store(settings: Settings, *, read_only: bool = False) -> Store:
     """The store, migrated to the current schema. ``read_only`` (``list``, ``show``,
     ``stats``...): a database that does not exist yet is not created: the command fails
-    saying where it looked and what to run first."""
+    saying where it looked and what to run first.
+
+    Inside a command (``closing_stores``) the store is closed when the command ends,
+    failed or not; outside one the caller closes it."""
     from crawler.store import Store
 
     if read_only:
         _check_exists(settings.database_url)
     store = Store(settings.database_url)
+    stores = _open_stores.get()
+    if stores is not None:
+        stores.callback(store.close)
     with store_errors():
         if read_only and store.revision() is None:
             store.close()
