@@ -65,7 +65,6 @@ def step_and_due(
     clip: bool,
     group: NDArray[Any],
     held: NDArray[np.bool_],
-    dense: bool,
 ) -> tuple[NDArray[np.intp], NDArray[np.float32], NDArray[np.intp]]:
     """The stride step: ``credit += x * factor`` (each step at most 1 when ``clip``; NaN
     stays NaN), in float32. Returns the rows whose credit is then >= 1, ascending, split
@@ -74,61 +73,38 @@ def step_and_due(
     ``credit + x * factor`` (the credit after one more step, unclipped), then the held
     ones.
 
-    ``dense`` chooses how, not what: the same rows come out either way. Which rows come
-    due is close to random, so a branch on it is mispredicted about once per due row.
-    Sparse (a percent of the rows due, a crawl's calm slots) the branch is cheaper than a
-    store per row; dense (the crest of a wave of due rows: 5-20 % of them) it costs more
-    than the pass itself, and every row is stored and only the due ones kept (at a
-    million rows, 2026-11-28: 0.45 against 0.66 ms at 1.3 % due, 1.10 against 0.70 ms at
-    6.6 %)."""
+    The pass over all rows has no branch on which rows come due: it stores every row's
+    index and advances past it only when the row is due. Which rows come due is close to
+    random, so a branch on it was mispredicted about once per due row, and in the crest
+    of a wave of due rows (5-20 % of the rows) that cost more than the pass itself. The
+    keys and the split by host are then taken over the due rows alone. At a million rows
+    (2026-11-28, one process): 0.49-0.56 ms at 1.3-6.6 % of the rows due, against
+    0.72-1.57 ms with the branch and 0.60-0.65 ms storing each row's key as well."""
     n = credit.size
-    if dense:
-        due = np.empty(n + 1, dtype=np.intp)
-        due_key = np.empty(n + 1, dtype=np.float32)
-        count = 0
-        for i in range(n):
-            step = x[i] * factor
-            value = credit[i] + (np.float32(1.0) if clip and step > 1.0 else step)
-            credit[i] = value
-            due[count] = i
-            due_key[count] = value + step
-            count += value >= 1.0
-        if held.size == 0:
-            return due[:count].copy(), due_key[:count].copy(), due[:0].copy()
-        free = np.empty(count + 1, dtype=np.intp)
-        key = np.empty(count + 1, dtype=np.float32)
-        waiting = np.empty(count + 1, dtype=np.intp)
-        count_free = count_held = 0
-        for j in range(count):
-            i = due[j]
-            g = group[i]
-            is_held = (g >= 0) & held[g]  # -1 reads the last entry, then masked
-            free[count_free] = i
-            key[count_free] = due_key[j]
-            waiting[count_held] = i
-            count_free += not is_held
-            count_held += is_held
-        return free[:count_free].copy(), key[:count_free].copy(), waiting[:count_held].copy()
-    free = np.empty(n, dtype=np.intp)
-    key = np.empty(n, dtype=np.float32)
-    waiting = np.empty(n, dtype=np.intp)
-    some_held = held.size > 0
+    due = np.empty(n + 1, dtype=np.intp)
     count = 0
-    count_held = 0
     for i in range(n):
         step = x[i] * factor
         value = credit[i] + (np.float32(1.0) if clip and step > 1.0 else step)
         credit[i] = value
-        if value >= 1.0:
-            g = group[i] if some_held else -1
-            if g >= 0 and held[g]:
-                waiting[count_held] = i
-                count_held += 1
-            else:
-                free[count] = i
-                key[count] = value + step
-                count += 1
-    return free[:count].copy(), key[:count].copy(), waiting[:count_held].copy()
+        due[count] = i
+        count += value >= 1.0
+    free = np.empty(count, dtype=np.intp)
+    key = np.empty(count, dtype=np.float32)
+    waiting = np.empty(count + 1, dtype=np.intp)
+    some_held = held.size > 0
+    count_free = count_held = 0
+    for j in range(count):
+        i = due[j]
+        g = group[i] if some_held else -1
+        if g >= 0 and held[g]:
+            waiting[count_held] = i
+            count_held += 1
+        else:
+            free[count_free] = i
+            key[count_free] = credit[i] + x[i] * factor
+            count_free += 1
+    return free[:count_free].copy(), key[:count_free].copy(), waiting[:count_held].copy()
 
 
 @_compiled

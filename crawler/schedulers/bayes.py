@@ -181,9 +181,6 @@ BLOCK = 1 << 16
 #: under constraints a slot's picks are followed by one more due URL in this many (and 64)
 #: for the guard to take in place of those it turns away (``_choose``)
 SPARE_SHARE = 8
-#: the stride step takes its dense form (``step_and_due``) when the last slot had more due
-#: rows than one in this many: where the two forms cost the same at a million rows
-DENSE_DUE_SHARE = 32
 #: ``learn_rows``'s arguments for a test that is off and for no ages
 _NO_STAT = np.empty(0, dtype=np.float64)
 _NO_AGE = np.empty(0, dtype=np.float32)
@@ -310,8 +307,6 @@ class BayesRate(Scheduler):
         #: ``_held_hosts``' answer and the levels and caps it was computed from
         self._held_cache: tuple[tuple[object, ...], BoolArray] | None = None
         self._planned_total = 0.0
-        #: the due rows of the last slot's step (not saved: it only picks the step's form)
-        self._last_due = 0
         # Kept for ``_relevel`` (per host, O(polled) a slot): sum(x) of each host's rows,
         # the part of it that moves with the host's level (rows below 1 and unbounded), and
         # that part for the rows of no host.
@@ -452,11 +447,9 @@ class BayesRate(Scheduler):
         if limits is not None and split:
             group, held = limits.group, self._held_hosts()
         factor = np.float32(scale)
-        dense = self._last_due * DENSE_DUE_SHARE > credit.size
         cand, key, waiting = step_and_due(
-            cast(F32Array, credit), self._x, factor, scale > 1.0, group, held, dense
+            cast(F32Array, credit), self._x, factor, scale > 1.0, group, held
         )
-        self._last_due = cand.size + waiting.size
         first = self._held_picks(waiting) if split else None
         if first is not None:
             k -= first.size
@@ -492,10 +485,9 @@ class BayesRate(Scheduler):
         guard = self._guard  # its limits reach the allocation at the first slot
         limited = guard is not None and guard.active()
         group = guard.group[:0] if guard is not None and limited else _NO_GROUP
-        step_and_due(credit, self._x[:0], np.float32(1.0), False, group, _NO_HELD, False)
+        step_and_due(credit, self._x[:0], np.float32(1.0), False, group, _NO_HELD)
         if limited:
-            held = np.zeros(1, bool)
-            step_and_due(credit, self._x[:0], np.float32(1.0), False, group, held, False)
+            step_and_due(credit, self._x[:0], np.float32(1.0), False, group, np.zeros(1, bool))
             best_of_groups(none, self._rhat[:0], self._last[:0], 0, group, np.empty(0))
             within_credit(none, group, np.empty(0), 0)
             taken = np.empty(0, dtype=bool)

@@ -65,15 +65,9 @@ def test_within_credit_keeps_what_the_rule_keeps(
 
 
 @settings(deadline=None)
-@given(
-    st.integers(0, 2_000),
-    st.floats(0.01, 3.0),
-    st.integers(0, 4),
-    st.booleans(),
-    st.integers(0, 2**32 - 1),
-)
+@given(st.integers(0, 2_000), st.floats(0.01, 3.0), st.integers(0, 4), st.integers(0, 2**32 - 1))
 def test_step_and_due_is_the_float32_step_then_the_due_rows(
-    n: int, scale: float, groups: int, dense: bool, seed: int
+    n: int, scale: float, groups: int, seed: int
 ) -> None:
     rng = np.random.default_rng(seed)
     credit = (rng.random(n) * 1.2 - 0.1).astype(np.float32)
@@ -90,7 +84,7 @@ def test_step_and_due_is_the_float32_step_then_the_due_rows(
     is_held = np.zeros(due.size, dtype=bool)
     if held.size:
         is_held = (group[due] >= 0) & held[np.maximum(group[due], 0)]
-    free, key, waiting = step_and_due(credit, x, factor, scale > 1.0, group, held, dense)
+    free, key, waiting = step_and_due(credit, x, factor, scale > 1.0, group, held)
     assert free.dtype == waiting.dtype == np.intp
     assert free.tolist() == due[~is_held].tolist()
     assert waiting.tolist() == due[is_held].tolist()
