@@ -359,3 +359,64 @@ def learn_rows(
         hit_time[row], miss_time[row] = out[0, j], out[1, j]
         hit_count[row], miss_count[row], rhat[row] = out[2, j], out[3, j], out[4, j]
     return out[0], out[1], out[2], out[3], out[4], out[5], out[6]
+
+
+@_compiled
+def place_rows(
+    rows: NDArray[np.intp],
+    rate: NDArray[np.float32],
+    group: NDArray[Any],
+    level_of: NDArray[np.float64],
+    bounds: tuple[NDArray[np.uint8], NDArray[np.intp], NDArray[np.float64], NDArray[np.float64]],
+    x: NDArray[np.float32],
+    host_sum: NDArray[np.float64],
+    host_moving: NDArray[np.float64],
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]:
+    """The polled ``rows``' new x at the level of their group (``group``: each row's,
+    every one >= 0; ``level_of``: per group, > 0 or not), ``rate / level`` (0 at an
+    infinite level, 1 at a level <= 0), clipped to the row's bounds (``bounds``: the bitmap
+    of the bounded rows, the bounded rows sorted, their lower and upper bounds; a NaN goes
+    to the lower bound), stored in ``x``. The per-group sums of x, and of the x below 1 of
+    the rows without a bound, lose the rows' old x and gain their new x: each as a
+    bincount of the rows then added, as ``BayesRate._add_sums`` does. Returns the old and
+    the new x, and each row's lower and upper bound."""
+    m = rows.size
+    bits, bounded, lower, upper = bounds
+    old_x = np.empty(m, dtype=np.float32)
+    new_x = np.empty(m, dtype=np.float32)
+    lo = np.zeros(m)
+    hi = np.ones(m)
+    check = bounded.size > 0
+    for j in range(m):
+        row = rows[j]
+        if check and (bits[row >> 3] >> (row & 7)) & 1:
+            at = np.searchsorted(bounded, row)
+            lo[j], hi[j] = lower[at], upper[at]
+        u = level_of[group[j]]
+        if u > 0 and np.isfinite(u):
+            v = np.float64(rate[j]) / u
+        elif u > 0:
+            v = 0.0
+        else:
+            v = 1.0
+        if not v >= lo[j]:  # NumPy's fmax: the bound where v is below it or NaN
+            v = lo[j]
+        if v > hi[j]:
+            v = hi[j]
+        old_x[j] = x[row]
+        new_x[j] = np.float32(v)
+        x[row] = new_x[j]
+    size = host_sum.size
+    for xs, sign in ((old_x, -1.0), (new_x, 1.0)):
+        part_sum = np.zeros(size)
+        part_moving = np.zeros(size)
+        for j in range(m):
+            g = group[j]
+            signed = np.float64(xs[j]) * sign
+            part_sum[g] += signed
+            moving = xs[j] < np.float32(1.0) and lo[j] <= 0 and hi[j] >= 1
+            part_moving[g] += signed if moving else 0.0
+        for g in range(size):
+            host_sum[g] += part_sum[g]
+            host_moving[g] += part_moving[g]
+    return old_x, new_x, lo, hi

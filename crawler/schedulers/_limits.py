@@ -161,6 +161,13 @@ class Limits:
         return row_bits(self.rows, self.n)
 
     @property
+    def bounded(self) -> tuple[NDArray[np.uint8], IndexArray, FloatArray, FloatArray]:
+        """The bounds for a compiled loop: the bitmap of the bounded rows (``row_bits``;
+        built at the first call, then kept), the bounded rows, their lower and upper
+        bounds."""
+        return self._bits, self.rows, self.row_lower, self.row_upper
+
+    @property
     def constrained(self) -> bool:
         """Whether anything here can bind (a finite cap, a lower bound > 0 or upper < 1)."""
         return bool(np.isfinite(self.cap).any() or self.rows.size)

@@ -148,6 +148,7 @@ from crawler.schedulers._kernels import (
     best_of_groups,
     learn_rows,
     open_above,
+    place_rows,
     step_and_due,
     within_credit,
 )
@@ -486,12 +487,15 @@ class BayesRate(Scheduler):
         limited = guard is not None and guard.active()
         group = guard.group[:0] if guard is not None and limited else _NO_GROUP
         step_and_due(credit, self._x[:0], np.float32(1.0), False, group, _NO_HELD)
-        if limited:
+        if guard is not None and limited:
             step_and_due(credit, self._x[:0], np.float32(1.0), False, group, np.zeros(1, bool))
             best_of_groups(none, self._rhat[:0], self._last[:0], 0, group, np.empty(0))
             within_credit(none, group, np.empty(0), 0)
             taken = np.empty(0, dtype=bool)
             open_above(credit, np.float32(1.0), False, taken, group, np.ones(1, bool))
+            level_of, rate = np.zeros(1), np.empty(0, dtype=np.float32)
+            bounds = guard.limits().bounded
+            place_rows(none, rate, group, level_of, bounds, self._x, level_of, level_of)
         # the update as a slot's feedback calls it, on no rows (the same types, no change)
         self._update_rows(none, np.empty(0, dtype=bool), None, np.empty(0, dtype=np.float32))
 
@@ -580,26 +584,38 @@ class BayesRate(Scheduler):
         self._last[pos] = self._slot
         self._learned = (pos, self._slot)
         a, b, h, rate, old_rate, seen = self._update_rows(pos, hits, ago, tau)
-        old_x = self._x[pos]
         limits = self._limits
         if limits is None:
+            old_x = self._x[pos]
             new_x = self._allocate(rate, pos)
             self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
+            self._x[pos] = new_x
+            return
+        group = limits.group[pos]
+        if self.settings.capped_rule == "changed":
+            held = np.flatnonzero(self._held_hosts()[group])
+            if held.size:  # see "Capped hosts"
+                prior = self._population_prior()
+                rate[held] = _prior.posterior_mean(a[held], b[held], h[held], prior)
+                self._rhat[pos[held]] = rate[held]
+        if not self._weighted and self._host_sum.size == limits.cap.size and not (group < 0).any():
+            # every row in a host, equal weights: the x, its store and the host sums in
+            # one compiled pass (``_kernels.place_rows``), the same as the branch below
+            level_of = np.maximum(self._own_padded, self._level)
+            sums = (self._host_sum, self._host_moving)
+            old_x, new_x, lo, hi = place_rows(
+                pos, rate, group, level_of, limits.bounded, self._x, *sums
+            )
+            bounds = (lo, hi)
         else:
-            # the rows' bounds and hosts, looked up once for the x and the host sums
+            # the rows' bounds, looked up once for the x and the host sums
             bounds = limits.bounds_of(pos)
-            group = limits.group[pos]
-            if self.settings.capped_rule == "changed":
-                held = np.flatnonzero(self._held_hosts()[group])
-                if held.size:  # see "Capped hosts"
-                    prior = self._population_prior()
-                    rate[held] = _prior.posterior_mean(a[held], b[held], h[held], prior)
-                    self._rhat[pos[held]] = rate[held]
+            old_x = self._x[pos]
             new_x = self._constrained_x(rate, pos, bounds, group)
-            self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
             self._add_sums(group, (old_x, new_x), bounds)
-            self._note_seen(seen, old_rate, rate, group, bounds)
-        self._x[pos] = new_x
+            self._x[pos] = new_x
+        self._total += float(new_x.sum(dtype=np.float64) - old_x.sum(dtype=np.float64))
+        self._note_seen(seen, old_rate, rate, group, bounds)
 
     def _update_rows(
         self, pos: IndexArray, hits: BoolArray, ago: F32Array | None, tau: F32Array

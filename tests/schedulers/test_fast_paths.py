@@ -5,7 +5,8 @@ pick: a bitmap of the bounded rows before any binary search, the refill's ranked
 instead of a sort of its whole pool, the host ranks in one compiled pass,
 the CUSUM logarithms on the hits only, the relevel written into x's own array as
 rate / max(level, rate) (block by block), the credit step and its due rows in one compiled
-pass, the polled rows' update in one compiled loop, the minimum with
+pass, the polled rows' update in one compiled loop, their x and the host sums in another, the
+minimum with
 1 skipped when nothing is above 1, the forced rows taken out of the picks by a mask, the
 host ranks taken only in the capped hosts, the bounds of a polled row's x by fmax and fmin,
 and the baselines looked up only among the rows not polled in the last slot. Each is
@@ -61,6 +62,29 @@ def _straight_step_and_due(
         in_held = np.append(held, False)[group[due]]
     free = due[~in_held]
     return free, credit[free] + x[free] * factor, due[in_held]
+
+
+def _straight_place_rows(
+    rows: Any, rate: Any, group: Any, level_of: Any, bounded: Any, x: Any, *sums: Any
+) -> tuple[Any, Any, Any, Any]:
+    _, bounded_rows, lower, upper = bounded
+    lo, hi = np.zeros(rows.size), np.ones(rows.size)
+    at = np.minimum(np.searchsorted(bounded_rows, rows), max(bounded_rows.size - 1, 0))
+    if bounded_rows.size:
+        hit = bounded_rows[at] == rows
+        lo[hit], hi[hit] = lower[at[hit]], upper[at[hit]]
+    u = level_of[group]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        plain = np.where((u > 0) & np.isfinite(u), rate.astype(np.float64) / u, 1.0 * (u <= 0))
+    new_x = np.clip(np.nan_to_num(plain, nan=0.0), lo, hi).astype(np.float32)
+    old_x = x[rows].copy()
+    x[rows] = new_x
+    for values, sign in ((old_x, -1.0), (new_x, 1.0)):
+        signed = values.astype(np.float64) * sign
+        moving = (values < 1) & (lo <= 0) & (hi >= 1)
+        sums[0][:] += np.bincount(group, signed, minlength=sums[0].size)
+        sums[1][:] += np.bincount(group, np.where(moving, signed, 0.0), minlength=sums[1].size)
+    return old_x, new_x, lo, hi
 
 
 def _straight_within_bounds(x: Any, lo: Any, hi: Any) -> Any:
@@ -191,6 +215,7 @@ def test_fast_paths_select_as_the_straightforward_ones(
     monkeypatch.setattr(bayes, "step_and_due", _straight_step_and_due)
     monkeypatch.setattr(bayes.BayesRate, "_update_rows", bayes.BayesRate._update_rows_numpy)
     monkeypatch.setattr(bayes, "_within_bounds", _straight_within_bounds)
+    monkeypatch.setattr(bayes, "place_rows", _straight_place_rows)
     monkeypatch.setattr(bayes.BayesRate, "_note_baselines", _straight_note_baselines)
     monkeypatch.setattr(_guard, "_not_in", _straight_not_in)
     monkeypatch.setattr(_guard, "within_mask", _straight_within_mask)

@@ -12,9 +12,11 @@ from crawler.schedulers import bayes
 from crawler.schedulers._kernels import (
     best_of_groups,
     open_above,
+    place_rows,
     step_and_due,
     within_credit,
 )
+from crawler.schedulers._limits import Limits
 
 
 def within_reference(
@@ -91,6 +93,57 @@ def test_step_and_due_is_the_float32_step_then_the_due_rows(
     unclipped = expected_credit[free] + x[free] * factor
     assert key.dtype == np.float32 and np.array_equal(key, unclipped)
     assert np.array_equal(credit, expected_credit, equal_nan=True)
+
+
+@settings(deadline=None)
+@given(
+    st.integers(1, 400),
+    st.integers(1, 6),
+    st.integers(0, 300),
+    st.sampled_from([np.int8, np.int16]),
+    st.integers(0, 2**32 - 1),
+)
+def test_place_rows_is_the_x_and_host_sums_of_numpy(
+    n: int, groups: int, polled: int, dtype: type[np.signedinteger], seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    lower = np.where(rng.random(n) < 0.2, rng.random(n) / 2, 0.0)
+    upper = np.where(rng.random(n) < 0.2, lower + rng.random(n) / 2, 1.0)
+    group_of = rng.integers(0, groups, size=n)
+    limits = Limits.build(n, group_of, {0: 1.5}, lower, upper)
+    group_all = limits.group.astype(dtype)
+    rows = rng.permutation(n)[: min(polled, n)].astype(np.intp)
+    rate = (rng.random(rows.size) * 2).astype(np.float32)
+    rate[rng.random(rows.size) < 0.1] = np.nan
+    levels = rng.choice([0.0, -1.0, np.inf, 0.3, 1.7, 1e-9], size=limits.cap.size + 1)
+    x = rng.random(n).astype(np.float32) * np.float32(1.2)
+    sums = (rng.random(limits.cap.size), rng.random(limits.cap.size))
+    group = group_all[rows]
+
+    # the NumPy form: BayesRate._constrained_x and _add_sums (every row in a group)
+    lo, hi = limits.bounds_of(rows)
+    u = levels[group]
+    r = rate.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        plain = np.where((u > 0) & np.isfinite(u), r / u, np.where(u > 0, 0.0, 1.0))
+    new_plain = bayes._within_bounds(plain, lo, hi).astype(np.float32)
+    old_plain = x[rows]
+    sum_plain, moving_plain = sums[0].copy(), sums[1].copy()
+    for xs, sign in ((old_plain, -1.0), (new_plain, 1.0)):
+        moving = (xs < np.float32(1.0)) & (lo <= 0) & (hi >= 1)
+        signed = xs.astype(np.float64) * sign
+        gi = group.astype(np.intp)
+        sum_plain += np.bincount(gi, signed, minlength=limits.cap.size)
+        moving_plain += np.bincount(gi, np.where(moving, signed, 0.0), minlength=limits.cap.size)
+    x_plain = x.copy()
+    x_plain[rows] = new_plain
+
+    got = place_rows(rows, rate, group, levels, limits.bounded, x, *sums)
+    for part, want in zip(got, (old_plain, new_plain, lo, hi), strict=True):
+        assert part.dtype == want.dtype and part.tobytes() == want.tobytes()
+    assert x.tobytes() == x_plain.tobytes()
+    assert sums[0].tobytes() == sum_plain.tobytes()
+    assert sums[1].tobytes() == moving_plain.tobytes()
 
 
 @settings(deadline=None)
