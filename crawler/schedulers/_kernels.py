@@ -8,10 +8,11 @@ host (``within_credit``: one loop with a counter per host); a capped host's best
 sort of all such rows (``best_of_groups``: each host's best kept as the rows come); the
 refill's pool a pass and three masks over every row (``open_above``: two passes without a
 branch); the polled rows' update about thirty operations on them (``learn_rows``), and
-their new x with the per-host sums about twenty more (``place_rows``). Each gives exactly what the NumPy form gave (tests/schedulers/test_kernels.py
-and the fast-path picks test), so the picks are the same to the last row. Measured at a
-million URLs on 2 cores, 2026-11-28 (docs/results.md): the unconstrained select 3.6-4.7 ms
--> 2.8-3.2 ms in alternating slots; under the heavy mix the slot 28.2-28.4 -> 18.7-19.7 ms.
+their new x with the per-host sums about twenty more (``place_rows``). Each gives exactly
+what the NumPy form gave (tests/schedulers/test_kernels.py and the fast-path picks test),
+so the picks are the same to the last row. Measured at a million URLs on 2 cores,
+2026-11-28 (docs/results.md): the unconstrained select 3.6-4.7 ms -> 2.8-3.2 ms in
+alternating slots; under the heavy mix the slot 28.2-28.4 -> 18.7-19.7 ms.
 
 The cost is numba itself: 208 MB installed with llvmlite, and 0.6 s of CPU to import. It is
 imported at a kernel's first call, not with this module, so a command that runs no slot
