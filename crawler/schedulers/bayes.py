@@ -142,7 +142,7 @@ from numpy.typing import NDArray
 from crawler.schedulers import _prior
 from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Scheduler
 from crawler.schedulers._bayes_params import BayesParams
-from crawler.schedulers._fill import constrained_fill, optimum_curve
+from crawler.schedulers._fill import HINT_STEPS, constrained_fill, optimum_curve
 from crawler.schedulers._guard import CREDIT_CEILING, NEVER_POLLED
 from crawler.schedulers._kernels import (
     best_of_groups,
@@ -847,9 +847,12 @@ class BayesRate(Scheduler):
         guard = self._guard
         if guard is not None and guard.active():
             limits = guard.limits()
-            keep = not fresh and limits is self._limits
-            if keep:
-                self._solve_constrained(rate, limits, self._own_padded[:-1], self._level)
+            if limits is self._limits:
+                # the searches start around the last solve's levels; a scheduled (fresh)
+                # solve still runs every host's search to full precision
+                steps = None if fresh else HINT_STEPS
+                hints = (self._own_padded[:-1], self._level)
+                self._solve_constrained(rate, limits, *hints, hint_steps=steps)
             else:
                 self._solve_constrained(rate, limits)
             self._total = float(self._x.sum(dtype=np.float64))
@@ -872,18 +875,27 @@ class BayesRate(Scheduler):
         limits: Limits,
         group_level: FloatArray | None = None,
         level_hint: float = 0.0,
+        *,
+        hint_steps: int | None = None,
     ) -> None:
         """The constrained optimum (host caps, bounds, failures) on the estimated rates:
         x_i = clip(r_i / u_i, lower_i, upper_i) at the level in force for the URL's host.
         The level of each row is kept so that a poll's new estimate moves only its own x
         (O(polled) per slot, as without constraints). ``group_level``: the hosts' own
         levels of an earlier solve under the same limits and ``level_hint`` its global level,
-        where the searches start (see ``constrained_fill``)."""
+        where the searches start, and ``hint_steps`` where a host's search from its hint
+        stops (see ``constrained_fill``)."""
         w = self._importance if self._weighted else None
         r = rate.astype(np.float64)
         curve, top = optimum_curve(r, w)
         solved = constrained_fill(
-            curve, top, self.capacity, limits, group_level=group_level, level_hint=level_hint
+            curve,
+            top,
+            self.capacity,
+            limits,
+            group_level=group_level,
+            level_hint=level_hint,
+            hint_steps=hint_steps,
         )
         # a row's level in force is the larger of its host's own and the global one
         self._own_padded = np.append(solved.group_level, 0.0)  # index -1: no host
