@@ -876,7 +876,7 @@ class BayesRate(Scheduler):
         group_level: FloatArray | None = None,
         level_hint: float = 0.0,
         *,
-        hint_steps: int | None = None,
+        hint_steps: int | None = HINT_STEPS,
     ) -> None:
         """The constrained optimum (host caps, bounds, failures) on the estimated rates:
         x_i = clip(r_i / u_i, lower_i, upper_i) at the level in force for the URL's host.
