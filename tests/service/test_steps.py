@@ -68,7 +68,13 @@ async def test_a_step_sees_every_hook_in_order_and_may_hold_polls_back(
     urls = [site.url(i) for i in range(4)]
     with Store(database_url) as store:
         store.add_urls([NewUrl(u) for u in urls])
-    settings = service_settings(database_url, capacity=4.0, default_min_interval_s=0)
+    # every hook in both slots needs each slot's polls answered: on a loaded machine the
+    # first slot's start (the fetch workers') can take seconds, and the second slot's
+    # deadline loses up to half its length to that lag, so the deadline is far off here
+    settings = service_settings(
+        database_url, capacity=4.0, default_min_interval_s=0, fetch_timeout_s=30.0,
+        slot_deadline_s=30.0,
+    )  # fmt: skip
     async with CrawlService(settings) as service:
         step = Recording(held_url=urls[0])
         service.loop.steps.append(step)
