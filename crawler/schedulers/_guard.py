@@ -188,6 +188,9 @@ class Guard:
         self._ceiling: tuple[FloatArray, FloatArray] | None = None
         #: a bitmap of the table's rows and the rows array and row count it was built for
         self._table_bits: tuple[IndexArray, int, NDArray[np.uint8]] | None = None
+        #: the share of the last slot's picks that ``enforce`` turned away (a bound, a
+        #: pause, a host out of credit): a scheduler sends that many more picks next time
+        self.turned_away = 0.0
 
     # ----- rows -------------------------------------------------------------------------
 
@@ -431,8 +434,19 @@ class Guard:
         group = self.group
         cap = self._caps()
         host_credit = self._host_credit(self.labels, cap) if self.labels.size else None
+        offered, allowed_count = rows.size + forced.size, order.size
+        looked_at = allowed_count
         if host_credit is not None:
-            order = self._within_credit(order, group, host_credit)
+            # the first k let in spend their host's credit; picks after them are not polled
+            # and spend none (they did: a host lost a poll of its cap to each of them)
+            keep = within_mask(order, group, host_credit, k)
+            order = order[keep]
+            if order.size >= k:  # the picks looked at until the k-th let in
+                looked_at = int(np.flatnonzero(keep)[k - 1]) + 1
+        # the share of picks let in: past the bounds (``order`` before the credit), then
+        # past the host credits, of those looked at
+        let_in = (min(order.size, k) / looked_at) * (allowed_count / offered) if looked_at else 0.0
+        self.turned_away = 1.0 - let_in if offered else 0.0
         kept = order[:k]
         taken = np.zeros(self.group.size, dtype=bool)
         taken[kept] = True

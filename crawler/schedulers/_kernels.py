@@ -28,6 +28,7 @@ alternating slots of one process, where the machine's noise falls on both alike.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -35,6 +36,28 @@ import numpy as np
 from numpy.typing import NDArray
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+#: the scalar functions the kernels call (``_helper``), by name
+_HELPERS: dict[str, Callable[..., Any]] = {}
+
+
+def _helper(function: F) -> F:
+    """A scalar function that kernels call: plain Python until a kernel first compiles,
+    then replaced in this module by its numba form, which the kernels' code calls."""
+    _HELPERS[function.__name__] = function
+    return function
+
+
+def _compile_helpers() -> None:
+    """Put the numba form of every ``_helper`` function in this module's namespace, where
+    numba looks up the names a kernel calls when it compiles the kernel."""
+    import numba
+
+    namespace = globals()
+    for name, function in _HELPERS.items():
+        if namespace[name] is function:
+            namespace[name] = numba.njit(cache=True, error_model="numpy")(function)
 
 
 def _compiled(function: F) -> F:
@@ -49,6 +72,7 @@ def _compiled(function: F) -> F:
         if compiled is None:
             import numba
 
+            _compile_helpers()
             # NumPy's error model: a division by zero gives inf or NaN, as in NumPy
             try:
                 compiled = numba.njit(cache=True, error_model="numpy")(function)
@@ -57,6 +81,46 @@ def _compiled(function: F) -> F:
         return compiled(*args)
 
     return cast(F, call)
+
+
+@_helper
+def half_to_float(bits: int) -> float:
+    """The value of the IEEE 754 half-precision float whose bits are ``bits`` (what NumPy's
+    float16 gives). numba has no float16 on the CPU, so a kernel reads a float16 column
+    through its ``uint16`` view and converts here: the gather, conversion and scatter
+    around the kernel in NumPy cost more than the kernel's work on the rows."""
+    exponent = (bits >> 10) & 0x1F
+    fraction = bits & 0x3FF
+    if exponent == 0:  # zero or subnormal
+        value = math.ldexp(float(fraction), -24)
+    elif exponent == 31:
+        value = math.inf if fraction == 0 else math.nan
+    else:
+        value = math.ldexp(float(fraction + 1024), exponent - 25)
+    return -value if bits & 0x8000 else value
+
+
+@_helper
+def float_to_half(value: float) -> int:
+    """The bits of the half-precision float nearest ``value``, ties to even, as NumPy's
+    ``astype(np.float16)`` of a float64 gives them (inf beyond the largest, 65504; NaN as
+    NumPy's quiet NaN)."""
+    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
+    if math.isnan(value):
+        return sign | 0x7E00
+    magnitude = abs(value)
+    if magnitude == math.inf:
+        return sign | 0x7C00
+    if magnitude < 0.00006103515625:  # below 2^-14: a multiple of 2^-24, or the least normal
+        return sign | int(np.rint(magnitude * 16777216.0))
+    fraction, exponent = math.frexp(magnitude)  # magnitude = fraction 2^exponent, [0.5, 1)
+    whole = np.rint(fraction * 2048.0)  # exact: a power of two scales it
+    if whole == 2048.0:
+        whole = 1024.0
+        exponent += 1
+    if exponent > 16:
+        return sign | 0x7C00
+    return sign | ((exponent + 14) << 10) | (int(whole) - 1024)
 
 
 @_compiled
@@ -253,8 +317,8 @@ def learn_rows(
     tau: NDArray[np.float32],
     ago: NDArray[np.float32],
     columns: tuple[NDArray[np.float32], ...],
-    surge: NDArray[np.float64],
-    slump: NDArray[np.float64],
+    surge: NDArray[np.uint16],
+    slump: NDArray[np.uint16],
     forget: np.float32,
     priors: tuple[float, float],
     shift: tuple[float, float, np.float32],
@@ -269,18 +333,24 @@ def learn_rows(
     ``forget``, ``priors`` (hits, misses), ``shift`` and ``drop`` (factor, threshold,
     keep), ``probe`` (at most 1: off). Returns the new hit time, miss time, hit count, miss
     count and rate (float32), the old rate, and whether each row had an observation (as
-    float32 1 / 0)."""
+    float32 1 / 0). ``surge`` and ``slump`` are the float16 columns of all rows, through
+    their ``uint16`` view (``half_to_float``), or empty: that test is off."""
     m = rows.size
     hit_time, miss_time, hit_count, miss_count, rhat = columns
     out = np.empty((7, m), dtype=np.float32)
     old = np.empty((5, m), dtype=np.float32)
+    test_shift, test_drop, aged = surge.size > 0, slump.size > 0, ago.size > 0
+    tests = np.zeros((2, m), dtype=np.uint16)  # the rows' CUSUM statistics, as float16 bits
     # the gathers first, in a loop of their own: its loads overlap from row to row, where
     # a row's arithmetic between them (logarithms, a division) held them back
     for j in range(m):
         row = rows[j]
         old[0, j], old[1, j] = hit_time[row], miss_time[row]
         old[2, j], old[3, j], old[4, j] = hit_count[row], miss_count[row], rhat[row]
-    test_shift, test_drop, aged = surge.size > 0, slump.size > 0, ago.size > 0
+        if test_shift:
+            tests[0, j] = surge[row]
+        if test_drop:
+            tests[1, j] = slump[row]
     prior_hits, prior_misses = priors
     shift_k, shift_threshold, shift_keep = shift
     drop_k, drop_threshold, drop_keep = drop
@@ -306,23 +376,23 @@ def learn_rows(
                 ratio = (
                     np.log(-np.expm1(-k * rt)) - np.log(-np.expm1(-rt)) if hit else -(k - 1.0) * rt
                 )
-                s = surge[j] + ratio
+                s = half_to_float(tests[0, j]) + ratio
                 if not (s >= 0.0 or np.isnan(s)):
                     s = 0.0
                 shifted = s > shift_threshold and seen
-                surge[j] = 0.0 if shifted else s
+                tests[0, j] = float_to_half(0.0 if shifted else s)
             if test_drop:
                 k = drop_k
                 ratio = (
                     np.log(-np.expm1(-k * rt)) - np.log(-np.expm1(-rt)) if hit else (1.0 - k) * rt
                 )
-                s = slump[j] + ratio
+                s = half_to_float(tests[1, j]) + ratio
                 if not (s >= 0.0 or np.isnan(s)):
                     s = 0.0
                 if s > 6e4:
                     s = 6e4
                 dropped = s > drop_threshold and seen
-                slump[j] = 0.0 if dropped else s
+                tests[1, j] = float_to_half(0.0 if dropped else s)
         h_in = one if hit else np.float32(0.0)
         miss = one - h_in
         a = old_a * forget + t * h_in
@@ -360,6 +430,10 @@ def learn_rows(
         row = rows[j]
         hit_time[row], miss_time[row] = out[0, j], out[1, j]
         hit_count[row], miss_count[row], rhat[row] = out[2, j], out[3, j], out[4, j]
+        if test_shift:
+            surge[row] = tests[0, j]
+        if test_drop:
+            slump[row] = tests[1, j]
     return out[0], out[1], out[2], out[3], out[4], out[5], out[6]
 
 

@@ -237,3 +237,23 @@ def test_the_refill_passes_over_waiting_urls_of_a_host_with_no_credit_left() -> 
     assert kept[0] == 0 and set(dropped.tolist()) == {1, 2}
     assert np.all(kept[1:] >= 500)  # host 1's URLs nearest to due
     assert np.all(credit[kept[1:]] < 0)  # each paid one poll of credit
+
+
+def test_picks_after_the_kth_spend_no_host_credit() -> None:
+    """A scheduler sends a few picks beyond its k, to stand in for those the guard turns
+    away. The ones not needed are not polled, so they leave their host's credit alone
+    (they spent it: a host capped at 1.5 then polled once in a slot where it had two
+    polls' credit). The guard reports the share of the picks it turned away."""
+    n = 100
+    guard = Guard(n, slot=0)
+    rows = np.arange(n, dtype=np.intp)
+    guard.set_groups(rows, np.where(rows < 50, 0, 1))
+    guard.set_caps({0: 1.5})  # host 1 has no cap
+    kept, dropped = guard.enforce(np.array([50, 51, 0], dtype=np.intp), 1, 2)
+    assert kept.tolist() == [50, 51] and dropped.tolist() == [0]  # host 0 keeps 1.5
+    assert guard.turned_away == 0.0  # the first two were let in
+    kept, _ = guard.enforce(np.array([0, 1, 2], dtype=np.intp), 2, 3)
+    assert kept.tolist() == [0, 1]  # 2.5 of credit (at most the cap and one)
+    assert guard.turned_away == pytest.approx(1 / 3)
+    kept, _ = guard.enforce(np.array([2, 3, 4], dtype=np.intp), 3, 3)
+    assert kept.tolist() == [2, 3]  # 0.5 left, and 1.5 more
