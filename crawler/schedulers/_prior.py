@@ -36,6 +36,10 @@ SAMPLE = 2_048
 #: EM steps of a first fit, and of a fit that starts from the last one
 STEPS = 40
 MORE_STEPS = 10
+_GRID32 = GRID.astype(np.float32)
+_ONE = np.float32(1.0)
+#: a log-probability below the largest of its URL's by more than this is held here
+_LEAST = np.float32(-87.0)
 
 
 def log_likelihood(
@@ -84,29 +88,28 @@ def posterior_mean(
 ) -> NDArray[np.float32]:
     """Each URL's posterior mean rate (changes per slot) under the prior ``weights``.
 
-    In float32 and in place on one array of rows x grid (it runs on every slot's polls of
-    the capped hosts): 2.5 ms for 10,000 URLs against 9.3 ms for the float64 form of
-    ``log_likelihood``. The hits' term is computed on the rows with hits only, and added
-    to the misses' (t + (-m) is t - m bit for bit; a row without hits had -0.0 - m)."""
-    grid = GRID.astype(np.float32)
+    In float32, in place on one array of grid x rows (it runs on every slot's polls of the
+    capped hosts): each step is then one pass along the rows, the largest term of each URL
+    an elementwise maximum over 32 rows, where the rows x grid layout reduced 10,000 short
+    rows one by one. The terms far below a URL's largest are held at e^-87, the least normal
+    float32, instead of underflowing to subnormals, which NumPy's exp takes a slow path for;
+    beside the largest term, 1, they add nothing either way. 10,000 URLs: 7.7 ms -> 1.2 ms
+    (2026-11-28; 2.5 ms for rows x grid on a faster machine, 9.3 ms in float64)."""
+    grid = _GRID32
     h = np.asarray(hits, dtype=np.float32)
-    # -r B, the misses' log-likelihood; then the hits' H ln(1 - e^(-r tau)) added on the
-    # rows with hits only (a URL without hits adds 0 there: its logarithms are not taken)
-    z = np.multiply.outer(np.asarray(miss_time, dtype=np.float32), grid)
+    some = h > 0
+    # H ln(1 - e^(-r tau)), the hits' log-likelihood (0 where there are none: a URL without
+    # hits multiplies a finite logarithm, at tau = 1, by 0), less r B, the misses'
+    tau = np.where(some, np.asarray(hit_time, dtype=np.float32) / np.where(some, h, _ONE), _ONE)
+    z = np.multiply.outer(grid, -np.maximum(tau, np.float32(1e-12)))
+    np.expm1(z, out=z)
     np.negative(z, out=z)
-    some = np.flatnonzero(h > 0)
-    if some.size:
-        hs = h[some]
-        tau = np.asarray(hit_time, dtype=np.float32)[some] / hs
-        y = np.multiply.outer(np.maximum(tau, np.float32(1e-12)), grid)
-        np.negative(y, out=y)
-        np.expm1(y, out=y)
-        np.negative(y, out=y)
-        np.log(y, out=y)  # ln(1 - e^(-r tau)): the log-likelihood of a hit
-        y *= hs[:, None]
-        z[some] += y
-    z += np.log(weights).astype(np.float32)
-    z -= z.max(axis=1, keepdims=True)
+    np.log(z, out=z)
+    z *= h
+    z -= np.multiply.outer(grid, np.asarray(miss_time, dtype=np.float32))
+    z += np.log(weights).astype(np.float32)[:, None]
+    z -= z.max(axis=0)
+    np.maximum(z, _LEAST, out=z)
     np.exp(z, out=z)
-    out: NDArray[np.float32] = (z @ grid) / z.sum(axis=1)
+    out: NDArray[np.float32] = (grid @ z) / z.sum(axis=0)
     return out

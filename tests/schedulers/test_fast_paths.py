@@ -122,18 +122,18 @@ def _straight_within_mask(order: Any, group: Any, credit: Any, limit: int | None
 
 
 def _straight_posterior_mean(hit_time: Any, miss_time: Any, hits: Any, weights: Any) -> Any:
-    """The hits' term on every row (0 times a finite logarithm where there are none)."""
+    """The hits' term on every row of grid x rows, new arrays at each step, exp of every
+    term however small (the fast form holds those below e^-87 there)."""
     grid = _prior.GRID.astype(np.float32)
     h = np.asarray(hits, dtype=np.float32)
     some = h > 0
-    tau = np.asarray(hit_time, dtype=np.float32) / np.where(some, h, np.float32(1.0))
-    z = np.log(-np.expm1(-np.multiply.outer(np.maximum(tau, np.float32(1e-12)), grid)))
-    z *= h[:, None]
-    z -= np.multiply.outer(np.asarray(miss_time, dtype=np.float32), grid)
-    z += np.log(weights).astype(np.float32)
-    z -= z.max(axis=1, keepdims=True)
-    z = np.exp(z)
-    return (z @ grid) / z.sum(axis=1)
+    tau = np.where(some, np.asarray(hit_time, dtype=np.float32) / np.where(some, h, 1), 1)
+    tau = tau.astype(np.float32)
+    z = np.log(-np.expm1(np.multiply.outer(grid, -np.maximum(tau, np.float32(1e-12))))) * h
+    z = z - np.multiply.outer(grid, np.asarray(miss_time, dtype=np.float32))
+    z = z + np.log(weights).astype(np.float32)[:, None]
+    z = np.exp(z - z.max(axis=0))
+    return (grid @ z) / z.sum(axis=0)
 
 
 def _straight_held_hosts(self: Any) -> Any:
