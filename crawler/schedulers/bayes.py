@@ -182,6 +182,21 @@ BLOCK = 1 << 16
 #: under constraints a slot's picks are followed by one more due URL in this many (and 64)
 #: for the guard to take in place of those it turns away (``_choose``)
 SPARE_SHARE = 8
+#: the per-URL statistics a slot's feedback reads and writes for every polled URL, kept
+#: side by side in one record (``BayesRate._pack_stats``): 24 bytes, as in separate arrays.
+#: The rate estimates (``rhat``) stay an array of their own: each solve passes over them all
+#: many times, and through records it read six times the memory
+_STATS = np.dtype(
+    [
+        ("hit_time", np.float32),
+        ("miss_time", np.float32),
+        ("hit_count", np.float32),
+        ("miss_count", np.float32),
+        ("last", np.int32),
+        ("surge", np.float16),
+        ("slump", np.float16),
+    ]
+)
 #: ``learn_rows``'s arguments for a test that is off and for no ages
 _NO_STAT = np.empty(0, dtype=np.uint16)
 _NO_AGE = np.empty(0, dtype=np.float32)
@@ -243,13 +258,14 @@ class BayesRate(Scheduler):
         "surge",
         "slump",
         "selected",
+        "observed",
     )
     #: the CUSUM statistics came in later releases: older saved states start them at zero
     _added_fields: ClassVar[tuple[str, ...]] = ("surge", "slump")
     #: rebuilt from the statistics and the saved multiplier by _after_restore (left out of
     #: take_delta: a re-solve moves every x, and only the polled rows are saved each slot);
     #: ``selected`` is only a hint (see "Capped hosts"), False where it was not saved
-    _derived_fields: ClassVar[tuple[str, ...]] = ("rhat", "x", "selected")
+    _derived_fields: ClassVar[tuple[str, ...]] = ("rhat", "x", "selected", "observed")
     _scalar_fields: ClassVar[tuple[str, ...]] = (
         "u",
         "m",
@@ -284,6 +300,9 @@ class BayesRate(Scheduler):
         self._slump: NDArray[np.float16] = np.empty(0, dtype=np.float16)  # CUSUM, nats
         # under constraints: the URL has been selected (its baseline is taken)
         self._selected: BoolArray = np.empty(0, dtype=bool)
+        # whether the URL has an observation (hit_count + miss_count > 0), kept as the
+        # polls come: a solve reads it for every row, where the counts sit in records
+        self._observed: BoolArray = np.empty(0, dtype=bool)
         # under a binding host cap: the prior of change rates (weights on _prior.GRID) and
         # the slot it was fitted in
         self._prior: FloatArray | None = None
@@ -320,6 +339,28 @@ class BayesRate(Scheduler):
         self._unseen_count = 0
         self._seen_rate_sum = 0.0
         self._host_unseen: FloatArray = np.zeros(0)
+        #: the statistics of ``_STATS``, a record per URL; the named arrays are its fields
+        self._stats: NDArray[np.void] = np.empty(0, dtype=_STATS)
+        self._pack_stats()
+
+    def _pack_stats(self) -> None:
+        """Put the per-URL statistics of ``_STATS`` side by side in one record per URL, and
+        point their arrays (``_hit_time``, ...) at its fields, after rows were added or
+        removed or the state restored (which leave each a separate array). A slot's
+        feedback reads and writes all of them for each polled URL: ten thousand polled
+        rows of a million, at random, touched eight cache lines each in separate arrays
+        and one or two in a record. The polled rows' update at a million URLs: 2.86 ->
+        1.99 ms (2026-11-28). The arrays passed over whole (``x`` and the credit of the
+        stride step) stay separate."""
+        names = cast(tuple[str, ...], _STATS.names)
+        if all(getattr(self, "_" + name).base is self._stats for name in names):
+            return
+        stats = np.empty(self._ids.size, dtype=_STATS)
+        for name in names:
+            stats[name] = getattr(self, "_" + name)
+        self._stats = stats
+        for name in names:
+            setattr(self, "_" + name, stats[name])
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), **asdict(self.settings)}
@@ -360,15 +401,18 @@ class BayesRate(Scheduler):
             "surge": np.zeros(count, dtype=np.float16),
             "slump": np.zeros(count, dtype=np.float16),
             "selected": np.zeros(count, dtype=bool),
+            "observed": np.zeros(count, dtype=bool),
         }
 
     def _after_add(self) -> None:
+        self._pack_stats()
         self._refresh_weighted()
         self._stale = True
         if self._limits is not None:
             self._resolve()  # the per-row levels must stay aligned with the rows
 
     def _after_remove(self) -> None:
+        self._pack_stats()
         self._refresh_weighted()
         self._total = float(self._x.sum(dtype=np.float64))
         self._stale = True
@@ -387,6 +431,8 @@ class BayesRate(Scheduler):
         rate = self._estimate(self._hit_time, self._miss_time, self._hit_count, self._miss_count)
         rate[np.isnan(rate)] = np.float32(self._new_value)
         self._rhat = rate
+        self._observed = (self._hit_count + self._miss_count) > 0
+        self._pack_stats()
         # x is min(1, rhat / u) (or its weighted form) at the multiplier in force, for every
         # row: _learn and _resolve keep it so. The saved running total is kept as it was.
         self._x = self._allocate(rate, None)
@@ -595,6 +641,7 @@ class BayesRate(Scheduler):
         self._last[pos] = self._slot
         self._learned = (pos, self._slot)
         a, b, h, rate, old_rate, seen = self._update_rows(pos, hits, ago, tau)
+        self._observed[pos[~seen]] = True  # a hit or a miss: hit_count + miss_count > 0
         limits = self._limits
         if limits is None:
             old_x = self._x[pos]
@@ -834,7 +881,7 @@ class BayesRate(Scheduler):
         if n == 0:
             self._total = 0.0
             return
-        unseen = (self._hit_count + self._miss_count) == 0
+        unseen = ~self._observed
         n_unseen = int(np.count_nonzero(unseen))
         seen_sum = 0.0
         if n_unseen < n:
@@ -848,7 +895,7 @@ class BayesRate(Scheduler):
             if mean_seen > 0 and math.isfinite(mean_seen):
                 self._new_value = self.settings.new_rate * mean_seen
         if n_unseen:
-            np.putmask(self._rhat, unseen, np.float32(self._new_value))
+            _put_unseen(self._rhat, self._observed, self._new_value)
         rate = self._rhat
         capacity = self.capacity
         guard = self._guard
@@ -1073,7 +1120,7 @@ class BayesRate(Scheduler):
         self._own_padded = np.append(new_own, 0.0)
         if value is not None:
             if self._unseen_count:
-                _put_unseen(self._rhat, self._hit_count, self._miss_count, value)
+                _put_unseen(self._rhat, self._observed, value)
             self._new_value = value
         x = _levelled_x(self._own_padded, m_new, limits.group, self._rhat, self._x)
         rows = limits.rows
@@ -1256,25 +1303,22 @@ def _global_level(
     return level
 
 
-def _put_unseen(rate: F32Array, hit_count: F32Array, miss_count: F32Array, value: float) -> None:
-    """rate = ``value`` (in float32) on the rows with no observation (hit_count +
-    miss_count == 0, as ``_resolve`` finds them), block by block through buffers of
-    ``BLOCK`` rows. The rows are chosen by bits, without a branch: where a row is
+def _put_unseen(rate: F32Array, observed: BoolArray, value: float) -> None:
+    """rate = ``value`` (in float32) on the rows not ``observed``, block by block through
+    buffers of ``BLOCK`` rows. The rows are chosen by bits, without a branch: where a row is
     unobserved its mask is all ones and rate ^ ((rate ^ value) & mask) is value, elsewhere
     the mask is 0 and the rate stays, bit for bit (a masked store, np.putmask, branches on
     every row: 4.6 ms at a million rows half of them unobserved, this 1.4 ms)."""
     fill = np.float32(value).view(np.uint32)
     bits = rate.view(np.uint32)
     n = rate.size
-    count = np.empty(min(n, BLOCK), dtype=np.float32)
+    flips = np.empty(min(n, BLOCK), dtype=np.uint32)
     mask = np.empty(min(n, BLOCK), dtype=np.uint32)
     for start in range(0, n, BLOCK):
         stop = min(n, start + BLOCK)
-        c, m = count[: stop - start], mask[: stop - start]
-        np.add(hit_count[start:stop], miss_count[start:stop], out=c)
-        np.equal(c, 0, out=m, casting="unsafe")  # 1 where unobserved
-        np.negative(m, out=m)  # all ones where unobserved (unsigned wrap-around)
-        flip = c.view(np.uint32)  # the sum is no longer needed: its buffer holds the bits
+        flip, m = flips[: stop - start], mask[: stop - start]
+        m[:] = observed[start:stop]  # 1 where observed
+        np.subtract(m, 1, out=m)  # all ones where unobserved (unsigned wrap-around), else 0
         block = bits[start:stop]
         np.bitwise_xor(block, fill, out=flip)
         np.bitwise_and(flip, m, out=flip)

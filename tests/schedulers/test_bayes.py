@@ -281,6 +281,7 @@ def exact_scheduler(p: np.ndarray, capacity: float, importance: Any = None) -> B
     s._hit_time[:] = s._hit_count * tau
     s._miss_time[:] = s._miss_count * tau
     s._rhat[:] = s._estimate(s._hit_time, s._miss_time, s._hit_count, s._miss_count)
+    s._observed[:] = True  # as learning leaves a URL with hits or misses
     s._stale = True
     return s
 
@@ -524,3 +525,37 @@ def test_every_unobserved_url_holds_the_new_url_value() -> None:
             s.select()  # a re-solve may come at the slot after a change
             s.feedback(np.empty(0, dtype=np.int64), np.empty(0, dtype=bool))
             check(s)
+
+
+def test_the_statistics_records_and_the_observed_flags_follow_every_change() -> None:
+    """The statistics a slot's feedback touches share one record per URL, and each URL's
+    flag of having an observation is kept as the polls come: both hold through learning
+    (first polls and ages too), additions, removals and a restore, and a URL added late
+    is unobserved until its first observation."""
+    rng = np.random.default_rng(4)
+    s = BayesRate(20, seed=2, model="disappear")
+    s.add(np.arange(1_000))
+
+    def check(sched: BayesRate) -> None:
+        counts = sched._hit_count + sched._miss_count
+        assert np.array_equal(sched._observed, counts > 0)
+        for name in ("hit_time", "miss_time", "hit_count", "miss_count", "last", "surge"):
+            assert getattr(sched, "_" + name).base is sched._stats, name
+
+    for slot in range(120):
+        chosen = s.select()
+        ago = np.where(rng.random(chosen.size) < 0.5, rng.random(chosen.size) * 9, np.nan)
+        s.feedback(chosen, rng.random(chosen.size) < 0.3, changed_ago=ago)
+        if slot % 10 == 5:
+            s.first_polls(chosen[:3], np.full(3, 2.0))
+        if slot == 40:
+            s.remove(np.arange(0, 1_000, 7))
+        if slot == 60:
+            s.add(np.arange(1_000, 1_300))
+            assert not s._observed[-300:].any()
+        check(s)
+    assert 0 < np.count_nonzero(~s._observed) < s._observed.size
+    restored = BayesRate.from_state(s.state())
+    assert isinstance(restored, BayesRate)
+    check(restored)
+    assert np.array_equal(restored._observed, s._observed)

@@ -17,8 +17,8 @@ N = bayes.RELEVEL_FROM + 10_000
 
 
 def test_put_unseen_is_a_masked_store_bit_for_bit() -> None:
-    """The branch-free store gives what np.putmask gives, on NaN and signed-zero counts,
-    NaN rates, and sizes below, at and above a block (the last block partial)."""
+    """The branch-free store gives what np.putmask gives on the unobserved rows, on NaN
+    rates, and sizes below, at and above a block (the last block partial)."""
     rng = np.random.default_rng(7)
     for n in (1, 9, bayes.BLOCK, 2 * bayes.BLOCK + 123):
         hits = np.where(rng.random(n) < 0.4, rng.random(n), 0.0).astype(np.float32)
@@ -29,8 +29,9 @@ def test_put_unseen_is_a_masked_store_bit_for_bit() -> None:
         misses[:edge] = [0.0, 0.0, -0.0, 1e-30][:edge]
         rate[n // 2] = np.nan
         plain = rate.copy()
-        np.putmask(plain, (hits + misses) == 0, np.float32(0.37))
-        bayes._put_unseen(rate, hits, misses, 0.37)
+        unseen = (hits + misses) == 0
+        np.putmask(plain, unseen, np.float32(0.37))
+        bayes._put_unseen(rate, ~unseen, 0.37)
         assert rate.tobytes() == plain.tobytes()
 
 
