@@ -441,7 +441,7 @@ class BayesRate(Scheduler):
 
     def _last_polled(self, rows: IndexArray) -> I32Array:
         last = self._last[rows].copy()
-        last[(self._hit_count[rows] + self._miss_count[rows]) == 0] = NEVER_POLLED
+        last[~self._observed[rows]] = NEVER_POLLED
         return last
 
     def _wanted(self) -> FloatArray:
@@ -609,7 +609,7 @@ class BayesRate(Scheduler):
             if learned is not None and learned[0] is rows and learned[1] == before:
                 return  # the whole selection was learned in its slot: none is a baseline
             first = first[self._last[first] != before]
-            unseen = first[(self._hit_count[first] + self._miss_count[first]) == 0]
+            unseen = first[~self._observed[first]]
             self._last[unseen] = before
 
     def _learn_changed(self, pos: IndexArray, hits: BoolArray, ago: FloatArray) -> None:
@@ -619,7 +619,7 @@ class BayesRate(Scheduler):
         """See "Last change": a first poll's version ``ago`` slots old is no change for
         ``ago`` slots (a miss) after a change (a hit of one slot). Rows already observed
         have learned more than this: left alone."""
-        unseen = (self._hit_count[pos] + self._miss_count[pos]) == 0
+        unseen = ~self._observed[pos]
         if not unseen.any():
             return
         pos, c = pos[unseen], np.minimum(ago[unseen], FIRST_AGE_MOST).astype(np.float32)
@@ -774,7 +774,7 @@ class BayesRate(Scheduler):
             return self._prior
         n = self._ids.size
         rows = np.arange(0, n, max(1, n // (4 * _prior.SAMPLE)))
-        rows = rows[(self._hit_count[rows] + self._miss_count[rows]) > 0]
+        rows = rows[self._observed[rows]]
         if rows.size > _prior.SAMPLE:
             rows = rows[np.linspace(0, rows.size - 1, _prior.SAMPLE).astype(np.intp)]
         self._prior = _prior.fit(
