@@ -72,7 +72,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from crawler.schedulers._fill import constrained_fill, proportional_curve
-from crawler.schedulers._kernels import open_above, within_credit
+from crawler.schedulers._kernels import allowed_picks, open_above, within_credit
 from crawler.schedulers._limits import BITMAP_FROM, Limits, group_dtype, in_bits, row_bits
 from crawler.schedulers._order import descending_order
 from crawler.schedulers._realize import CreditArray
@@ -120,6 +120,10 @@ def classify_failure(status: int | None = None, error: str | None = None) -> Fai
     if error is not None and error.lower() in ("dns", "nxdomain", "unknown_host"):
         return "permanent"
     return "transient"
+
+
+#: ``allowed_picks``'s bitmap when the table is empty
+_NO_BITS = np.empty(0, dtype=np.uint8)
 
 
 class Guard:
@@ -420,7 +424,6 @@ class Guard:
         self._slot = max(self._slot, slot)
         entries, max_gap, _ = self._deadlines()
         soon = self._too_soon(slot)  # the table's rows polled too recently, for both checks
-        allowed = rows[self._may_poll(rows, slot, soon)]
         forced = np.empty(0, dtype=np.intp)
         if entries.size:
             last = self.last[entries]
@@ -429,8 +432,10 @@ class Guard:
             due = np.flatnonzero(late >= 0)
             if due.size:
                 forced = self.rows[entries[due[np.argsort(-late[due], kind="stable")]]]
-                allowed = _not_in(allowed, forced, self.group.size)
-        order = np.concatenate([forced, allowed]).astype(np.intp)
+        # the picks that their bounds let be polled and that are not forced already, and
+        # which of them are the table's (the only ones whose selection is recorded)
+        at, in_table = allowed_picks(rows, self._bits(), soon, np.sort(forced))
+        order = np.concatenate([forced, rows[at]]).astype(np.intp)
         group = self.group
         cap = self._caps()
         host_credit = self._host_credit(self.labels, cap) if self.labels.size else None
@@ -440,22 +445,35 @@ class Guard:
             # the first k let in spend their host's credit; picks after them are not polled
             # and spend none (they did: a host lost a poll of its cap to each of them)
             keep = within_mask(order, group, host_credit, k)
-            order = order[keep]
-            if order.size >= k:  # the picks looked at until the k-th let in
+            if np.count_nonzero(keep) >= k:  # the picks looked at until the k-th let in
                 looked_at = int(np.flatnonzero(keep)[k - 1]) + 1
+        else:
+            keep = np.arange(order.size) < k
+        kept = order[keep]
         # the share of picks let in: past the bounds (``order`` before the credit), then
         # past the host credits, of those looked at
-        let_in = (min(order.size, k) / looked_at) * (allowed_count / offered) if looked_at else 0.0
+        let_in = (kept.size / looked_at) * (allowed_count / offered) if looked_at else 0.0
         self.turned_away = 1.0 - let_in if offered else 0.0
-        kept = order[:k]
-        taken = np.zeros(self.group.size, dtype=bool)
-        taken[kept] = True
-        dropped = rows[~taken[rows]]
+        # the picks not kept (a pick forced as well is kept when its forced place is)
+        picked = np.zeros(rows.size, dtype=bool)
+        picked[at[keep[forced.size :]]] = True
+        table_picks = np.flatnonzero(in_table)
+        kept_forced = forced[keep[: forced.size]]
+        if kept_forced.size and table_picks.size:
+            picked[table_picks[np.isin(rows[table_picks], kept_forced)]] = True
+        dropped = rows[~picked]
+        # their selection in this slot, for the table's rows among them
+        self._mark_table(
+            np.concatenate([kept_forced, rows[table_picks[picked[table_picks]]]]), slot
+        )
         if credit is not None and kept.size < k:
+            taken = np.zeros(self.group.size, dtype=bool)
+            taken[kept] = True
+            before = kept.size
             kept = self._refill(kept, k, taken, rows, credit, slot, soon, group, host_credit)
+            self.mark(kept[before:], slot)
         if host_credit is not None:
             self._keep_credit(self.labels, cap, host_credit)
-        self.mark(kept, slot)
         return kept, dropped
 
     def within_caps(self, order: IndexArray) -> IndexArray:
@@ -497,16 +515,27 @@ class Guard:
         hit = self.rows[at] == rows
         self.last[at[hit]] = np.maximum(self.last[at[hit]], slots[hit])
 
+    def _mark_table(self, rows: IndexArray, slot: int) -> None:
+        """Record the selection in a slot of some of the table's rows."""
+        if rows.size:
+            self.last[np.searchsorted(self.rows, rows)] = slot
+
+    def _bits(self) -> NDArray[np.uint8]:
+        """The bitmap of the table's rows (empty: no table), kept while the table is."""
+        if not self.rows.size:
+            return _NO_BITS
+        n = self.group.size
+        cached = self._table_bits
+        if cached is None or cached[0] is not self.rows or cached[1] != n:
+            cached = self._table_bits = (self.rows, n, row_bits(self.rows, n))
+        return cached[2]
+
     def _maybe_in_table(self, rows: IndexArray) -> BoolArray | slice:
         """The rows that may be in the table: for many rows those in its bitmap (exactly
         the table's), for a few all of them (the caller's binary search sorts them)."""
         if rows.size < BITMAP_FROM:
             return slice(None)
-        n = self.group.size
-        cached = self._table_bits
-        if cached is None or cached[0] is not self.rows or cached[1] != n:
-            cached = self._table_bits = (self.rows, n, row_bits(self.rows, n))
-        return in_bits(cached[2], rows)
+        return in_bits(self._bits(), rows)
 
     def _refill(
         self,
@@ -791,16 +820,6 @@ def _open_groups(host_credit: FloatArray) -> BoolArray:
     """Per group whether it has a whole poll of credit left, the last entry (index -1: no
     group) True: one lookup per row instead of a floor of each row's credit."""
     return np.append(np.floor(host_credit + 1e-9) >= 1, True)
-
-
-def _not_in(rows: IndexArray, drop: IndexArray, n: int) -> IndexArray:
-    """The rows (of 0 .. n - 1) not in ``drop``, in order: membership through a mask of n
-    rows (its zeroed pages cost nothing until written). At a million URLs np.isin of a
-    slot's 10,000 picks in thousands of forced rows cost 0.5-1.8 ms, the mask 0.04 ms."""
-    mask = np.zeros(n, dtype=bool)
-    mask[drop] = True
-    kept: IndexArray = rows[~mask[rows]]
-    return kept
 
 
 def refund(credit: CreditArray, rows: IndexArray) -> None:

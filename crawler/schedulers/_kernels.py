@@ -496,3 +496,37 @@ def place_rows(
             host_sum[g] += part_sum[g]
             host_moving[g] += part_moving[g]
     return old_x, new_x, lo, hi
+
+
+@_compiled
+def allowed_picks(
+    rows: NDArray[np.intp],
+    bits: NDArray[np.uint8],
+    soon: NDArray[np.intp],
+    forced: NDArray[np.intp],
+) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+    """The positions in ``rows`` of those neither in ``soon`` nor in ``forced`` (both
+    sorted, both rows of the guard's table, whose bitmap is ``bits``; empty: no table),
+    in order, and whether each row is in the table. Only the rows in the table, a few
+    percent of a slot's picks, are looked up in ``soon`` and ``forced``: one pass over the
+    picks, where NumPy took a pass for the bitmap, a binary search of the table's rows,
+    and a mask of every row for the forced ones."""
+    m = rows.size
+    out = np.empty(m + 1, dtype=np.intp)
+    in_table = np.zeros(m, dtype=np.bool_)
+    check = bits.size > 0
+    count = 0
+    for j in range(m):
+        row = rows[j]
+        ok = True
+        if check and (bits[row >> 3] >> (row & 7)) & 1:
+            in_table[j] = True
+            at = np.searchsorted(soon, row)
+            if at < soon.size and soon[at] == row:
+                ok = False
+            at = np.searchsorted(forced, row)
+            if at < forced.size and forced[at] == row:
+                ok = False
+        out[count] = j
+        count += ok
+    return out[:count].copy(), in_table

@@ -145,6 +145,7 @@ from crawler.schedulers._bayes_params import BayesParams
 from crawler.schedulers._fill import HINT_STEPS, constrained_fill, optimum_curve
 from crawler.schedulers._guard import CREDIT_CEILING, NEVER_POLLED
 from crawler.schedulers._kernels import (
+    allowed_picks,
     best_of_groups,
     learn_rows,
     open_above,
@@ -550,6 +551,7 @@ class BayesRate(Scheduler):
             within_credit(none, group, np.empty(0), 0)
             taken = np.empty(0, dtype=bool)
             open_above(credit, np.float32(1.0), False, taken, group, np.ones(1, bool))
+            allowed_picks(none, np.zeros(1, dtype=np.uint8), none, none)
             level_of, rate = np.zeros(1), np.empty(0, dtype=np.float32)
             bounds = guard.limits().bounded
             place_rows(none, rate, group, level_of, bounds, self._x, level_of, level_of)

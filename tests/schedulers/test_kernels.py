@@ -10,13 +10,14 @@ from hypothesis import strategies as st
 from crawler import schedulers
 from crawler.schedulers import _kernels, bayes
 from crawler.schedulers._kernels import (
+    allowed_picks,
     best_of_groups,
     open_above,
     place_rows,
     step_and_due,
     within_credit,
 )
-from crawler.schedulers._limits import Limits
+from crawler.schedulers._limits import Limits, row_bits
 
 
 def within_reference(
@@ -266,3 +267,24 @@ def test_the_float16_conversions_are_numpys() -> None:
         want_bits = values.astype(np.float16).view(np.uint16)
     got_bits = np.array([_kernels.float_to_half(float(v)) for v in values], dtype=np.uint16)
     assert np.array_equal(got_bits, want_bits), values[got_bits != want_bits][:5]
+
+
+@settings(deadline=None)
+@given(st.integers(1, 400), st.integers(0, 120), st.booleans(), st.integers(0, 2**32 - 1))
+def test_allowed_picks_are_the_picks_neither_too_soon_nor_forced(
+    n: int, picks: int, table: bool, seed: int
+) -> None:
+    """The positions of the picks outside ``soon`` and ``forced`` (rows of the table), in
+    order, and which picks are in the table, as NumPy's membership tests give them."""
+    rng = np.random.default_rng(seed)
+    rows = rng.permutation(n)[: min(picks, n)].astype(np.intp)
+    members = np.sort(rng.permutation(n)[: rng.integers(0, n + 1)]).astype(np.intp)
+    if not table:
+        members = members[:0]
+    soon = np.sort(rng.choice(members, size=members.size // 2, replace=False)).astype(np.intp)
+    forced = np.sort(rng.choice(members, size=members.size // 3, replace=False)).astype(np.intp)
+    bits = row_bits(members, n) if members.size else np.empty(0, dtype=np.uint8)
+    at, in_table = allowed_picks(rows, bits, soon, forced)
+    want = np.flatnonzero(~np.isin(rows, soon) & ~np.isin(rows, forced))
+    assert at.tolist() == want.tolist()
+    assert in_table.tolist() == np.isin(rows, members).tolist()
