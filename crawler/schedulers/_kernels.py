@@ -530,3 +530,17 @@ def allowed_picks(
         out[count] = j
         count += ok
     return out[:count].copy(), in_table
+
+
+@_compiled
+def hold_credit(
+    credit: NDArray[np.float32], rows: NDArray[np.intp], passes: NDArray[np.bool_], most: Any
+) -> None:
+    """Lower the credit of each of ``rows`` that does not pass to at most ``most`` (NaN
+    stays NaN), in place: one pass, where NumPy took the rows left, their credit, the
+    minimum and a scatter back, at a million URLs under the heavy mix 30,000 rows a slot."""
+    for j in range(rows.size):
+        if not passes[j]:
+            row = rows[j]
+            if credit[row] > most:
+                credit[row] = most

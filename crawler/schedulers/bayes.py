@@ -147,6 +147,7 @@ from crawler.schedulers._guard import CREDIT_CEILING, NEVER_POLLED
 from crawler.schedulers._kernels import (
     allowed_picks,
     best_of_groups,
+    hold_credit,
     learn_rows,
     open_above,
     place_rows,
@@ -548,6 +549,7 @@ class BayesRate(Scheduler):
         if guard is not None and limited:
             step_and_due(credit, self._x[:0], np.float32(1.0), False, group, np.zeros(1, bool))
             best_of_groups(none, self._rhat[:0], self._last[:0], 0, group, np.empty(0))
+            hold_credit(credit, none, np.empty(0, dtype=bool), np.float32(CREDIT_CEILING))
             within_credit(none, group, np.empty(0), 0)
             taken = np.empty(0, dtype=bool)
             open_above(credit, np.float32(1.0), False, taken, group, np.ones(1, bool))
@@ -586,8 +588,8 @@ class BayesRate(Scheduler):
         passes, key = best_of_groups(
             due, self._rhat, self._last, self._slot, limits.group, guard.allowances()
         )
-        waiting = due[~passes]
-        self._credit[waiting] = np.minimum(self._credit[waiting], CREDIT_CEILING)
+        credit = cast(F32Array, self._credit)  # bayes keeps its credit in float32
+        hold_credit(credit, due, passes, np.float32(CREDIT_CEILING))  # those waiting
         picks = due[passes]
         return picks[np.argsort(-key[passes], kind="stable")].astype(np.intp)
 

@@ -12,6 +12,7 @@ from crawler.schedulers import _kernels, bayes
 from crawler.schedulers._kernels import (
     allowed_picks,
     best_of_groups,
+    hold_credit,
     open_above,
     place_rows,
     step_and_due,
@@ -288,3 +289,18 @@ def test_allowed_picks_are_the_picks_neither_too_soon_nor_forced(
     want = np.flatnonzero(~np.isin(rows, soon) & ~np.isin(rows, forced))
     assert at.tolist() == want.tolist()
     assert in_table.tolist() == np.isin(rows, members).tolist()
+
+
+def test_hold_credit_is_numpys_minimum_on_the_rows_that_do_not_pass() -> None:
+    """Credits above, at and below the most, NaN, rows that pass left alone."""
+    rng = np.random.default_rng(3)
+    credit = (rng.random(1_000) * 4).astype(np.float32)
+    credit[:3] = [np.nan, 2.0, np.inf]
+    rows = np.concatenate([[0, 1, 2], rng.permutation(np.arange(3, 1_000))[:400]]).astype(np.intp)
+    passes = rng.random(rows.size) < 0.3
+    passes[:3] = False
+    plain = credit.copy()
+    waiting = rows[~passes]
+    plain[waiting] = np.minimum(plain[waiting], 2.0)
+    hold_credit(credit, rows, passes, np.float32(2.0))
+    assert credit.tobytes() == plain.tobytes()
