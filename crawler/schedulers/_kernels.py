@@ -8,7 +8,10 @@ host (``within_credit``: one loop with a counter per host); a capped host's best
 sort of all such rows (``best_of_groups``: each host's best kept as the rows come); the
 refill's pool a pass and three masks over every row (``open_above``: two passes without a
 branch); the polled rows' update about thirty operations on them (``learn_rows``), and
-their new x with the per-host sums about twenty more (``place_rows``). Each gives exactly
+their new x with the per-host sums about twenty more (``place_rows``); the guard's checks of
+a slot's picks a bitmap gather, a binary search and two masks of every row
+(``allowed_picks``: one pass over the picks), and the held hosts' waiting credit a gather,
+a minimum and a scatter (``hold_credit``). Each gives exactly
 what the NumPy form gave (tests/schedulers/test_kernels.py and the fast-path picks test),
 so the picks are the same to the last row. Measured at a million URLs on 2 cores,
 2026-11-28 (docs/results.md): the unconstrained select 3.6-4.7 ms -> 2.8-3.2 ms in
