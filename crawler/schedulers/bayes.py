@@ -350,10 +350,10 @@ class BayesRate(Scheduler):
         point their arrays (``_hit_time``, ...) at its fields, after rows were added or
         removed or the state restored (which leave each a separate array). A slot's
         feedback reads and writes all of them for each polled URL: ten thousand polled
-        rows of a million, at random, touched eight cache lines each in separate arrays
-        and one or two in a record. The polled rows' update at a million URLs: 2.86 ->
-        1.99 ms (2026-11-28). The arrays passed over whole (``x`` and the credit of the
-        stride step) stay separate."""
+        rows of a million, at random, touched seven cache lines each in separate arrays,
+        and touch one or two in a record (the slot at a million URLs, unconstrained: 7.21
+        -> 6.49 ms, 2026-11-28). The arrays passed over whole (the rates, ``x`` and the
+        stride credit) stay separate."""
         names = cast(tuple[str, ...], _STATS.names)
         if all(getattr(self, "_" + name).base is self._stats for name in names):
             return
