@@ -67,6 +67,7 @@ class InformedBayes(BayesRate):
         self._last[pos] = self._slot
         self._hit_count[pos] += hits
         self._miss_count[pos] += ~hits
+        self._observed[pos] = True  # bayes keeps it with the counts
         post = self._loglik[pos] + self._log_prior[None, :]
         post = np.exp(post - post.max(axis=1, keepdims=True))
         rate = ((post @ GRID) / post.sum(axis=1)).astype(np.float32)
@@ -75,7 +76,7 @@ class InformedBayes(BayesRate):
         self._total += float(new_x.sum(dtype=np.float64) - self._x[pos].sum(dtype=np.float64))
         self._x[pos] = new_x
 
-    def _resolve(self) -> None:
+    def _resolve(self, *, fresh: bool = True) -> None:
         self._new_value = self._prior_mean  # unseen URLs: the prior mean
         unseen = (self._hit_count + self._miss_count) == 0
         self._rhat[unseen] = np.float32(self._prior_mean)
