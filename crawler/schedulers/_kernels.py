@@ -52,15 +52,25 @@ def _helper(function: F) -> F:
     return function
 
 
+def _njit(function: Callable[..., Any]) -> Callable[..., Any]:
+    """numba's compiled form of ``function``, cached on disk where a cache directory is
+    writable, else compiled in each process; NumPy's error model (a division by zero gives
+    inf or NaN, as in NumPy)."""
+    import numba
+
+    try:
+        return numba.njit(cache=True, error_model="numpy")(function)
+    except RuntimeError:  # no writable cache directory
+        return numba.njit(error_model="numpy")(function)
+
+
 def _compile_helpers() -> None:
     """Put the numba form of every ``_helper`` function in this module's namespace, where
     numba looks up the names a kernel calls when it compiles the kernel."""
-    import numba
-
     namespace = globals()
     for name, function in _HELPERS.items():
         if namespace[name] is function:
-            namespace[name] = numba.njit(cache=True, error_model="numpy")(function)
+            namespace[name] = _njit(function)
 
 
 def _compiled(function: F) -> F:
@@ -73,14 +83,8 @@ def _compiled(function: F) -> F:
     def call(*args: Any) -> Any:
         nonlocal compiled
         if compiled is None:
-            import numba
-
             _compile_helpers()
-            # NumPy's error model: a division by zero gives inf or NaN, as in NumPy
-            try:
-                compiled = numba.njit(cache=True, error_model="numpy")(function)
-            except RuntimeError:  # no writable cache directory: compiled in each process
-                compiled = numba.njit(error_model="numpy")(function)
+            compiled = _njit(function)
         return compiled(*args)
 
     return cast(F, call)
