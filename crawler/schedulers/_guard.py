@@ -460,7 +460,7 @@ class Guard:
         table_picks = np.flatnonzero(in_table)
         kept_forced = forced[keep[: forced.size]]
         if kept_forced.size and table_picks.size:
-            picked[table_picks[np.isin(rows[table_picks], kept_forced)]] = True
+            picked[table_picks[_members(rows[table_picks], kept_forced)]] = True
         dropped = rows[~picked]
         # their selection in this slot, for the table's rows among them
         self._mark_table(
@@ -814,6 +814,19 @@ def within_mask(
     most = order.size if limit is None else max(0, limit)
     keep: BoolArray = within_credit(order.astype(np.intp, copy=False), group, credit, most)
     return keep
+
+
+def _members(values: IndexArray, among: IndexArray) -> BoolArray:
+    """Whether each of ``values`` is one of ``among`` (both a few hundred rows at most): a
+    binary search of ``among`` sorted. ``np.isin`` picks its table method for integers
+    of a small range, and rows span the whole million: it cleared a table of a million
+    flags for a few hundred lookups, 0.3 ms a slot (2026-11-28)."""
+    if among.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    ordered = np.sort(among)
+    at = np.minimum(np.searchsorted(ordered, values), ordered.size - 1)
+    found: BoolArray = ordered[at] == values
+    return found
 
 
 def _open_groups(host_credit: FloatArray) -> BoolArray:

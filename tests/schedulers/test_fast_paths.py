@@ -287,3 +287,7 @@ def test_each_shortcut_gives_its_plain_formula_bit_for_bit() -> None:
         plain = _straight_within_mask(order, group, plain_credit, limit)
         assert np.array_equal(fast, plain)
         assert fast_credit.tobytes() == plain_credit.tobytes()
+    # membership of a few rows among a few others, spread over a million rows
+    rows = rng.integers(0, 1_000_000, 300).astype(np.intp)
+    for among in (rows[:0], rows[::7], rng.integers(0, 1_000_000, 40).astype(np.intp)):
+        assert np.array_equal(_guard._members(rows, among), np.isin(rows, among))
