@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sqlite3
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,12 +57,12 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import psycopg
 from numpy.typing import NDArray
 from sqlalchemy import Connection, Engine, delete, func, insert, select, text, update
 
 from crawler.schedulers import SchedulerState
 from crawler.store import _load
+from crawler.store._driver import driver_errors, unavailable_errors
 from crawler.store._engine import reading, translate_errors
 from crawler.store._sql import among, is_postgres
 from crawler.store._types import StoreError, StoreUnavailable
@@ -269,9 +268,9 @@ def _rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
     try:
         cur.execute(sql)
         return list(cur.fetchall())
-    except (sqlite3.OperationalError, psycopg.OperationalError) as exc:
+    except unavailable_errors() as exc:
         raise StoreUnavailable(f"database unavailable: {exc}".splitlines()[0]) from exc
-    except (sqlite3.Error, psycopg.Error) as exc:
+    except driver_errors() as exc:
         raise StoreError(f"query failed: {exc}".splitlines()[0]) from exc
     finally:
         cur.close()

@@ -5,17 +5,22 @@ with the batch (see ``_sql.py``). The poll log, the changes and the URL updates 
 binary COPY (psycopg formats the rows in C; array parameters are dumped element by element in
 Python, holding the GIL that the crawl loop needs): the URL updates are copied into a
 temporary table emptied at every commit, then applied with one ``UPDATE ... FROM``.
+
+psycopg is imported inside the functions: they run on PostgreSQL alone, whose engine has
+loaded it already, and a process on SQLite never loads it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
 from sqlalchemy import Connection, TextClause, text
 
 from crawler.store._types import StoreError, StoreUnavailable
+
+if TYPE_CHECKING:
+    import psycopg
 
 #: a successful poll's effect on its URL row, from a row ``v`` of the slot's values
 _OK_SET = (
@@ -102,12 +107,16 @@ _OK_APPLY = _OK_SET + "FROM crawler_slot_ok AS v WHERE urls.id = v.id"
 
 def _cursor(conn: Connection) -> psycopg.Cursor[Any]:
     """A cursor of the connection's own psycopg connection (same transaction)."""
+    import psycopg  # loaded with the engine already; a process on SQLite never comes here
+
     raw = conn.connection.dbapi_connection
     assert isinstance(raw, psycopg.Connection)
     return raw.cursor()
 
 
 def _translate(exc: psycopg.Error) -> StoreError:
+    import psycopg
+
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, psycopg.OperationalError):
         return StoreUnavailable(f"committing the slot: database unavailable: {message}")
@@ -127,6 +136,8 @@ def copy_rows(
     conn: Connection, copy_sql: str, types: Sequence[str], rows: Sequence[tuple[Any, ...]]
 ) -> None:
     """COPY ``rows`` in binary, with the columns' ``types`` (nothing when ``rows`` is empty)."""
+    import psycopg
+
     if not rows:
         return
     try:
@@ -138,6 +149,8 @@ def copy_rows(
 
 def update_ok(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Apply the successful polls' rows (``OK_COLUMNS`` order) to ``urls``; one row per URL."""
+    import psycopg
+
     if not rows:
         return
     try:

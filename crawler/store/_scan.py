@@ -14,9 +14,9 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import psycopg
 from sqlalchemy import Connection
 
+from crawler.store._driver import driver_errors, unavailable_errors
 from crawler.store._sql import is_postgres
 from crawler.store._types import StoreError, StoreUnavailable
 
@@ -37,9 +37,9 @@ def scan(
     unreachable or busy: retry later) or StoreError, saying ``what`` was being read."""
     try:
         yield from _scan(conn, sqlite_sql, postgres_sql, params, chunk)
-    except (sqlite3.OperationalError, psycopg.OperationalError) as exc:
+    except unavailable_errors() as exc:
         raise StoreUnavailable(f"{what}: database unavailable: {_first_line(exc)}") from exc
-    except (sqlite3.Error, psycopg.Error) as exc:
+    except driver_errors() as exc:
         raise StoreError(f"{what} failed: {_first_line(exc)}") from exc
 
 
@@ -57,6 +57,8 @@ def _scan(
 ) -> Iterator[list[tuple[Any, ...]]]:
     raw = conn.connection.dbapi_connection
     if is_postgres(conn):
+        import psycopg  # loaded with the engine already
+
         assert isinstance(raw, psycopg.Connection)
         # a named cursor is server-side: psycopg fetches ``itersize`` rows per round trip
         with raw.cursor(name=f"crawler_scan_{next(_names)}", binary=True) as cur:

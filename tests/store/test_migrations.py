@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from crawler.store import Store, head_revision
-from crawler.store._migrate import MIGRATIONS
+from crawler.store._migrate import HEAD_REVISION, MIGRATIONS, current_revision, scripts_head
 from crawler.store.models import Base
 
 
@@ -165,5 +166,33 @@ def test_0003_keeps_the_poll_log_and_adds_deferrals_and_truncated(
         assert store.stats().deferred == {"politeness": 1, "timeout": 3}
         assert store.prune_poll_log(now + timedelta(seconds=1)) == 1
         assert store.stats().deferred == {}
+    finally:
+        store.close()
+
+
+def test_the_head_revision_is_the_newest_migration() -> None:
+    assert scripts_head() == HEAD_REVISION, (
+        "a migration was added: set HEAD_REVISION in crawler/store/_migrate.py to its revision"
+    )
+
+
+def test_the_revision_is_read_as_alembic_reads_it(empty_database_url: str) -> None:
+    store = Store(empty_database_url)
+
+    def alembics_reading() -> str | None:
+        with store.engine.connect() as conn:
+            revision: str | None = MigrationContext.configure(conn).get_current_revision()
+            return revision
+
+    try:
+        assert store.revision() is None and alembics_reading() is None
+        store.upgrade("change_diffs")  # the revision before the head
+        assert store.revision() == alembics_reading() == "change_diffs"
+        store.upgrade()
+        assert store.revision() == alembics_reading() == HEAD_REVISION
+        with store.engine.begin() as conn:
+            conn.execute(text("INSERT INTO alembic_version (version_num) VALUES ('stray')"))
+        with pytest.raises(RuntimeError, match="holds 2 revisions"):
+            current_revision(store.engine)
     finally:
         store.close()
