@@ -6,8 +6,9 @@ binary COPY (psycopg formats the rows in C; array parameters are dumped element 
 Python, holding the GIL that the crawl loop needs): the URL updates are copied into a
 temporary table emptied at every commit, then applied with one ``UPDATE ... FROM``.
 
-psycopg is imported inside the functions: they run on PostgreSQL alone, whose engine has
-loaded it already, and a process on SQLite never loads it.
+psycopg is imported where a raw connection is taken, and its errors are caught through
+``_driver``: these functions run on PostgreSQL alone, whose engine has loaded psycopg
+already, and a process on SQLite never loads it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, TextClause, text
 
+from crawler.store._driver import driver_errors, unavailable_errors
 from crawler.store._types import StoreError, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -114,11 +116,9 @@ def _cursor(conn: Connection) -> psycopg.Cursor[Any]:
     return raw.cursor()
 
 
-def _translate(exc: psycopg.Error) -> StoreError:
-    import psycopg
-
+def _translate(exc: Exception) -> StoreError:
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, psycopg.OperationalError):
+    if isinstance(exc, unavailable_errors()):
         return StoreUnavailable(f"committing the slot: database unavailable: {message}")
     return StoreError(f"committing the slot failed: {message}")
 
@@ -136,21 +136,17 @@ def copy_rows(
     conn: Connection, copy_sql: str, types: Sequence[str], rows: Sequence[tuple[Any, ...]]
 ) -> None:
     """COPY ``rows`` in binary, with the columns' ``types`` (nothing when ``rows`` is empty)."""
-    import psycopg
-
     if not rows:
         return
     try:
         with _cursor(conn) as cur:
             _copy(cur, copy_sql, types, rows)
-    except psycopg.Error as exc:
+    except driver_errors() as exc:
         raise _translate(exc) from exc
 
 
 def update_ok(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Apply the successful polls' rows (``OK_COLUMNS`` order) to ``urls``; one row per URL."""
-    import psycopg
-
     if not rows:
         return
     try:
@@ -158,5 +154,5 @@ def update_ok(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
             cur.execute(_OK_TABLE)
             _copy(cur, _OK_COPY, _OK_TYPES, rows)
             cur.execute(_OK_APPLY)
-    except psycopg.Error as exc:
+    except driver_errors() as exc:
         raise _translate(exc) from exc
