@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import re
 import shutil
 import socket
@@ -41,11 +42,19 @@ SUBSTITUTIONS = {
 }
 
 
+#: promtool's Go runtime on one thread, collecting garbage half as often: the same checks for
+#: 15-20% less CPU (its rule unit tests: 2.3 s -> 1.9 s, mean of 8 interleaved runs on this
+#: 2-core machine, 2026-11-28), which other tests running alongside need more than promtool
+#: needs its parallel garbage collector
+PROMTOOL_ENV = {"GOMAXPROCS": "1", "GOGC": "200"}
+
+
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     exe = require_tool("promtool")
     return subprocess.run(
-        [exe, *args], cwd=PROM_DIR, capture_output=True, text=True, timeout=120, check=False
-    )
+        [exe, *args], cwd=PROM_DIR, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, **PROMTOOL_ENV},
+    )  # fmt: skip
 
 
 def test_promtool_check_config() -> None:

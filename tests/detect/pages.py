@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 
 WORDS = [
     "the",
@@ -38,6 +39,9 @@ WORDS = [
 ]
 
 
+# The tests ask for the same pages again (390 calls, 198 pages in tests/detect), and a page
+# costs 2-4 ms of CPU to generate; bytes cannot be changed by the test that gets them.
+@lru_cache(maxsize=256)
 def page(seed: int, *, nonce: int = 0, size: int = 30_000, extra_text: str = "") -> bytes:
     """Same ``seed`` = same visible text; ``nonce`` changes only invisible parts."""
     r = random.Random(seed)

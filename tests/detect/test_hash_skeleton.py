@@ -404,7 +404,11 @@ def _scans_agree(body: bytes) -> None:
             assert got == [(m.span(), m.lastindex) for m in scan.finditer(body, start)]
 
 
-@settings(max_examples=300, deadline=None)
+# 100 examples: each bug planted in the candidate finder (a missing prefix or letter case,
+# overlapping or skipped matches, a lost first or last candidate) was found within the first
+# 25 examples, in each of ten seeds. The walk's properties above keep their counts: the bugs
+# planted in the walk were found in at most four seeds of ten, some after 200 examples.
+@settings(max_examples=100, deadline=None)
 @given(pieces=PIECES, nonce=NONCE, upper=st.booleans())
 def test_the_candidates_find_every_match_of_the_scans(
     pieces: list[str], nonce: str, upper: bool

@@ -26,7 +26,12 @@ from crawler.detect import (
 )
 from crawler.detect._hash import skeleton_hash
 from crawler.detect._normalize import xml_text
-from crawler.detect._rules import compiled_patterns, descendant_combinators, remove_patterns
+from crawler.detect._rules import (
+    _BUDGET_EVERY,
+    compiled_patterns,
+    descendant_combinators,
+    remove_patterns,
+)
 
 HTML = "text/html; charset=utf-8"
 
@@ -232,7 +237,10 @@ def test_ordinary_selector_on_a_deep_page_is_quick() -> None:
 
 
 def test_a_page_over_its_budget_is_a_failed_verdict() -> None:
-    body = b"<p>" + b"1 views " * 250_000
+    # A budget of 0 s is passed at the first look at the clock, whatever the page's size. The
+    # pattern loop looks at the clock every _BUDGET_EVERY matches: with four times as many, the
+    # verdict fails even if the other looks were lost (250,000 matches took 1 s more of CPU).
+    body = b"<p>" + b"1 views " * (4 * _BUDGET_EVERY + 100)
     item = DetectItem(body, HTML, WatchRules(ignore_patterns=(r"\d+ views",)))
     verdict = judge(item, budget_s=0.0)
     assert verdict.error == "judge_timeout" and verdict.content_hash == ""

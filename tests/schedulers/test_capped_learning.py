@@ -4,6 +4,8 @@ rest is sparse)."""
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pytest
 
@@ -11,10 +13,13 @@ from crawler import schedulers
 from crawler.schedulers import _prior
 
 
+@cache
 def _polls_of_hot_url(probe_hits: float, rule: str = "stride", slots: int = 300) -> int:
     """Polls of the one URL that changes every slot, in a host of 60 capped at 1 poll per
     slot (others: rare changes), over ``slots`` slots, the capped host's polls chosen by
-    ``rule``."""
+    ``rule``. Every input is seeded, so a run with the same arguments gives the same count:
+    it is computed once per process (the two tests below ask for six runs, four distinct,
+    at 0.3-0.5 s of CPU each)."""
     rng = np.random.default_rng(3)
     n = 80
     p = np.full(n, 0.01)
@@ -73,8 +78,11 @@ def test_the_guard_keeps_the_host_index_dense_and_the_bounds_sparse() -> None:
     assert np.all(lower[:500] == 0.01) and np.all(lower[500:] == 0.0)
 
 
-def _run(rule: str, *, caps: bool, read_rates: bool = False, slots: int = 200) -> list[bytes]:
-    """The picks of a 300-URL run, 6 hosts (two capped when ``caps``)."""
+@cache
+def _run(rule: str, *, caps: bool, read_rates: bool = False, slots: int = 200) -> tuple[bytes, ...]:
+    """The picks of a 300-URL run, 6 hosts (two capped when ``caps``). Seeded, so computed
+    once per process for the same arguments: a run the tests compare twice is made once
+    (the tuple is immutable, so no test can change what another reads)."""
     rng = np.random.default_rng(4)
     n = 300
     p = rng.uniform(0.005, 0.4, n)
@@ -95,7 +103,7 @@ def _run(rule: str, *, caps: bool, read_rates: bool = False, slots: int = 200) -
         sched.feedback(picked, hits)
         if read_rates:
             sched.rates()  # type: ignore[attr-defined]
-    return picks
+    return tuple(picks)
 
 
 def test_without_constraints_the_capped_rule_changes_nothing() -> None:

@@ -31,7 +31,7 @@ from benchmarks.discovery_service import SLOT, run_acceptance
 from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
 from crawler.store import NewUrl, SourceSpec, Store
-from crawler.testsite._graph import generate
+from crawler.testsite._graph import LinkGraph, generate
 from crawler.testsite._graphserver import EPOCH, GraphSite, TrapSite
 from tests.service.conftest import service_settings
 
@@ -137,11 +137,20 @@ async def test_the_trap_site_costs_at_most_its_page_budget(
 DRAIN_SLOTS = 40
 
 
-@pytest.mark.parametrize("source", ["/sitemap.xml", "/sitemap.xml.gz", "/feed.xml"])
-async def test_a_sitemap_or_feed_source_through_the_service(database_url: str, source: str) -> None:
-    graph = generate(
+@pytest.fixture(scope="module")
+def listed_graph() -> LinkGraph:
+    """The site of the six runs of the sitemap and feed test, built once: only read (by
+    GraphSite and the assertions)."""
+    return generate(
         pages=300, sections=6, active_sections=2, duration=16 * SLOT, new_per_hour=1, seed=4
     )
+
+
+@pytest.mark.parametrize("source", ["/sitemap.xml", "/sitemap.xml.gz", "/feed.xml"])
+async def test_a_sitemap_or_feed_source_through_the_service(
+    database_url: str, source: str, listed_graph: LinkGraph
+) -> None:
+    graph = listed_graph
     site = GraphSite(graph, now=SLOT)
     site.conditional = True
     site.gzip_sitemaps = source.endswith(".gz")  # the index lists gzip sitemaps
