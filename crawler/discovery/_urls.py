@@ -152,7 +152,11 @@ class SourceBudget:
 
     def admit(self, link: str, base: str | None, depth: int) -> str | Refusal:
         """The canonical URL if the link may be followed, else the reason it may not."""
-        url = canonical_url(link, base)
+        # A link heard again exactly as it was admitted (a sitemap or a start page read
+        # again lists the same URLs) is its own canonical form: the canonical form of a
+        # canonical URL is itself, and it is absolute, so ``base`` does not matter. A
+        # dictionary lookup instead of 15-40 us of parsing a link.
+        url = link if link in self.depth else canonical_url(link, base)
         if url is None:
             return self._refuse(Refusal.INVALID)
         if url in self.depth:

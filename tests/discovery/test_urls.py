@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawler.discovery import (
     PatternError,
     Refusal,
     Scope,
     SourceBudget,
+    _urls,
     canonical_url,
     compile_pattern,
     url_template,
@@ -108,3 +111,40 @@ def test_page_budget_is_never_exceeded() -> None:
     budget = SourceBudget(Scope(hosts=frozenset({"e.com"}), page_budget=3))
     assert [budget.charge() for _ in range(5)] == [True, True, True, False, False]
     assert budget.pages == 3 and budget.exhausted
+
+
+_URL_PIECES = st.text(alphabet="abcAB09%/?&=#;:.-_~+ üé", max_size=24)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    host=st.sampled_from(["h", "Example.COM", "127.0.0.1:8080", "h:80", "bücher.de"]),
+    rest=_URL_PIECES,
+)
+def test_a_canonical_url_is_its_own_canonical_form(host: str, rest: str) -> None:
+    # SourceBudget.admit takes a link it admitted before as canonical without parsing it
+    # again: that is right only while canonicalizing is idempotent
+    url = canonical_url(f"http://{host}/{rest}")
+    if url is not None:
+        assert canonical_url(url) == url
+        assert canonical_url(url, "http://other/base/") == url
+
+
+def test_a_link_heard_again_is_admitted_as_before_without_parsing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    budget = SourceBudget(Scope.same_host("http://h/", max_depth=3))
+    links = ["/b?z=1&a=2#top", "http://h/a/./c", "http://h/b?a=2&z=1", "HTTP://H:80/a/c"]
+    first = [budget.admit(link, "http://h/x/", 2) for link in links]
+    assert first == ["http://h/b?a=2&z=1", "http://h/a/c", "http://h/b?a=2&z=1", "http://h/a/c"]
+    parsed: list[str] = []
+
+    def counted(link: str, base: str | None = None) -> str | None:
+        parsed.append(link)
+        return canonical_url(link, base)
+
+    monkeypatch.setattr(_urls, "canonical_url", counted)
+    again = [budget.admit(url, "http://elsewhere/", 1) for url in first]
+    assert parsed == []
+    assert again == first  # the same URLs, found shallower
+    assert all(budget.depth[url] == 1 for url in first)
