@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,11 +13,8 @@ from crawler.cli._validate import MAX_URL_LENGTH
 
 
 @pytest.fixture
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _sqlite_template: Path) -> CliRunner:
-    # a copy of the session's migrated database: a first ``add`` migrating a new file took
-    # 76 ms of CPU, most of these tests' time (tests/cli/test_admin.py starts from nothing)
-    shutil.copyfile(_sqlite_template, tmp_path / "add.db")
-    monkeypatch.setenv("CRAWLER_DATABASE_URL", f"sqlite:///{tmp_path / 'add.db'}")
+def cli(monkeypatch: pytest.MonkeyPatch, sqlite_database_url: str) -> CliRunner:
+    monkeypatch.setenv("CRAWLER_DATABASE_URL", sqlite_database_url)
     monkeypatch.delenv("CRAWLER_CONFIG", raising=False)
     monkeypatch.delenv("CRAWLER_ALLOW_PRIVATE_ADDRESSES", raising=False)
     return CliRunner()

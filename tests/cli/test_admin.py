@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -57,10 +56,11 @@ def test_add_list_show_stats_remove(cli: CliRunner, tmp_path: Path) -> None:
     assert json.loads(cli.invoke(app, ["stats", "--json"]).stdout)["urls"] == 1
 
 
-def test_add_from_files(cli: CliRunner, tmp_path: Path, _sqlite_template: Path) -> None:
-    # a copy of the session's migrated database: migrating a new file took 170 ms of CPU,
-    # most of this test's time, and the first test here already starts from nothing
-    shutil.copyfile(_sqlite_template, tmp_path / "admin.db")
+def test_add_from_files(
+    cli: CliRunner, tmp_path: Path, sqlite_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a migrated database (the first test here starts from nothing)
+    monkeypatch.setenv("CRAWLER_DATABASE_URL", sqlite_database_url)
     plain = tmp_path / "urls.txt"
     plain.write_text("# watch list\nhttps://a.example/\n\nhttps://b.example/x\n")
     sitemap = tmp_path / "sitemap.xml"

@@ -4,7 +4,6 @@ again with other options, selectors people write, and the messages for each."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,8 @@ from crawler.detect._rules import without_root_steps
 
 
 @pytest.fixture
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _sqlite_template: Path) -> CliRunner:
-    # a copy of the session's migrated database: the first ``add`` migrating a new file took
-    # 130-300 ms of CPU, most of each test's time, for messages that do not depend on it
-    # (tests/cli/test_admin.py starts from nothing)
-    shutil.copyfile(_sqlite_template, tmp_path / "input.db")
-    monkeypatch.setenv("CRAWLER_DATABASE_URL", f"sqlite:///{tmp_path / 'input.db'}")
+def cli(monkeypatch: pytest.MonkeyPatch, sqlite_database_url: str) -> CliRunner:
+    monkeypatch.setenv("CRAWLER_DATABASE_URL", sqlite_database_url)
     monkeypatch.delenv("CRAWLER_CONFIG", raising=False)
     monkeypatch.delenv("CRAWLER_ALLOW_PRIVATE_ADDRESSES", raising=False)
     return CliRunner()

@@ -5,10 +5,8 @@ Alembic, nor the HTTP clients. Each took 0.15-0.2 s of every command's start on 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 from crawler.store import Store, head_revision
 
@@ -29,12 +27,9 @@ WATCHED = ("alembic", "psycopg", "httpx", "aiohttp")
 
 
 def test_a_command_on_sqlite_loads_no_driver_migrations_or_http_client(
-    tmp_path: Path, _sqlite_template: Path
+    sqlite_database_url: str,
 ) -> None:
-    # a database at head: a copy of the session's migrated one (migrating a new file here
-    # took 180 ms of CPU)
-    shutil.copyfile(_sqlite_template, tmp_path / "crawler.db")
-    url = f"sqlite:///{tmp_path / 'crawler.db'}"
+    url = sqlite_database_url
     with Store(url) as store:
         assert store.revision() == head_revision()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}

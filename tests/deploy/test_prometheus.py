@@ -51,10 +51,16 @@ PROMTOOL_ENV = {"GOMAXPROCS": "1", "GOGC": "200"}
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     exe = require_tool("promtool")
+    env = {**os.environ, **PROMTOOL_ENV}
     return subprocess.run(
-        [exe, *args], cwd=PROM_DIR, capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, **PROMTOOL_ENV},
-    )  # fmt: skip
+        [exe, *args],
+        cwd=PROM_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_promtool_check_config() -> None:
