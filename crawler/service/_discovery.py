@@ -240,21 +240,24 @@ class DiscoverySide(SourceCrawls):
         watched = expired = 0
         reasons: list[str] = []
         try:
-            result = await asyncio.to_thread(
-                functools.partial(
-                    self.store.record_slot,
-                    record,
-                    max_watched=self.settings.discovery_max_auto_watched,
-                    max_watched_per_slot=self.settings.discovery_max_auto_watched_per_slot,
+            if not record.empty:  # a service without sources writes nothing most slots
+                result = await asyncio.to_thread(
+                    functools.partial(
+                        self.store.record_slot,
+                        record,
+                        max_watched=self.settings.discovery_max_auto_watched,
+                        max_watched_per_slot=self.settings.discovery_max_auto_watched_per_slot,
+                    )
                 )
-            )
-            self._unsaved = None
-            watched = len(result.watched)
-            self._note_watched(result.watched, result.watch_capped)
+                self._unsaved = None
+                watched = len(result.watched)
+                self._note_watched(result.watched, result.watch_capped)
             days = 0.0  # expiry by age scans the table: once an hour (dead pages: each slot)
             if at.timestamp() - self._aged_at >= AGE_EXPIRY_EVERY_S:
                 days, self._aged_at = self.settings.discovery_expire_days, at.timestamp()
-            gone = await asyncio.to_thread(self.store.expire, at, days, slot.dead)
+            gone = []
+            if days > 0 or slot.dead:
+                gone = await asyncio.to_thread(self.store.expire, at, days, slot.dead)
             expired = len(gone)
             if gone:  # some left the watch list: the auto-watched ids again
                 self._auto_ids = set(await asyncio.to_thread(self.store.auto_watched_ids))

@@ -124,6 +124,11 @@ class SlotDiscovery:
     states: dict[int, str] = field(default_factory=dict)
     at: datetime | None = None
 
+    @property
+    def empty(self) -> bool:
+        """Nothing to write: no poll, no page found or linked, no state."""
+        return not (self.polls or self.found or self.linked or self.states)
+
 
 @dataclass(frozen=True, slots=True)
 class DiscoveredRow:
@@ -254,6 +259,8 @@ class DiscoveryStore:
         ``max_watched_per_slot`` per source and never past ``max_watched`` live watched
         pages of one source (None: no cap; the rest stay recorded, not watched)."""
         result = SlotResult()
+        if slot.empty:  # a slot of a service without sources: no transaction at all
+            return result
         fresh: dict[str, int] = {}
         now = slot.at or _now()
         with translate_errors("recording discovery"), self.engine.begin() as conn:
@@ -395,6 +402,8 @@ class DiscoveryStore:
         discovery had added to the watch list leave it."""
         expired: list[tuple[str, str]] = []
         dead_urls = sorted(set(dead))
+        if not dead_urls and expire_days <= 0:
+            return expired  # nothing to apply: no transaction
         with translate_errors("expiring discovered pages"), self.engine.begin() as conn:
             live = discovered.c.expired_at.is_(None)
             for start in range(0, len(dead_urls), _CHUNK):

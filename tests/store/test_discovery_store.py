@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import event
 
 from crawler.store import Found, NewUrl, SlotDiscovery, SourceSpec, Store
 
@@ -152,3 +153,25 @@ def test_auto_watch_caps_per_source_live_and_per_slot(store: Store) -> None:
     ds.expire(t, 0, [f"{NEWS}0"])  # dead: off the watch list, room for one
     third = ds.record_slot(SlotDiscovery(found=[Found(NEWS + "new", trap, t, 1, 1)]), **caps)
     assert [u for u, _ in third.watched] == [NEWS + "new"]
+
+
+def test_a_slot_with_nothing_to_write_opens_no_transaction(store: Store) -> None:
+    """A service without sources records an empty discovery slot and applies no expiry
+    rule in most slots: neither reaches the database (one write transaction a slot
+    saved, on a fence row that every commit also updates)."""
+    ds = store.discovery
+    ds.add_source(SourceSpec(NEWS))
+    statements: list[str] = []
+
+    def note(*args: object) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        result = ds.record_slot(SlotDiscovery(at=datetime(2026, 11, 23, tzinfo=UTC)))
+        gone = ds.expire(datetime(2026, 11, 23, tzinfo=UTC), 0.0, ())
+    finally:
+        event.remove(store.engine, "before_cursor_execute", note)
+    assert (result.recorded, result.watched, gone) == ([], [], [])
+    assert statements == []
+    assert SlotDiscovery(linked={NEWS + "a"}).empty is False  # a link refreshes a page
