@@ -124,8 +124,8 @@ def free_port() -> int:
 def _ephemeral_low() -> int:
     """The lowest port the kernel gives outgoing connections (32768 by Linux's default)."""
     try:
-        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii")
-        return int(text.split()[0])
+        bounds = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii")
+        return int(bounds.split()[0])
     except (OSError, ValueError, IndexError):
         return 32_768
 
