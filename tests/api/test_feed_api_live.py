@@ -9,7 +9,6 @@ unknown ids 404s, and the OpenAPI document is valid and lists exactly the routes
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import feedparser
 import httpx
@@ -21,18 +20,13 @@ from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
 from crawler.store import NewUrl, Store
 from crawler.testsite import ChangingSite
+from tests._ports import free_port
 from tests.detect.test_diff import apply_unified_diff
 from tests.service.conftest import service_settings
 
 TOKEN = "s3cret-token-for-the-test"
 CHANGES = 3
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def walk(client: httpx.AsyncClient, limit: int, **filters: str) -> list[dict[str, object]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from crawler.cli import app
 from crawler.cli.status import service_url
 from crawler.health import AsyncServer, start_http_server
 from crawler.metrics import CrawlerMetrics
+from tests._ports import free_port
 
 
 class Server:
@@ -57,12 +57,6 @@ def server() -> Iterator[Server]:
         yield s
     finally:
         s.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_healthy_service(server: Server) -> None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +27,7 @@ from numpy.typing import NDArray
 from sqlalchemy import Engine, make_url, text
 
 from crawler.store import NewUrl, Store
+from tests._ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 UA_PREFIX = "cluster-test/"
@@ -101,33 +100,6 @@ def host_pages(site: str, pages: int, hosts: int) -> list[int]:
     """The pages of a logged site served by ``site`` (host:port)."""
     h = int(site.split(":", 1)[0].rsplit(".", 1)[1])
     return list(range(h, pages + 1, hosts))
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 below the kernel's range of ephemeral ports: a port that
-    bind(0) gave and the caller released can go to any process's outgoing connection before
-    the worker binds it (seen once in the full suite: a worker's metrics port taken so)."""
-    low = _ephemeral_low()
-    for _ in range(100):
-        port = random.randrange(max(1024, low - 12_000), low)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ephemeral_low() -> int:
-    """The lowest port the kernel gives outgoing connections (32768 by Linux's default)."""
-    try:
-        bounds = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii")
-        return int(bounds.split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32_768
 
 
 def worker_env(

@@ -9,7 +9,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._ports import free_port
 from tests.deploy._util import REPO, build_context_files, copy_build_context, in_build_context
 
 
@@ -180,9 +180,7 @@ def test_install_script_in_a_fresh_venv(tmp_path: Path) -> None:
     command = exec_form([a for w, a in ins if w == "CMD"][-1])
     health = [a for w, a in ins if w == "HEALTHCHECK"][-1]
     health_cmd = exec_form(health[health.index("CMD") + 3 :].strip())
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {
         **os.environ,
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",

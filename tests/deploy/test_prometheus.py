@@ -12,7 +12,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from crawler.service import CrawlService
 from crawler.settings import load_settings
 from crawler.store import DestinationSpec, NewUrl, Store
 from crawler.testsite import ChangingSite, zipf_rates
+from tests._ports import free_port
 from tests.delivery.conftest import Receiver
 from tests.deploy._util import REPO, load_json, load_yaml, require_tool
 
@@ -113,13 +113,6 @@ def dashboard_queries() -> list[tuple[str, str]]:
             assert "$" not in expr, f"unsubstituted variable in {panel['title']}: {expr}"
             out.append((panel["title"], expr))
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextlib.asynccontextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -75,13 +74,6 @@ def make_fetcher() -> Callable[..., Fetcher]:
         return Fetcher(replace(BASE_CONFIG, **overrides))  # type: ignore[arg-type]
 
     return make
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOCAL, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def raw_server(

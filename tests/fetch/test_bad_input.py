@@ -11,7 +11,8 @@ from collections.abc import Callable
 from aiohttp import web
 
 from crawler.fetch import Fetcher, FetchRequest
-from tests.fetch.conftest import LOCAL, Site, free_port, raw_server, start
+from tests._ports import free_port
+from tests.fetch.conftest import LOCAL, Site, raw_server, start
 
 
 async def test_dns_failure(make_fetcher: Callable[..., Fetcher]) -> None:
@@ -23,7 +24,7 @@ async def test_dns_failure(make_fetcher: Callable[..., Fetcher]) -> None:
 
 async def test_unreachable_host_connection_refused(make_fetcher: Callable[..., Fetcher]) -> None:
     async with make_fetcher(respect_robots=False) as f:
-        r = await f.fetch(FetchRequest(1, f"http://{LOCAL}:{free_port()}/"))
+        r = await f.fetch(FetchRequest(1, f"http://{LOCAL}:{free_port(LOCAL)}/"))
     assert r.outcome == "error" and r.error_kind == "connect", r.error
 
 

@@ -8,7 +8,6 @@ import asyncio
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -21,6 +20,7 @@ from crawler.fetch import validate_url
 from crawler.service import CrawlService, SlotSummary
 from crawler.store import NewUrl, Store
 from crawler.testsite.hostile import HostileServer
+from tests._ports import free_port
 from tests.service.conftest import service_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,18 +165,12 @@ def _exposition(service: CrawlService) -> str:
     return generate_latest(service.registry).decode()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow  # a real `crawler run`: ~10 s
 async def test_sigterm_stops_the_service_within_10_s_while_a_host_trickles(
     database_url: str, hosts: tuple[HostileServer, HostileServer, HostileServer]
 ) -> None:
     ordinary, trickling, _ = hosts
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
