@@ -137,6 +137,10 @@ async def running_service(tmp_path: Path) -> AsyncIterator[int]:
             "per_host_concurrency": 8,
             "fetch_retries": 0,
             "normalize_workers": 1,
+            # delivery at the service's priority and unpaced, so that its panels have data
+            # on a machine other jobs keep busy (tests/service/conftest.py says why)
+            "delivery_nice": 0,
+            "delivery_busy_share": 0.0,
         }
     )
     with Store(settings.database_url) as store:
