@@ -19,6 +19,7 @@ from tests._until import until as wait_until
 from tests.cluster._harness import Worker, worker_env
 from tests.delivery.conftest import Receiver
 from tests.delivery.test_retries import in_order_per_url
+from tests.service.conftest import UNTHROTTLED_DELIVERY, as_env
 
 pytestmark = pytest.mark.slow
 
@@ -59,9 +60,7 @@ async def test_a_killed_deliverer_is_replaced_and_nothing_is_lost(
             "CRAWLER_LOG_LEVEL": "INFO",
             "CRAWLER_DELIVERY_RETRY_SCHEDULE": "[0, 0.2, 0.5, 1, 1, 1, 1, 1]",
             "CRAWLER_DELIVERY_POLL_S": "0.1",
-            # delivery at the service's priority and unpaced (tests/service/conftest.py)
-            "CRAWLER_DELIVERY_NICE": "0",
-            "CRAWLER_DELIVERY_BUSY_SHARE": "0",
+            **as_env(UNTHROTTLED_DELIVERY),
         }
         for name in ("w1", "w2", "w3"):
             env = worker_env(database_url, name, capacity=4, slot_seconds=0.2, extra=extra)

@@ -16,6 +16,7 @@ from crawler.store import DestinationSpec, NewUrl, Store
 from crawler.store.models import changes, deliveries, events, slots
 from crawler.testsite import ChangingSite, zipf_rates
 from tests.delivery.conftest import Receiver
+from tests.service.conftest import UNTHROTTLED_DELIVERY, as_env
 from tests.service.test_restart import crawler_env
 
 pytestmark = pytest.mark.slow
@@ -73,10 +74,7 @@ async def test_kill_9_between_commit_and_delivery_loses_no_event(
             # every change kept: each start prunes a URL's changes past the newest 100, and
             # on a loaded machine the three runs make more than that of the hottest page
             "CRAWLER_CHANGES_KEEP_PER_URL": "0",
-            # delivery at the service's priority and unpaced, as tests/service/conftest.py
-            # says why: on a machine other jobs keep busy it would otherwise wait for them
-            "CRAWLER_DELIVERY_NICE": "0",
-            "CRAWLER_DELIVERY_BUSY_SHARE": "0",
+            **as_env(UNTHROTTLED_DELIVERY),
         }
         # 1. the receiver hangs: every event is committed, none delivered, some in flight
         receiver.mode = "hang"

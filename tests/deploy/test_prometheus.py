@@ -28,6 +28,7 @@ from crawler.testsite import ChangingSite, zipf_rates
 from tests._ports import free_port
 from tests.delivery.conftest import Receiver
 from tests.deploy._util import REPO, load_json, load_yaml, require_tool
+from tests.service.conftest import UNTHROTTLED_DELIVERY
 
 PROM_DIR = REPO / "deploy/prometheus"
 SCRAPE_S = 1
@@ -137,10 +138,7 @@ async def running_service(tmp_path: Path) -> AsyncIterator[int]:
             "per_host_concurrency": 8,
             "fetch_retries": 0,
             "normalize_workers": 1,
-            # delivery at the service's priority and unpaced, so that its panels have data
-            # on a machine other jobs keep busy (tests/service/conftest.py says why)
-            "delivery_nice": 0,
-            "delivery_busy_share": 0.0,
+            **UNTHROTTLED_DELIVERY,  # its panels have data on a machine other jobs keep busy
         }
     )
     with Store(settings.database_url) as store:

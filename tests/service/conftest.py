@@ -11,6 +11,15 @@ import pytest
 from crawler.settings import Settings, load_settings
 from crawler.testsite import ChangingSite, zipf_rates
 
+#: delivery at the service's priority and unpaced, for the tests that wait seconds for every
+#: event (``service_settings`` says why); ``as_env`` gives a ``crawler run``'s form
+UNTHROTTLED_DELIVERY: dict[str, Any] = {"delivery_nice": 0, "delivery_busy_share": 0.0}
+
+
+def as_env(values: dict[str, Any]) -> dict[str, str]:
+    """Settings as the ``CRAWLER_*`` variables a ``crawler run`` reads."""
+    return {f"CRAWLER_{name.upper()}": str(value) for name, value in values.items()}
+
 
 def service_settings(database_url: str, **overrides: Any) -> Settings:
     """Settings for a fast local run: loopback allowed, no politeness delay, no metrics, no
@@ -31,8 +40,7 @@ def service_settings(database_url: str, **overrides: Any) -> Settings:
     test_process.py, benchmarks/delivery.py)."""
     values: dict[str, Any] = {
         "delivery": False,
-        "delivery_busy_share": 0.0,
-        "delivery_nice": 0,
+        **UNTHROTTLED_DELIVERY,
         "database_url": database_url,
         "slot_seconds": 0.05,
         "capacity": 2.0,
