@@ -322,8 +322,21 @@ class Scheduler(ABC):
         if pos.size:
             pos = pos.astype(np.intp)
             self._dirty[pos] = True
-            if self._guard is not None:
-                self._guard.succeed(pos)
+            across = None if self._guard is None else self._guard.succeed(pos)
+            if across is not None and ago is not None:
+                across &= ~np.isfinite(ago)  # a believed Last-Modified dates the change
+            if across is not None and across.any():
+                # The first good answer after failed polls compares the page across all of
+                # them: a change in that gap, which may be hundreds of slots, says little of
+                # how often the page changes, and counted as one change in the whole gap it
+                # halved the learned rate of a page back from an outage (and its polls with
+                # it). Not learned: the next interval starts at this answer.
+                self._restart_intervals(pos[across])
+                keep = ~across
+                pos, outcome = pos[keep], outcome[keep]
+                ago = None if ago is None else ago[keep]
+            if not pos.size:
+                return
             if ago is None:
                 self._learn(pos, outcome)
             else:
@@ -406,10 +419,16 @@ class Scheduler(ABC):
         guard.fail(pos, kind_list, self._share_of(pos))
         self._constraints_changed()
 
-    def revive(self, ids: ArrayLike) -> None:
-        """End the failure streaks of URLs and bring retired ones back at once."""
+    def revive(self, ids: ArrayLike, *, answered: bool = False) -> None:
+        """End the failure streaks of URLs and bring retired ones back at once. Their next
+        good answer is not learned from (it compares the page across the failed polls:
+        see ``feedback``), unless ``answered``: they have just given a good answer that
+        has no feedback (a first one, a baseline), and the next is compared with it."""
         pos = self._positions(as_id_array(ids), strict=True)
-        self._guarded().succeed(pos)
+        self._guarded().revive(pos, answered=answered)
+        if answered:
+            self._dirty[pos] = True
+            self._restart_intervals(pos)
         self._constraints_changed()
 
     def set_probe(self, polls_per_slot: float) -> None:
@@ -608,6 +627,11 @@ class Scheduler(ABC):
     def _learn_first(self, pos: IndexArray, ago: FloatArray) -> None:
         """Learn from first polls' version ages (finite, >= 0; rows distinct): see
         ``first_polls``. Nothing by default."""
+
+    def _restart_intervals(self, pos: IndexArray) -> None:
+        """Good answers in this slot that are not learned from (the first after failed
+        polls: see ``feedback``): a scheduler that measures the interval between a URL's
+        polls starts the next one here. Nothing by default."""
 
     def _wanted_total(self) -> float:
         """sum(x); subclasses that keep it incrementally override this."""

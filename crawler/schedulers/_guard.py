@@ -28,7 +28,10 @@ impose on the allocation, and it enforces the hard part of it on each slot's sel
   failures (timeouts, 5xx, 429, refused connections) never retire. Any successful poll
   ends the streak and revives a retired URL at once; ``revive`` does it by hand. Failures
   never touch what the scheduler learned: a failed poll gives its learning no feedback, so
-  a good URL that times out for an hour comes back with the same estimates.
+  a good URL that times out for an hour comes back with the same estimates. The first good
+  answer after failed polls compares the page across all of them (``gap``): ``succeed``
+  says which answers do, and the scheduler learns nothing from them (see
+  ``Scheduler.feedback``).
 
 The guard is not part of the scheduler's saved state: the bounds and caps come from the
 store and settings at every start, and the failure streaks from the store's record of
@@ -96,7 +99,9 @@ NEVER_POLLED = -(2**30)
 _ALL_OPEN = np.empty(0, dtype=np.bool_)
 #: the sparse table's fields, each with its dtype and the value of a new row (None: the
 #: row's last selection): bounds, pause, slot of the last selection, consecutive failures
-#: (and of them the permanent ones), share when the streak began, retirement
+#: (and of them the permanent ones), share when the streak began, retirement, and whether
+#: failed polls came since the row's last good answer (set with a streak, cleared by the
+#: next good answer, not by ``revive``: the operator's revival is not an answer)
 _ROWS: dict[str, tuple[type[np.generic], float | int | bool | None]] = {
     "lower": (np.float64, 0.0),
     "upper": (np.float64, 1.0),
@@ -106,6 +111,7 @@ _ROWS: dict[str, tuple[type[np.generic], float | int | bool | None]] = {
     "permanent": (np.int32, 0),
     "base": (np.float64, 0.0),
     "retired": (np.bool_, False),
+    "gap": (np.bool_, False),
 }
 
 
@@ -166,6 +172,7 @@ class Guard:
         self.permanent: NDArray[np.int32]
         self.base: FloatArray
         self.retired: BoolArray
+        self.gap: BoolArray
         for name, (dtype, _) in _ROWS.items():
             setattr(self, name, np.empty(0, dtype=dtype))
         #: the latest slot the guard has seen (a row entering the table starts from it)
@@ -306,6 +313,7 @@ class Guard:
             if self.streak[entry] == 0:
                 self.base[entry] = max(float(shares[j]), self.floor)
             self.streak[entry] += 1
+            self.gap[entry] = True
             if kind == "transient":
                 self.permanent[entry] = 0
             else:
@@ -314,20 +322,40 @@ class Guard:
                     self.retired[entry] = True
         self._changed()
 
-    def succeed(self, rows: IndexArray) -> None:
-        """Successful polls: their streaks end, retired ones come back."""
-        if rows.size == 0 or self.rows.size == 0:
-            return
-        if not (self.streak.any() or self.retired.any()):
-            return  # no failure on record: nothing to end (and no lookup of the rows)
-        at = self._entries(rows, create=False)
-        failing = at[(self.streak[at] > 0) | self.retired[at]]
-        if failing.size == 0:
-            return
-        self.streak[failing] = 0
-        self.permanent[failing] = 0
-        self.retired[failing] = False
+    def succeed(self, rows: IndexArray) -> BoolArray | None:
+        """Successful polls: their streaks end, retired ones come back. Returns which of
+        ``rows`` are the first good answer after failed polls (None: none is), whether
+        the streak ends now or was ended by ``revive``."""
+        if rows.size == 0 or self.rows.size == 0 or not self.gap.any():
+            return None  # no failure on record: nothing to end (and no lookup of the rows)
+        rows = np.asarray(rows, dtype=np.intp)
+        at = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
+        across: BoolArray = (self.rows[at] == rows) & self.gap[at]
+        if not across.any():
+            return None
+        entries = at[across]
+        self._end_streaks(entries)
+        self.gap[entries] = False
         self._changed()
+        return across
+
+    def revive(self, rows: IndexArray, *, answered: bool = False) -> None:
+        """End the failure streaks of ``rows`` by hand; a retired row comes back at once.
+        Their next good answer still compares the page across the failed polls, unless
+        ``answered``: they have just given a good answer that has no feedback (a first
+        one, a baseline), which the next is compared with."""
+        at = self._entries(rows, create=False)
+        if at.size == 0:
+            return
+        self._end_streaks(at)
+        if answered:
+            self.gap[at] = False
+        self._changed()
+
+    def _end_streaks(self, entries: IndexArray) -> None:
+        self.streak[entries] = 0
+        self.permanent[entries] = 0
+        self.retired[entries] = False
 
     def failing_rows(self) -> tuple[IndexArray, NDArray[np.int32], BoolArray]:
         """The rows with failures on record, their consecutive failures and retirement."""
@@ -778,6 +806,7 @@ class Guard:
             | (self.streak > 0)
             | (self.permanent > 0)
             | self.retired
+            | self.gap
         )
         if not keep.all():
             for name in _ROWS:

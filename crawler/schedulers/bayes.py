@@ -616,6 +616,9 @@ class BayesRate(Scheduler):
             unseen = first[~self._observed[first]]
             self._last[unseen] = before
 
+    def _restart_intervals(self, pos: IndexArray) -> None:
+        self._last[pos] = self._slot
+
     def _learn_changed(self, pos: IndexArray, hits: BoolArray, ago: FloatArray) -> None:
         self._learn(pos, hits, ago.astype(np.float32))
 

@@ -144,6 +144,9 @@ class Estimator(CachedAllocation):
         self._cursor = (start + k) % n
         return ((start + np.arange(k)) % n).astype(np.intp)
 
+    def _restart_intervals(self, pos: IndexArray) -> None:
+        self._last[pos] = self._slot
+
     def _learn(self, pos: IndexArray, hits: BoolArray) -> None:
         self._polls[pos] += 1
         self._hits[pos] += hits

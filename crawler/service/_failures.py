@@ -104,7 +104,9 @@ class FailureKeeper:
             back = np.array(recovered, dtype=np.int64)
             back = back[np.isin(back, self._known)]
             if back.size:
-                scheduler.revive(back)  # a baseline poll gives no feedback: revive here
+                # a baseline poll gives no feedback: revive here, the next poll compared
+                # with this answer
+                scheduler.revive(back, answered=True)
             for uid in recovered:
                 del self.records[uid]
                 out.append(FailureRow(uid, 0))

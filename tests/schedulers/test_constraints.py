@@ -136,6 +136,95 @@ def test_transient_failures_leave_the_learning_alone() -> None:
     assert np.allclose(xa, xb, rtol=0.02)
 
 
+def _rate_of(s: schedulers.Scheduler, uid: int) -> float:
+    assert isinstance(s, bayes.BayesRate)
+    ids, rates = s.rates()
+    return float(rates[ids == uid][0])
+
+
+def _fail_for(s: schedulers.Scheduler, uid: int, kind: str, slots: int) -> None:
+    """``slots`` slots in which every poll of ``uid`` fails and the others answer."""
+    rng = np.random.default_rng(1)
+    for _ in range(slots):
+        ids = s.select()
+        good = ids[ids != uid]
+        s.feedback(good, rng.random(good.size) < 0.2)
+        if uid in ids:
+            s.report_failures([uid], kind)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("revived_by", ["its answer", "the operator"])
+def test_the_first_answer_after_failures_is_not_learned_and_starts_the_next_interval(
+    revived_by: str,
+) -> None:
+    n = 60
+    s = schedulers.create("bayes", capacity=4.0, seed=7)
+    s.add(np.arange(n))
+    simulate(s, np.random.default_rng(6).uniform(0.02, 0.3, n), 400, np.random.default_rng(5))
+    before = _rate_of(s, 3)
+    # URL 3 fails for 600 slots: a change in that gap says little of how often it changes
+    _fail_for(s, 3, "transient" if revived_by == "its answer" else "gone", 600)
+    if revived_by == "the operator":
+        s.revive([3])
+        assert 3 not in s.failing()[0]
+    s.select()
+    s.feedback([3], [True])
+    assert 3 not in s.failing()[0]
+    assert _rate_of(s, 3) == pytest.approx(before, rel=1e-6)
+    assert isinstance(s, bayes.BayesRate)
+    assert s._last[3] == s.slot  # the next interval starts at this answer
+    # the next answer is learned, over the interval since that one
+    for _ in range(4):
+        s.select()
+    s.feedback([3], [True])
+    assert _rate_of(s, 3) > before
+
+
+def test_an_answer_after_failures_that_dates_its_change_is_learned() -> None:
+    n = 60
+    s = schedulers.create("bayes", capacity=4.0, seed=7)
+    s.add(np.arange(n))
+    simulate(s, np.random.default_rng(6).uniform(0.02, 0.3, n), 400, np.random.default_rng(5))
+    before = _rate_of(s, 3)
+    _fail_for(s, 3, "transient", 600)
+    s.select()
+    # a believed Last-Modified says when the page changed: the gap does not blur that
+    s.feedback([3], [True], changed_ago=[2.0])
+    assert _rate_of(s, 3) != pytest.approx(before, rel=1e-3)
+
+
+def test_a_revival_with_an_answer_starts_the_next_interval_there() -> None:
+    n = 60
+    s = schedulers.create("bayes", capacity=4.0, seed=7)
+    s.add(np.arange(n))
+    simulate(s, np.random.default_rng(6).uniform(0.02, 0.3, n), 400, np.random.default_rng(5))
+    _fail_for(s, 3, "transient", 300)
+    s.select()
+    s.revive([3], answered=True)  # what the service does after a first answer (a baseline)
+    assert isinstance(s, bayes.BayesRate)
+    assert s._last[3] == s.slot
+    before = _rate_of(s, 3)
+    for _ in range(3):
+        s.select()
+    s.feedback([3], [True])  # learned: a change within 3 slots of that answer
+    assert _rate_of(s, 3) > before
+
+
+def test_the_guard_says_which_answers_come_after_failures() -> None:
+    g = Guard(10, 0)
+    assert g.succeed(np.arange(10, dtype=np.intp)) is None
+    g.fail(np.array([2, 5], dtype=np.intp), ["transient", "gone"], np.full(2, 0.1))
+    g.revive(np.array([5], dtype=np.intp))  # by hand: the streak ends, the gap stays
+    assert not g.retired.any() and g.streak.tolist() == [1, 0]  # rows 2 and 5
+    across = g.succeed(np.array([1, 2, 5, 7], dtype=np.intp))
+    assert across is not None and across.tolist() == [False, True, True, False]
+    assert g.succeed(np.array([2, 5], dtype=np.intp)) is None  # once only
+    assert g.rows.size == 0  # nothing left on record
+    g.fail(np.array([4], dtype=np.intp), ["transient"], np.full(1, 0.1))
+    g.revive(np.array([4], dtype=np.intp), answered=True)
+    assert g.succeed(np.array([4], dtype=np.intp)) is None
+
+
 def test_backoff_is_exponential_to_a_floor() -> None:
     s = schedulers.create("bayes", capacity=2.0, seed=1)
     s.add(np.arange(10))
