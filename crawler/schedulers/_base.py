@@ -326,11 +326,11 @@ class Scheduler(ABC):
             if across is not None and ago is not None:
                 across &= ~np.isfinite(ago)  # a believed Last-Modified dates the change
             if across is not None and across.any():
-                # The first good answer after failed polls compares the page across all of
-                # them: a change in that gap, which may be hundreds of slots, says little of
-                # how often the page changes, and counted as one change in the whole gap it
-                # halved the learned rate of a page back from an outage (and its polls with
-                # it). Not learned: the next interval starts at this answer.
+                # The first good answer after failed polls (or a pause) compares the page
+                # across all of them: a change in that gap, which may be hundreds of slots,
+                # says little of how often the page changes, and counted as one change in
+                # the whole gap it halved the learned rate of a page back from an outage
+                # (and its polls with it). Not learned: the next interval starts here.
                 self._restart_intervals(pos[across])
                 keep = ~across
                 pos, outcome = pos[keep], outcome[keep]

@@ -29,9 +29,9 @@ impose on the allocation, and it enforces the hard part of it on each slot's sel
   ends the streak and revives a retired URL at once; ``revive`` does it by hand. Failures
   never touch what the scheduler learned: a failed poll gives its learning no feedback, so
   a good URL that times out for an hour comes back with the same estimates. The first good
-  answer after failed polls compares the page across all of them (``gap``): ``succeed``
-  says which answers do, and the scheduler learns nothing from them (see
-  ``Scheduler.feedback``).
+  answer after failed polls compares the page across all of them (``gap``; the first after
+  a pause, across the pause): ``succeed`` says which answers do, and the scheduler learns
+  nothing from them (see ``Scheduler.feedback``).
 
 The guard is not part of the scheduler's saved state: the bounds and caps come from the
 store and settings at every start, and the failure streaks from the store's record of
@@ -100,8 +100,9 @@ _ALL_OPEN = np.empty(0, dtype=np.bool_)
 #: the sparse table's fields, each with its dtype and the value of a new row (None: the
 #: row's last selection): bounds, pause, slot of the last selection, consecutive failures
 #: (and of them the permanent ones), share when the streak began, retirement, and whether
-#: failed polls came since the row's last good answer (set with a streak, cleared by the
-#: next good answer, not by ``revive``: the operator's revival is not an answer)
+#: the row's next good answer compares the page across a gap of failed polls or a pause
+#: (set with a streak and at the end of a pause, cleared by that answer, not by
+#: ``revive``: the operator's revival is not an answer)
 _ROWS: dict[str, tuple[type[np.generic], float | int | bool | None]] = {
     "lower": (np.float64, 0.0),
     "upper": (np.float64, 1.0),
@@ -294,6 +295,8 @@ class Guard:
 
     def set_paused(self, rows: IndexArray, paused: bool) -> None:
         at = self._entries(rows, create=paused)  # before reading self.paused: it may grow
+        if not paused:  # the first answer after a pause compares the page across it
+            self.gap[at[self.paused[at]]] = True
         self.paused[at] = paused
         self._changed()
 

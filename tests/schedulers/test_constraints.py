@@ -180,6 +180,28 @@ def test_the_first_answer_after_failures_is_not_learned_and_starts_the_next_inte
     assert _rate_of(s, 3) > before
 
 
+def test_the_first_answer_after_a_pause_is_not_learned() -> None:
+    n = 60
+    s = schedulers.create("bayes", capacity=4.0, seed=7)
+    s.add(np.arange(n))
+    simulate(s, np.random.default_rng(6).uniform(0.02, 0.3, n), 400, np.random.default_rng(5))
+    before = _rate_of(s, 3)
+    s.pause([3])
+    s.resume([8])  # never paused: its next answer is learned as any other
+    for _ in range(500):
+        assert 3 not in s.select()
+    s.resume([3])
+    s.select()
+    s.feedback([3, 8], [True, True])
+    assert _rate_of(s, 3) == pytest.approx(before, rel=1e-6)
+    assert isinstance(s, bayes.BayesRate)
+    assert s._last[3] == s.slot
+    for _ in range(4):
+        s.select()
+    s.feedback([3], [True])
+    assert _rate_of(s, 3) > before
+
+
 def test_an_answer_after_failures_that_dates_its_change_is_learned() -> None:
     n = 60
     s = schedulers.create("bayes", capacity=4.0, seed=7)
