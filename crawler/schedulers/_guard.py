@@ -348,8 +348,9 @@ class Guard:
         ``answered``: they have just given a good answer that has no feedback (a first
         one, a baseline), which the next is compared with."""
         at = self._entries(rows, create=False)
-        if at.size == 0:
-            return
+        on_record = (self.streak[at] > 0) | self.retired[at] | (answered & self.gap[at])
+        if not on_record.any():
+            return  # nothing to end: the record and the version stand
         self._end_streaks(at)
         if answered:
             self.gap[at] = False
