@@ -142,6 +142,27 @@ def _rate_of(s: schedulers.Scheduler, uid: int) -> float:
     return float(rates[ids == uid][0])
 
 
+def _learned_scheduler() -> bayes.BayesRate:
+    """``bayes`` after 400 slots of 60 URLs (the tests below take URL 3 away, then back)."""
+    n = 60
+    s = schedulers.create("bayes", capacity=4.0, seed=7)
+    s.add(np.arange(n))
+    simulate(s, np.random.default_rng(6).uniform(0.02, 0.3, n), 400, np.random.default_rng(5))
+    assert isinstance(s, bayes.BayesRate)
+    return s
+
+
+def _not_learned_then_learned(s: bayes.BayesRate, uid: int, before: float) -> None:
+    """The answer ``uid`` just gave was not learned and starts its next interval; the
+    next answer, 4 slots on, is learned (a change that soon raises the rate)."""
+    assert _rate_of(s, uid) == pytest.approx(before, rel=1e-6)
+    assert s._last[uid] == s.slot
+    for _ in range(4):
+        s.select()
+    s.feedback([uid], [True])
+    assert _rate_of(s, uid) > before
+
+
 def _fail_for(s: schedulers.Scheduler, uid: int, kind: str, slots: int) -> None:
     """``slots`` slots in which every poll of ``uid`` fails and the others answer."""
     rng = np.random.default_rng(1)
@@ -157,10 +178,7 @@ def _fail_for(s: schedulers.Scheduler, uid: int, kind: str, slots: int) -> None:
 def test_the_first_answer_after_failures_is_not_learned_and_starts_the_next_interval(
     revived_by: str,
 ) -> None:
-    n = 60
-    s = schedulers.create("bayes", capacity=4.0, seed=7)
-    s.add(np.arange(n))
-    simulate(s, np.random.default_rng(6).uniform(0.02, 0.3, n), 400, np.random.default_rng(5))
+    s = _learned_scheduler()
     before = _rate_of(s, 3)
     # URL 3 fails for 600 slots: a change in that gap says little of how often it changes
     _fail_for(s, 3, "transient" if revived_by == "its answer" else "gone", 600)
@@ -170,21 +188,11 @@ def test_the_first_answer_after_failures_is_not_learned_and_starts_the_next_inte
     s.select()
     s.feedback([3], [True])
     assert 3 not in s.failing()[0]
-    assert _rate_of(s, 3) == pytest.approx(before, rel=1e-6)
-    assert isinstance(s, bayes.BayesRate)
-    assert s._last[3] == s.slot  # the next interval starts at this answer
-    # the next answer is learned, over the interval since that one
-    for _ in range(4):
-        s.select()
-    s.feedback([3], [True])
-    assert _rate_of(s, 3) > before
+    _not_learned_then_learned(s, 3, before)
 
 
 def test_the_first_answer_after_a_pause_is_not_learned() -> None:
-    n = 60
-    s = schedulers.create("bayes", capacity=4.0, seed=7)
-    s.add(np.arange(n))
-    simulate(s, np.random.default_rng(6).uniform(0.02, 0.3, n), 400, np.random.default_rng(5))
+    s = _learned_scheduler()
     before = _rate_of(s, 3)
     s.pause([3])
     s.resume([8])  # never paused: its next answer is learned as any other
@@ -193,20 +201,11 @@ def test_the_first_answer_after_a_pause_is_not_learned() -> None:
     s.resume([3])
     s.select()
     s.feedback([3, 8], [True, True])
-    assert _rate_of(s, 3) == pytest.approx(before, rel=1e-6)
-    assert isinstance(s, bayes.BayesRate)
-    assert s._last[3] == s.slot
-    for _ in range(4):
-        s.select()
-    s.feedback([3], [True])
-    assert _rate_of(s, 3) > before
+    _not_learned_then_learned(s, 3, before)
 
 
 def test_an_answer_after_failures_that_dates_its_change_is_learned() -> None:
-    n = 60
-    s = schedulers.create("bayes", capacity=4.0, seed=7)
-    s.add(np.arange(n))
-    simulate(s, np.random.default_rng(6).uniform(0.02, 0.3, n), 400, np.random.default_rng(5))
+    s = _learned_scheduler()
     before = _rate_of(s, 3)
     _fail_for(s, 3, "transient", 600)
     s.select()
@@ -216,14 +215,10 @@ def test_an_answer_after_failures_that_dates_its_change_is_learned() -> None:
 
 
 def test_a_revival_with_an_answer_starts_the_next_interval_there() -> None:
-    n = 60
-    s = schedulers.create("bayes", capacity=4.0, seed=7)
-    s.add(np.arange(n))
-    simulate(s, np.random.default_rng(6).uniform(0.02, 0.3, n), 400, np.random.default_rng(5))
+    s = _learned_scheduler()
     _fail_for(s, 3, "transient", 300)
     s.select()
     s.revive([3], answered=True)  # what the service does after a first answer (a baseline)
-    assert isinstance(s, bayes.BayesRate)
     assert s._last[3] == s.slot
     before = _rate_of(s, 3)
     for _ in range(3):
