@@ -5,9 +5,10 @@
 
 ``benchmarks/failures_live.py`` runs the service for minutes per figure; this replays its
 plan on ``bayes`` directly, in a second per seed: 50 pages of Zipf(0.6, 1.0) change
-probabilities, C = 3 polls per slot; from slot 150 five pages fail (two 404, one 410, two
-time-outs); at slot 900 one timed-out page answers again by itself and the operator
-revives the retired (410) one; then 450 slots. The same seed's run without failures is
+probabilities, C = 3 polls per slot; from slot 150 five pages fail (``FAILURES``: two 404,
+one 410, two time-outs); at slot 800 (the slot the live test revives them at) one timed-out
+page answers again by itself and the operator revives the retired (410) one; then 450
+slots. The same seed's run without failures is
 the reference. Reported per page back: its polls in those 450 slots and its learned change
 probability at the end, with and without the failures, over the seeds.
 """
@@ -21,20 +22,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from benchmarks.failures_live import BACK_BY_ITSELF as BY_ITSELF
+from benchmarks.failures_live import BACK_BY_OPERATOR as BY_OPERATOR
+from benchmarks.failures_live import FAILURES
 from crawler import schedulers
-from crawler.schedulers import FailureKind
+from crawler.schedulers import FailureKind, classify_failure
 from crawler.schedulers.bayes import BayesRate
 from crawler.testsite import zipf_rates
 
-FAILURES: dict[int, FailureKind] = {
-    3: "permanent",
-    8: "transient",
-    14: "gone",
-    22: "permanent",
-    31: "transient",
+#: each failing page's kind as the service classifies its answers
+KINDS: dict[int, FailureKind] = {
+    page: classify_failure(error="timeout") if how == "timeout" else classify_failure(int(how))
+    for page, how in FAILURES.items()
 }
-BY_ITSELF, BY_OPERATOR = 8, 14
-LEARN, BACK, AFTER = 150, 900, 450
+#: as tests/service/test_failures_live.py runs it: learn 150, settle 250, measure 400, 450 on
+LEARN, BACK, AFTER = 150, 800, 450
 
 
 def replay(seed: int, failures: bool) -> tuple[dict[int, int], dict[int, float]]:
@@ -54,7 +56,7 @@ def replay(seed: int, failures: bool) -> tuple[dict[int, int], dict[int, float]]
         bad: list[int] = []
         for uid in s.select().tolist():
             back = slot > BACK and uid in polls
-            if failures and uid in FAILURES and slot >= LEARN and not back:
+            if failures and uid in KINDS and slot >= LEARN and not back:
                 bad.append(uid)
                 continue
             if uid in seen:
@@ -66,7 +68,7 @@ def replay(seed: int, failures: bool) -> tuple[dict[int, int], dict[int, float]]
         if good:
             s.feedback(good, hits)
         if bad:
-            s.report_failures(bad, [FAILURES[u] for u in bad])
+            s.report_failures(bad, [KINDS[u] for u in bad])
         if failures and slot == BACK:
             s.revive([BY_OPERATOR])
     assert isinstance(s, BayesRate)
