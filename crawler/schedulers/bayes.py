@@ -144,6 +144,7 @@ from crawler.schedulers._base import BoolArray, FloatArray, IndexArray, Schedule
 from crawler.schedulers._bayes_params import BayesParams
 from crawler.schedulers._fill import HINT_STEPS, constrained_fill, optimum_curve
 from crawler.schedulers._guard import CREDIT_CEILING, NEVER_POLLED
+from crawler.schedulers._held import HeldRows
 from crawler.schedulers._kernels import (
     allowed_picks,
     best_of_groups,
@@ -328,6 +329,8 @@ class BayesRate(Scheduler):
         self._learned: tuple[IndexArray, int] | None = None
         #: ``_held_hosts``' answer and the levels and caps it was computed from
         self._held_cache: tuple[tuple[object, ...], BoolArray] | None = None
+        #: the rows waiting in held hosts at the last ranking, with what ranks them
+        self._held_rows = HeldRows()
         self._planned_total = 0.0
         # Kept for ``_relevel`` (per host, O(polled) a slot): sum(x) of each host's rows,
         # the part of it that moves with the host's level (rows below 1 and unbounded), and
@@ -407,6 +410,7 @@ class BayesRate(Scheduler):
         }
 
     def _after_add(self) -> None:
+        self._held_rows.clear()
         self._pack_stats()
         self._refresh_weighted()
         self._stale = True
@@ -414,6 +418,7 @@ class BayesRate(Scheduler):
             self._resolve()  # the per-row levels must stay aligned with the rows
 
     def _after_remove(self) -> None:
+        self._held_rows.clear()
         self._pack_stats()
         self._refresh_weighted()
         self._total = float(self._x.sum(dtype=np.float64))
@@ -422,6 +427,7 @@ class BayesRate(Scheduler):
             self._resolve()
 
     def _after_restore(self) -> None:
+        self._held_rows.clear()
         self._refresh_weighted()
         self._u = float(self._u)
         self._m = float(self._m)
@@ -457,6 +463,7 @@ class BayesRate(Scheduler):
         return self._total
 
     def _constraints_changed(self) -> None:
+        self._held_rows.clear()  # the groups may have moved
         self._stale = True
 
     def _choose(self, k: int) -> IndexArray:
@@ -549,6 +556,7 @@ class BayesRate(Scheduler):
         if guard is not None and limited:
             step_and_due(credit, self._x[:0], np.float32(1.0), False, group, np.zeros(1, bool))
             best_of_groups(none, self._rhat[:0], self._last[:0], 0, group, np.empty(0))
+            HeldRows.warm_up(group)
             hold_credit(credit, none, np.empty(0, dtype=bool), np.float32(CREDIT_CEILING))
             within_credit(none, group, np.empty(0), 0)
             taken = np.empty(0, dtype=bool)
@@ -585,9 +593,10 @@ class BayesRate(Scheduler):
             return np.empty(0, dtype=np.intp)
         # the chance of a change since the last poll, 1 - e^(-r age), ranks as r age: the
         # best of each host (one compiled pass, not a sort of all of them by that key)
-        passes, key = best_of_groups(
-            due, self._rhat, self._last, self._slot, limits.group, guard.allowances()
-        )
+        # most of them waited in the last slot too: their columns are kept, compact
+        rate, last, group = self._held_rows.columns(due, self._rhat, self._last, limits.group)
+        at = np.arange(due.size, dtype=np.intp)
+        passes, key = best_of_groups(at, rate, last, self._slot, group, guard.allowances())
         credit = cast(F32Array, self._credit)  # bayes keeps its credit in float32
         hold_credit(credit, due, passes, np.float32(CREDIT_CEILING))  # those waiting
         picks = due[passes]
@@ -614,9 +623,11 @@ class BayesRate(Scheduler):
                 return  # the whole selection was learned in its slot: none is a baseline
             first = first[self._last[first] != before]
             unseen = first[~self._observed[first]]
+            self._held_rows.touch(unseen)
             self._last[unseen] = before
 
     def _restart_intervals(self, pos: IndexArray) -> None:
+        self._held_rows.touch(pos)
         self._last[pos] = self._slot
 
     def _learn_changed(self, pos: IndexArray, hits: BoolArray, ago: FloatArray) -> None:
@@ -645,6 +656,7 @@ class BayesRate(Scheduler):
         each row's last poll)."""
         if tau is None:
             tau = np.maximum(self._slot - self._last[pos], 1).astype(np.float32)
+        self._held_rows.touch(pos)  # their rate and last poll change here
         self._last[pos] = self._slot
         self._learned = (pos, self._slot)
         a, b, h, rate, old_rate, seen = self._update_rows(pos, hits, ago, tau)
@@ -903,6 +915,7 @@ class BayesRate(Scheduler):
                 self._new_value = self.settings.new_rate * mean_seen
         if n_unseen:
             _put_unseen(self._rhat, self._observed, self._new_value)
+            self._held_rows.clear()
         rate = self._rhat
         capacity = self.capacity
         guard = self._guard
@@ -1128,6 +1141,7 @@ class BayesRate(Scheduler):
         if value is not None:
             if self._unseen_count:
                 _put_unseen(self._rhat, self._observed, value)
+                self._held_rows.clear()
             self._new_value = value
         x = _levelled_x(self._own_padded, m_new, limits.group, self._rhat, self._x)
         rows = limits.rows
