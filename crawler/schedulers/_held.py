@@ -5,8 +5,9 @@ rows, the few that most likely changed since their last poll, ranked by ``rate *
 last poll)``; the rest wait, due, for a later slot. Under the benchmark's heavy mix at a
 million URLs about 30,000 rows wait so, one in about 33 of all rows, and nine in ten of
 them waited in the slot before with the same rate and last poll. Gathering the rate, the
-last poll and the host of rows that sparse reads nearly every cache line of those three
-arrays (10 MB), which the slot's pass over the credits has just pushed out of the cache:
+last poll and the host of rows that sparse reads nearly every cache line of what holds
+them (the rates, 4 MB; the 24-byte statistics records with the last poll, 24 MB; the
+hosts, 2 MB), which the slot's pass over the credits has just pushed out of the cache:
 1.6-2.0 ms a slot for a ranking whose own work, on compact columns, is 0.2-0.4 ms (an AMD
 EPYC with 32 MB of L3, 2026-11-29). ``HeldRows`` keeps the three columns of the waiting
 rows, compact, and gathers only the newcomers' (about 2,500 a slot).
